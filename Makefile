@@ -1,0 +1,44 @@
+# Two commands do everything on a fresh machine: `make serve` and `make test`.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: serve test test-slow lint bench bench-rules clean
+
+$(INSTALLED): pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+## serve: set up and show the rules core at work (the gRPC service replaces this demo)
+serve: $(INSTALLED)
+	@echo "== gnau evaluate (the rules page's sample hands) =="
+	@printf '%s\n' '3C 6S 8H 4H 8C' 'KD 4C 3S AS QC' 'KD 4C 3S AD QC' 'KC 7S 3H JH 7C' \
+		'KD JH TS JD QC' '4D 4C 3S 8D 5D' | $(BIN)/gnau evaluate
+	@echo "== gnau stats =="
+	@$(BIN)/gnau stats
+
+## test: set up, then lint, type-check and run every test that is not marked slow
+test: $(INSTALLED) lint
+	$(BIN)/python -m pytest -q tests gnau_service --doctest-modules
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy --strict gnau_service
+
+## test-slow: the exhaustive and statistical runs
+test-slow: $(INSTALLED)
+	$(BIN)/python -m pytest -q tests -m slow
+
+bench: bench-rules
+
+bench-rules: $(INSTALLED)
+	$(BIN)/python bench/bench_rules.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,1 @@
+"""The ``gnau`` command line: one module per group of commands."""

@@ -1,0 +1,51 @@
+"""The architecture's one-way data flow, checked on the import statements themselves.
+
+rules imports nothing else of the project; fairness may use rules (the card vocabulary) and
+nothing else; audit may use both; nothing below the server imports the server or the CLI.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gnau_service"
+
+ALLOWED = {
+    "rules": {"rules"},
+    "fairness": {"fairness", "rules"},
+    "audit": {"audit", "fairness", "rules"},
+}
+
+
+def project_imports(layer: str) -> set[tuple[str, str]]:
+    """(file, imported layer) for every import of a gnau_service module inside ``layer``."""
+    found = set()
+    for path in (PACKAGE / layer).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.ImportFrom) and node.level > 0:
+                raise AssertionError(f"{path}: use absolute imports")
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "gnau_service" and len(parts) > 1:
+                    found.add((path.name, parts[1]))
+    return found
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_what_lies_below_it(layer: str) -> None:
+    wrong = {
+        (file, imported)
+        for file, imported in project_imports(layer)
+        if imported not in ALLOWED[layer]
+    }
+    assert not wrong, f"{layer} imports {sorted(wrong)}"
+
+
+def test_rules_core_is_actually_scanned() -> None:
+    assert ("evaluation.py", "rules") in project_imports("rules")
