@@ -1,0 +1,286 @@
+"""The audit log entry: one signed, canonical JSON object per event. Its bytes are the Merkle leaf.
+
+An entry is an RFC 8785 (JCS) canonical JSON object with exactly these members::
+
+    {"index":0,"key_id":"1a2b3c4d","kind":"SERVICE_STARTED","payload":{},
+     "prev_hash":"000...000","round_id":null,"signature":"<128 hex>","time":"2025-03-01T12:00:00Z"}
+
+(shown wrapped; the real bytes have no whitespace). ``signature`` is the log key's Ed25519
+signature over the canonical JSON of the other seven members; ``key_id`` is that key's C2SP key ID;
+``prev_hash`` is the hex RFC 6962 leaf hash of the previous entry's bytes (64 zeros for entry 0).
+Decoding re-encodes and compares, so each entry has exactly one valid byte form.
+
+>>> from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+>>> from gnau_service.audit.note import Signer
+>>> signer = Signer("gnau-dealer/test", Ed25519PrivateKey.generate())
+>>> data = encode_entry(
+...     signer, index=0, kind=EntryKind.SERVICE_STARTED, time="2025-03-01T12:00:00Z",
+...     payload={"version": "0.1.0"}, prev_hash=GENESIS_PREV_HASH,
+... )
+>>> entry = decode_entry(data, signer.verifier)
+>>> entry.kind, entry.payload
+(<EntryKind.SERVICE_STARTED: 'SERVICE_STARTED'>, {'version': '0.1.0'})
+>>> decode_entry(data.replace(b'"0.1.0"', b'"6.6.6"'), signer.verifier)
+Traceback (most recent call last):
+...
+gnau_service.audit.entries.EntryError: entry 0: the signature does not verify
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final, TypeAlias
+
+import rfc8785
+
+from gnau_service.audit.merkle import leaf_hash
+from gnau_service.audit.note import Signer, Verifier
+from gnau_service.audit.timestamps import TimestampError, parse_utc_timestamp
+
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+
+GENESIS_PREV_HASH: Final = "0" * 64
+MAX_INDEX: Final = 2**53 - 1  # the largest integer every IEEE 754 double reader keeps exact
+MAX_ROUND_ID_LENGTH: Final = 128
+
+_SIGNED_FIELDS: Final = frozenset(
+    {"index", "kind", "time", "round_id", "payload", "prev_hash", "key_id"}
+)
+_ALL_FIELDS: Final = _SIGNED_FIELDS | {"signature"}
+_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
+_KEY_ID_HEX: Final = re.compile(r"[0-9a-f]{8}")
+_SIGNATURE_HEX: Final = re.compile(r"[0-9a-f]{128}")
+
+
+class EntryKind(StrEnum):
+    """What happened. ``ROUND_*`` events belong to a round and carry its ``round_id``."""
+
+    ROUND_COMMITTED = "ROUND_COMMITTED"
+    ROUND_DEALT = "ROUND_DEALT"
+    ROUND_REVEALED = "ROUND_REVEALED"
+    ROUND_SETTLED = "ROUND_SETTLED"
+    ROUND_VOIDED = "ROUND_VOIDED"
+    SERVICE_STARTED = "SERVICE_STARTED"
+    CONFIG_CHANGED = "CONFIG_CHANGED"
+    KEY_ROTATED = "KEY_ROTATED"
+
+    @property
+    def is_round_event(self) -> bool:
+        return self.name.startswith("ROUND_")
+
+
+class EntryError(ValueError):
+    """An entry that is refused; the message names the entry index (when known) and the rule."""
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """A decoded, verified entry. Build entries with :func:`encode_entry`, read them with
+    :func:`decode_entry`; the constructor checks every field's type and form."""
+
+    index: int
+    kind: EntryKind
+    time: str
+    round_id: str | None
+    payload: dict[str, JsonValue] = field(hash=False)
+    prev_hash: str
+    key_id: str
+    signature: str
+
+    def __post_init__(self) -> None:
+        _check_signed_fields(self.signed_fields())
+        if not (isinstance(self.signature, str) and _SIGNATURE_HEX.fullmatch(self.signature)):
+            raise EntryError(f"entry {self.index}: signature must be 128 lower-case hex digits")
+
+    def signed_fields(self) -> dict[str, JsonValue]:
+        """The members the signature covers: all but ``signature``."""
+        return {name: getattr(self, name) for name in _SIGNED_FIELDS}
+
+    def encode(self) -> bytes:
+        """The stored bytes: canonical JSON of every member. Equal to what was decoded."""
+        return rfc8785.dumps({**self.signed_fields(), "signature": self.signature})
+
+
+def _check_signed_fields(fields: Mapping[str, object]) -> None:
+    # Also runs on values straight from JSON, so every type is checked at run time.
+    index, kind, time = fields["index"], fields["kind"], fields["time"]
+    round_id, payload = fields["round_id"], fields["payload"]
+    prev_hash, key_id = fields["prev_hash"], fields["key_id"]
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= MAX_INDEX:
+        raise EntryError(f"entry index {index!r} is not an integer in 0..2**53-1")
+    if not isinstance(kind, EntryKind):
+        raise EntryError(f"entry {index}: kind {kind!r} is not an EntryKind")
+    if not isinstance(time, str):
+        raise EntryError(f"entry {index}: time must be a string")
+    try:
+        parse_utc_timestamp(time)
+    except TimestampError as error:
+        raise EntryError(f"entry {index}: {error}") from None
+    if kind.is_round_event:
+        if not (isinstance(round_id, str) and 0 < len(round_id) <= MAX_ROUND_ID_LENGTH):
+            raise EntryError(
+                f"entry {index}: a {kind} entry needs a round_id of 1-{MAX_ROUND_ID_LENGTH} chars"
+            )
+    elif round_id is not None:
+        raise EntryError(f"entry {index}: a {kind} entry must have round_id null")
+    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
+        raise EntryError(f"entry {index}: payload must be a JSON object")
+    if not (isinstance(prev_hash, str) and _HASH_HEX.fullmatch(prev_hash)):
+        raise EntryError(f"entry {index}: prev_hash must be 64 lower-case hex digits")
+    if not (isinstance(key_id, str) and _KEY_ID_HEX.fullmatch(key_id)):
+        raise EntryError(f"entry {index}: key_id must be 8 lower-case hex digits")
+
+
+def _canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
+    try:
+        return rfc8785.dumps(value)
+    except rfc8785.CanonicalizationError as error:
+        raise EntryError(f"entry {index}: not representable as RFC 8785 JSON: {error}") from None
+
+
+def chain_hash(entry_bytes: bytes) -> str:
+    """The ``prev_hash`` the next entry must carry: the hex RFC 6962 leaf hash of these bytes."""
+    return leaf_hash(entry_bytes).hex()
+
+
+def encode_entry(
+    signer: Signer,
+    *,
+    index: int,
+    kind: EntryKind,
+    time: str,
+    payload: dict[str, JsonValue],
+    prev_hash: str,
+    round_id: str | None = None,
+) -> bytes:
+    """Sign an event with the log key and return the entry's stored bytes (= its Merkle leaf).
+
+    ``time`` is passed in (RFC 3339 UTC, see :mod:`~gnau_service.audit.timestamps`); ``prev_hash``
+    is :func:`chain_hash` of the previous entry's bytes, or :data:`GENESIS_PREV_HASH` for entry 0.
+    """
+    signed: dict[str, JsonValue] = {
+        "index": index,
+        "kind": kind,
+        "time": time,
+        "round_id": round_id,
+        "payload": payload,
+        "prev_hash": prev_hash,
+        "key_id": signer.key_id.hex(),
+    }
+    _check_signed_fields(signed)
+    unsigned = _canonical_json(signed, index)
+    signature = signer.sign(unsigned).hex()
+    # Canonical JSON of the whole entry is these bytes with the signature member inserted where
+    # sorting puts it: just before "time", the last member. Splicing it in saves a second pass of
+    # the (pure-Python) encoder; the tests check it equals a full re-encoding.
+    tail = _time_member(time)
+    return unsigned[: -len(tail)] + _signature_member(signature) + tail
+
+
+def _time_member(time: str) -> bytes:
+    # The last member of an entry; the time was checked to be ASCII that needs no escaping.
+    return b'"time":"' + time.encode("ascii") + b'"}'
+
+
+def _signature_member(signature_hex: str) -> bytes:
+    return b'"signature":"' + signature_hex.encode("ascii") + b'",'
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_integer(text: str) -> int | float:
+    # JSON numbers are IEEE doubles in RFC 8785; an integer beyond 2**53 (which a float payload
+    # value can canonicalise to) is read back as the double it denotes, as JCS itself would.
+    value = int(text)
+    return value if abs(value) <= MAX_INDEX else float(value)
+
+
+def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
+    """Parse, check and verify an entry's stored bytes against the trusted log keys.
+
+    Raises :class:`EntryError` if the bytes are not UTF-8 JSON, not an object, miss a member or
+    have an unknown one, are not byte-for-byte RFC 8785 canonical (whitespace, member order,
+    escapes, number spelling, duplicate members), have a field of the wrong type or form (see
+    :class:`LogEntry`), name a key none of ``trusted`` has, or carry a signature that does not
+    verify.
+    """
+    if not trusted:
+        raise ValueError("decode_entry needs at least one trusted key")
+    try:
+        obj = json.loads(
+            data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_parse_integer
+        )
+    except (UnicodeDecodeError, ValueError) as error:
+        raise EntryError(f"entry is not UTF-8 JSON: {error}") from None
+    if not isinstance(obj, dict):
+        raise EntryError("entry is not a JSON object")
+    index = obj.get("index")
+    if obj.keys() != _ALL_FIELDS:
+        missing, unknown = sorted(_ALL_FIELDS - obj.keys()), sorted(obj.keys() - _ALL_FIELDS)
+        raise EntryError(f"entry {index}: missing members {missing}, unknown members {unknown}")
+    if _canonical_json(obj, index) != data:
+        raise EntryError(f"entry {index}: bytes are not RFC 8785 canonical JSON")
+    try:
+        kind = EntryKind(obj["kind"])
+    except ValueError:
+        raise EntryError(f"entry {index}: unknown kind {obj['kind']!r}") from None
+    entry = LogEntry(**{**obj, "kind": kind})
+    # The signed bytes are the (canonical) entry without its signature member; see encode_entry.
+    tail = _time_member(entry.time)
+    message = data[: -len(tail) - len(_signature_member(entry.signature))] + tail
+    signature = bytes.fromhex(entry.signature)
+    candidates = [key for key in trusted if key.key_id.hex() == entry.key_id]
+    if not candidates:
+        raise EntryError(f"entry {index}: signed by key {entry.key_id}, which is not trusted")
+    if not any(key.verify(message, signature) for key in candidates):
+        raise EntryError(f"entry {index}: the signature does not verify")
+    return entry
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """The first place a sequence of entries stops being the log: ``position`` in the sequence
+    (from 0), the log ``index`` expected there, and the ``reason``."""
+
+    position: int
+    index: int
+    reason: str
+
+
+def check_chain(
+    entries: Iterable[bytes],
+    *trusted: Verifier,
+    first_index: int = 0,
+    prev_hash: str | None = GENESIS_PREV_HASH,
+) -> ChainBreak | None:
+    """Check that ``entries`` are consecutive log entries from ``first_index``; ``None`` if so.
+
+    Each entry must decode and verify (:func:`decode_entry`), carry the index of its position, and
+    carry the :func:`chain_hash` of the entry before it; the first must carry ``prev_hash``
+    (pass ``None`` to accept whatever the first entry of a segment says). So a flipped byte, a
+    deleted, inserted, duplicated or swapped entry, or an index unequal to the position is reported
+    at the first entry where it shows.
+    """
+    expected_prev = prev_hash
+    for position, data in enumerate(entries):
+        index = first_index + position
+        try:
+            entry = decode_entry(data, *trusted)
+        except EntryError as error:
+            return ChainBreak(position, index, str(error))
+        if entry.index != index:
+            return ChainBreak(position, index, f"entry says index {entry.index}, expected {index}")
+        if expected_prev is not None and entry.prev_hash != expected_prev:
+            return ChainBreak(
+                position,
+                index,
+                f"prev_hash {entry.prev_hash} is not the previous entry's hash {expected_prev}",
+            )
+        expected_prev = chain_hash(data)
+    return None

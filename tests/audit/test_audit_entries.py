@@ -1,0 +1,322 @@
+"""Log entries: the byte format, strict decoding, and the hash chain."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from gnau_service.audit.entries import (
+    GENESIS_PREV_HASH,
+    MAX_INDEX,
+    EntryError,
+    EntryKind,
+    chain_hash,
+    check_chain,
+    decode_entry,
+    encode_entry,
+)
+from gnau_service.audit.note import Signer
+
+LOG = Signer("gnau-dealer/test", Ed25519PrivateKey.from_private_bytes(b"\x05" * 32))
+OTHER = Signer("gnau-dealer/test", Ed25519PrivateKey.from_private_bytes(b"\x06" * 32))
+TIME = "2025-03-01T12:00:00Z"
+
+
+def entry_bytes(index: int = 0, signer: Signer = LOG, **overrides: Any) -> bytes:
+    fields: dict[str, Any] = {
+        "kind": EntryKind.SERVICE_STARTED,
+        "time": TIME,
+        "payload": {"version": "0.1.0"},
+        "prev_hash": GENESIS_PREV_HASH,
+    }
+    return encode_entry(signer, index=index, **(fields | overrides))
+
+
+# --- The byte format, checked against a hand-written template -------------------------------------
+
+
+def test_entry_bytes_are_the_documented_canonical_json() -> None:
+    data = entry_bytes(
+        7,
+        kind=EntryKind.ROUND_DEALT,
+        round_id="r-42",
+        payload={"seats": [1, 2.5], "deck": "AS KD\n", "b": True, "a": None},
+        prev_hash="ab" * 32,
+    )
+    key_id = LOG.key_id.hex()
+    members = (
+        f'"index":7,"key_id":"{key_id}","kind":"ROUND_DEALT",'
+        '"payload":{"a":null,"b":true,"deck":"AS KD\\n","seats":[1,2.5]},'
+        f'"prev_hash":"{"ab" * 32}","round_id":"r-42"'
+    )
+    unsigned = ("{" + members + ',"time":"2025-03-01T12:00:00Z"}').encode()
+    # Ed25519 is deterministic: the signature is the library's signature of the unsigned bytes.
+    signature = LOG.private_key.sign(unsigned).hex()
+    expected = "{" + members + f',"signature":"{signature}","time":"2025-03-01T12:00:00Z"' + "}"
+    assert data == expected.encode()
+    assert b"\n" not in data  # so an entry signature can never pass for a signed note's
+
+
+def test_the_merkle_leaf_and_chain_hash_are_over_the_exact_bytes() -> None:
+    data = entry_bytes()
+    assert chain_hash(data) == hashlib.sha256(b"\x00" + data).hexdigest()
+
+
+def test_round_trip() -> None:
+    data = entry_bytes(3, kind=EntryKind.ROUND_SETTLED, round_id="r-1", prev_hash="cd" * 32)
+    entry = decode_entry(data, LOG.verifier)
+    assert (entry.index, entry.kind, entry.time, entry.round_id) == (
+        3,
+        EntryKind.ROUND_SETTLED,
+        TIME,
+        "r-1",
+    )
+    assert (entry.payload, entry.prev_hash, entry.key_id) == (
+        {"version": "0.1.0"},
+        "cd" * 32,
+        LOG.key_id.hex(),
+    )
+    assert entry.encode() == data
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_INDEX, MAX_INDEX)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(st.text(), JSON_VALUES, max_size=5))
+@example({"big": 2.0**53, "huge": -1e20, "tiny": 5e-324, "exp": 1e21})  # beyond exact integers
+def test_any_json_payload_round_trips(payload: dict[str, Any]) -> None:
+    data = entry_bytes(payload=payload)
+    decoded = decode_entry(data, LOG.verifier)
+    assert decoded.payload == payload  # (1.0 comes back as 1, which Python deems equal)
+    assert decoded.encode() == data
+    assert b"\n" not in data
+
+
+# --- Strict decoding: every rejection -------------------------------------------------------------
+
+GOOD = entry_bytes()
+GOOD_OBJECT = json.loads(GOOD)
+
+
+def reencoded(obj: dict[str, Any], **json_options: Any) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, **json_options).encode()
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(GOOD.replace(b'{"index"', b'{ "index"'), "canonical", id="whitespace"),
+        pytest.param(GOOD + b"\n", "canonical", id="trailing-newline"),
+        pytest.param(
+            reencoded(dict(reversed(GOOD_OBJECT.items())), separators=(",", ":")),
+            "canonical",
+            id="unsorted",
+        ),
+        pytest.param(GOOD.replace(b'"0.1.0"', b'"\\u0030.1.0"'), "canonical", id="escaped-char"),
+        pytest.param(GOOD.replace(b'"index":0', b'"index":0.0'), "canonical", id="float-index"),
+        pytest.param(GOOD.replace(b'"index":0', b'"index":-0'), "canonical", id="minus-zero"),
+        pytest.param(GOOD.replace(b"{", b'{"index":0,', 1), "canonical", id="duplicate-member"),
+        pytest.param(b"\xef\xbb\xbf" + GOOD, "JSON", id="byte-order-mark"),
+        pytest.param(GOOD.replace(b"0.1.0", b"0.1.\xff"), "UTF-8", id="not-utf8"),
+        pytest.param(GOOD[:-1], "JSON", id="truncated"),
+        pytest.param(b"[]", "not a JSON object", id="array"),
+        pytest.param(GOOD.replace(b'"version":"0.1.0"', b'"v":NaN'), "JSON", id="nan"),
+        pytest.param(
+            GOOD.replace(b'"version":"0.1.0"', b'"v":9007199254740993'), "canonical", id="inexact"
+        ),
+    ],
+)
+def test_non_canonical_or_broken_bytes_are_refused(data: bytes, reason: str) -> None:
+    assert data != GOOD
+    with pytest.raises(EntryError, match=reason):
+        decode_entry(data, LOG.verifier)
+
+
+def with_member(name: str, value: object) -> bytes:
+    """GOOD with one member changed, re-encoded canonically (and so with a stale signature)."""
+    return rfc8785.dumps({**GOOD_OBJECT, name: value})
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(with_member("index", -1), "not an integer", id="negative-index"),
+        pytest.param(with_member("index", True), "not an integer", id="bool-index"),
+        pytest.param(with_member("index", "0"), "not an integer", id="string-index"),
+        pytest.param(with_member("kind", "ROUND_EXPLODED"), "unknown kind", id="unknown-kind"),
+        pytest.param(with_member("time", "2025-03-01 12:00:00"), "RFC 3339", id="bad-time"),
+        pytest.param(with_member("time", 1740830400), "time must be a string", id="numeric-time"),
+        pytest.param(with_member("round_id", "r-1"), "must have round_id null", id="stray-round"),
+        pytest.param(with_member("payload", [1]), "JSON object", id="payload-array"),
+        pytest.param(with_member("prev_hash", "AB" * 32), "prev_hash", id="upper-hex"),
+        pytest.param(with_member("prev_hash", "ab"), "prev_hash", id="short-prev-hash"),
+        pytest.param(with_member("key_id", "xyz"), "key_id", id="bad-key-id"),
+        pytest.param(with_member("signature", "00"), "signature must be", id="short-signature"),
+        pytest.param(with_member("extra", 1), "unknown members \\['extra'\\]", id="extra-member"),
+    ],
+)
+def test_malformed_fields_are_refused(data: bytes, reason: str) -> None:
+    with pytest.raises(EntryError, match=reason):
+        decode_entry(data, LOG.verifier)
+
+
+def test_missing_members_are_named() -> None:
+    obj = dict(GOOD_OBJECT)
+    del obj["round_id"]
+    with pytest.raises(EntryError, match="missing members \\['round_id'\\]"):
+        decode_entry(rfc8785.dumps(obj), LOG.verifier)
+
+
+def test_a_changed_field_breaks_the_signature() -> None:
+    tampered = with_member("time", "2025-03-01T12:00:01Z")
+    with pytest.raises(EntryError, match="signature does not verify"):
+        decode_entry(tampered, LOG.verifier)
+
+
+def test_a_flipped_signature_bit_is_refused() -> None:
+    signature = GOOD_OBJECT["signature"]
+    flipped = signature[:10] + ("1" if signature[10] == "0" else "0") + signature[11:]
+    with pytest.raises(EntryError, match="signature does not verify"):
+        decode_entry(GOOD.replace(signature.encode(), flipped.encode()), LOG.verifier)
+
+
+def test_an_entry_by_an_untrusted_key_is_refused() -> None:
+    with pytest.raises(EntryError, match="not trusted"):
+        decode_entry(entry_bytes(signer=OTHER), LOG.verifier)
+
+
+def test_claiming_another_trusted_keys_id_does_not_help() -> None:
+    # Signed by OTHER but labelled with LOG's key ID: the signature check uses LOG's key.
+    by_other = json.loads(entry_bytes(signer=OTHER))
+    assert by_other["key_id"] == OTHER.key_id.hex() != LOG.key_id.hex()
+    forged = rfc8785.dumps({**by_other, "key_id": LOG.key_id.hex()})
+    with pytest.raises(EntryError, match="signature does not verify"):
+        decode_entry(forged, LOG.verifier, OTHER.verifier)
+
+
+def test_any_of_several_trusted_keys_will_do() -> None:
+    assert decode_entry(entry_bytes(signer=OTHER), LOG.verifier, OTHER.verifier).index == 0
+    with pytest.raises(ValueError, match="at least one trusted key"):
+        decode_entry(GOOD)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        pytest.param({"kind": EntryKind.ROUND_DEALT}, "needs a round_id", id="round-without-id"),
+        pytest.param({"kind": EntryKind.ROUND_DEALT, "round_id": ""}, "needs", id="empty-round"),
+        pytest.param({"round_id": "r-1"}, "round_id null", id="service-event-with-round"),
+        pytest.param({"index": MAX_INDEX + 1}, "2\\*\\*53", id="index-too-large"),
+        pytest.param({"kind": "SERVICE_STARTED"}, "not an EntryKind", id="plain-string-kind"),
+        pytest.param({"time": "2025-02-30T00:00:00Z"}, "real instant", id="impossible-date"),
+        pytest.param({"payload": {"x": float("nan")}}, "RFC 8785", id="nan-payload"),
+        pytest.param({"payload": {"x": 2**60}}, "RFC 8785", id="huge-int-payload"),
+        pytest.param({"payload": {1: "x"}}, "JSON object", id="non-string-key"),
+        pytest.param({"prev_hash": "0" * 63}, "prev_hash", id="short-prev-hash"),
+    ],
+)
+def test_encode_refuses_invalid_events(overrides: dict[str, Any], reason: str) -> None:
+    with pytest.raises(EntryError, match=reason):
+        entry_bytes(**overrides)
+
+
+# --- The hash chain -------------------------------------------------------------------------------
+
+
+def build_chain(
+    count: int, first_index: int = 0, prev_hash: str = GENESIS_PREV_HASH
+) -> list[bytes]:
+    chain = []
+    for index in range(first_index, first_index + count):
+        data = entry_bytes(index, payload={"n": index}, prev_hash=prev_hash)
+        chain.append(data)
+        prev_hash = chain_hash(data)
+    return chain
+
+
+CHAIN = build_chain(6)
+
+
+def test_an_intact_chain_passes() -> None:
+    assert check_chain(CHAIN, LOG.verifier) is None
+    assert check_chain([], LOG.verifier) is None
+
+
+def test_a_segment_can_be_checked_from_its_first_index() -> None:
+    assert (
+        check_chain(CHAIN[2:], LOG.verifier, first_index=2, prev_hash=chain_hash(CHAIN[1])) is None
+    )
+    assert check_chain(CHAIN[2:], LOG.verifier, first_index=2, prev_hash=None) is None
+    found = check_chain(CHAIN[2:], LOG.verifier, first_index=2)  # default: genesis prev_hash
+    assert found is not None and (found.position, found.index) == (0, 2)
+
+
+def flip_byte_in_payload(data: bytes) -> bytes:
+    return data.replace(b'"n":', b'"m":')
+
+
+@pytest.mark.parametrize(
+    ("entries", "position", "reason"),
+    [
+        pytest.param(
+            [*CHAIN[:3], flip_byte_in_payload(CHAIN[3]), *CHAIN[4:]], 3, "signature", id="flip"
+        ),
+        pytest.param([*CHAIN[:5], flip_byte_in_payload(CHAIN[5])], 5, "signature", id="flip-last"),
+        pytest.param([*CHAIN[:2], *CHAIN[3:]], 2, "index 3, expected 2", id="deleted"),
+        pytest.param([*CHAIN[:3], CHAIN[2], *CHAIN[3:]], 3, "index 2, expected 3", id="duplicated"),
+        pytest.param([*CHAIN[:2], CHAIN[3], CHAIN[2], *CHAIN[4:]], 2, "index 3", id="swapped"),
+        pytest.param(CHAIN[1:], 0, "index 1, expected 0", id="first-missing"),
+    ],
+)
+def test_chain_damage_is_reported_where_it_shows(
+    entries: list[bytes], position: int, reason: str
+) -> None:
+    found = check_chain(entries, LOG.verifier)
+    assert found is not None
+    assert (found.position, found.index) == (position, position)
+    assert reason in found.reason
+
+
+def test_an_inserted_entry_signed_by_the_log_key_breaks_the_chain() -> None:
+    # Even with the key, an insertion must either reuse an index or break the prev_hash link.
+    inserted = entry_bytes(3, payload={"n": "inserted"}, prev_hash=chain_hash(CHAIN[2]))
+    found = check_chain([*CHAIN[:3], inserted, *CHAIN[3:]], LOG.verifier)
+    assert found is not None and found.position == 4
+    assert "index 3, expected 4" in found.reason
+
+
+def test_a_re_signed_entry_with_a_wrong_link_is_reported() -> None:
+    relinked = entry_bytes(3, payload={"n": 3}, prev_hash=chain_hash(CHAIN[1]))
+    found = check_chain([*CHAIN[:3], relinked], LOG.verifier)
+    assert found is not None and found.position == 3
+    assert "prev_hash" in found.reason
+
+
+def test_an_index_that_differs_from_its_position_is_reported() -> None:
+    claims_five = entry_bytes(5, payload={"n": 3}, prev_hash=chain_hash(CHAIN[2]))
+    found = check_chain([*CHAIN[:3], claims_five], LOG.verifier)
+    assert found is not None
+    assert (found.position, found.reason) == (3, "entry says index 5, expected 3")
+
+
+def test_a_chain_entry_by_an_untrusted_key_is_reported() -> None:
+    foreign = entry_bytes(2, signer=OTHER, payload={"n": 2}, prev_hash=chain_hash(CHAIN[1]))
+    found = check_chain([*CHAIN[:2], foreign], LOG.verifier)
+    assert found is not None and found.position == 2 and "not trusted" in found.reason
