@@ -15,6 +15,7 @@ ALLOWED = {
     "rules": {"rules"},
     "fairness": {"fairness", "rules"},
     "audit": {"audit", "fairness", "rules"},
+    "store": {"store", "audit"},
 }
 
 

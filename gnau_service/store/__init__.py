@@ -1,0 +1,37 @@
+"""Storage: one interface (:class:`Store`) over SQLite (embedded default) or PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gnau_service.audit.signing import LogSigner
+from gnau_service.store.base import Backend, Store, StoreError, Transaction
+from gnau_service.store.postgres import PostgresBackend
+from gnau_service.store.sqlite import SqliteBackend
+
+
+class DatabaseUrlError(ValueError):
+    """A database URL this service cannot use."""
+
+
+def open_backend(url: str) -> Backend:
+    """The backend for ``sqlite:///relative/path``, ``sqlite:////absolute/path`` or
+    ``postgresql://user@host:port/database``."""
+    if url.startswith("sqlite:///"):
+        path = url.removeprefix("sqlite:///")
+        if not path:
+            raise DatabaseUrlError(f"{url!r} names no file: use sqlite:///path/to/gnau.db")
+        return SqliteBackend(Path(path))
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresBackend(url)
+    raise DatabaseUrlError(
+        f"unsupported database URL {url!r}: use sqlite:///path or postgresql://..."
+    )
+
+
+def open_store(url: str, signer: LogSigner) -> Store:
+    """Open (creating if needed) the store at ``url``, signing with ``signer``."""
+    return Store(open_backend(url), signer)
+
+
+__all__ = ["Backend", "DatabaseUrlError", "Store", "StoreError", "Transaction", "open_store"]

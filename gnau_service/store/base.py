@@ -1,0 +1,407 @@
+"""One storage interface over SQL: group-committed writes that append to the log, and reads.
+
+Every write is a *unit of work*: a function that receives a :class:`Transaction`, reads and
+writes the store's tables through it, and appends log entries. A single writer thread per store
+runs queued units in batches, each unit inside its own savepoint of one database transaction
+(group commit), then writes the batch's entries, tree nodes, head and a signed checkpoint, and
+commits. A unit's future resolves only after that commit, so an acknowledged entry is durable; a
+unit that raises is rolled back to its savepoint and changes nothing, its neighbours unaffected.
+
+Indices are gap-free because each batch reads the log head under a write lock (SQLite's
+``BEGIN IMMEDIATE``; PostgreSQL's ``SELECT ... FOR UPDATE`` on the one-row head), so several
+processes may share one PostgreSQL log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Generic, TypeVar, cast
+
+from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
+from gnau_service.audit.merkle import consistency_proof, inclusion_proof
+from gnau_service.audit.signing import LogSigner
+from gnau_service.audit.timestamps import format_utc_timestamp
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+
+MAX_BATCH: Final = 512
+MAX_READ_ENTRIES: Final = 10_000
+
+log = logging.getLogger(__name__)
+
+
+class StoreError(RuntimeError):
+    """The store could not do what was asked (a database failure, or a store already closed)."""
+
+
+def utc_now() -> str:
+    """The current time in the audit log's timestamp form."""
+    return format_utc_timestamp(datetime.now(UTC))
+
+
+class Backend(ABC):
+    """A SQL database: its connections, its dialect, and its schema."""
+
+    #: How a batch starts; SQLite takes the write lock at once with IMMEDIATE.
+    begin_sql: str = "BEGIN"
+    #: Reads the head row; PostgreSQL appends FOR UPDATE so writers queue on it.
+    read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
+
+    @abstractmethod
+    def connect(self) -> Any:
+        """A new autocommit connection, for the writer thread (or a schema change)."""
+
+    @abstractmethod
+    def reader(self) -> AbstractContextManager[Any]:
+        """A connection for reads, borrowed for the ``with`` block."""
+
+    @abstractmethod
+    def create_schema(self, connection: Any) -> None:
+        """Create the tables, indices and append-only triggers if they do not exist."""
+
+    def sql(self, text: str) -> str:
+        """``text`` with its ``?`` placeholders in the backend's style."""
+        return text
+
+    def run(self, connection: Any, text: str, params: Sequence[object] = ()) -> list[Row]:
+        cursor = connection.execute(self.sql(text), tuple(params))
+        return list(cursor.fetchall()) if cursor.description else []
+
+    def run_many(self, connection: Any, text: str, rows: Sequence[Sequence[object]]) -> None:
+        if rows:
+            connection.cursor().executemany(self.sql(text), rows)
+
+    def close(self) -> None:  # noqa: B027  (backends with pools override it)
+        """Release the backend's connections."""
+
+
+class Transaction:
+    """What a unit of work may do: SQL on the store's tables, and appending log entries."""
+
+    def __init__(self, backend: Backend, connection: Any, log_appender: LogAppender, time: str):
+        self._backend = backend
+        self._connection = connection
+        self._log = log_appender
+        self.time = time
+        self.appended: list[AppendedEntry] = []
+
+    def execute(self, text: str, params: Sequence[object] = ()) -> list[Row]:
+        """Run one statement (``?`` placeholders) and return its rows, if any."""
+        return self._backend.run(self._connection, text, params)
+
+    def append(
+        self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
+    ) -> AppendedEntry:
+        """Append a signed entry; it is written with the batch and durable when the unit returns."""
+        entry = self._log.append(kind, payload, time=self.time, round_id=round_id)
+        self.appended.append(entry)
+        return entry
+
+
+Work = Callable[[Transaction], T]
+
+
+@dataclass
+class _Queued(Generic[T]):
+    work: Work[T]
+    future: Future[T] = field(default_factory=Future)
+
+
+_STOP: Final = object()
+
+
+class Store:
+    """The log and the service's tables in one SQL database, written by group commit."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        signer: LogSigner,
+        *,
+        clock: Callable[[], str] = utc_now,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        self.backend = backend
+        self.signer = signer
+        self._clock = clock
+        self._max_batch = max_batch
+        self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
+        self._closed = False
+        connection = backend.connect()
+        try:
+            backend.create_schema(connection)
+            backend.run(
+                connection,
+                "INSERT INTO log_keys (key_id, vkey, since_size) SELECT ?, ?, size FROM log_head"
+                " WHERE id = 1 ON CONFLICT DO NOTHING",
+                (signer.key_id.hex(), signer.vkey),
+            )
+        finally:
+            connection.close()
+        self._writer = threading.Thread(target=self._write_loop, name="gnau-store-writer")
+        self._writer.daemon = True
+        self._writer.start()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def submit(self, work: Work[T]) -> Future[T]:
+        """Queue a unit of work; the future resolves after its batch commits."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        queued: _Queued[T] = _Queued(work)
+        self._queue.put(queued)
+        return queued.future
+
+    def run(self, work: Work[T]) -> T:
+        """Run a unit of work and wait until it is durable."""
+        return self.submit(work).result()
+
+    async def run_async(self, work: Work[T]) -> T:
+        """Run a unit of work from an event loop and await its commit."""
+        return await asyncio.wrap_future(self.submit(work))
+
+    def append(
+        self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
+    ) -> AppendedEntry:
+        """Append one entry on its own and wait until it is durable."""
+        return self.run(lambda tx: tx.append(kind, payload, round_id=round_id))
+
+    def close(self) -> None:
+        """Finish the queued work, stop the writer and release the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._writer.join()
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _write_loop(self) -> None:
+        connection = None
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch: list[_Queued[Any]] = [cast(_Queued[Any], first)]
+            while len(batch) < self._max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    self._queue.put(_STOP)  # finish this batch, then stop
+                    break
+                batch.append(cast(_Queued[Any], item))
+            if connection is None:
+                connection = self._connect_or_fail(batch)
+                if connection is None:
+                    continue
+            if not self._commit_batch(connection, batch):
+                _close_quietly(connection)
+                connection = None
+        if connection is not None:
+            connection.close()
+
+    def _connect_or_fail(self, batch: list[Any]) -> Any:
+        try:
+            return self.backend.connect()
+        except Exception as error:
+            log.exception("store writer cannot connect")
+            for item in batch:
+                item.future.set_exception(StoreError(f"the database is unavailable: {error}"))
+            return None
+
+    def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> bool:
+        """Run, write and commit one batch; False if the connection should be replaced."""
+        backend = self.backend
+        outcomes: list[tuple[_Queued[Any], Any, BaseException | None]] = []
+        try:
+            backend.run(connection, backend.begin_sql)
+            head = LogHead.decode(*backend.run(connection, backend.read_head_sql)[0])
+            appender = LogAppender(self.signer, head)
+            appended: list[AppendedEntry] = []
+            time = self._clock()
+            for item in batch:
+                outcomes.append(self._run_unit(connection, appender, appended, time, item))
+            if appended:
+                self._write_log(connection, appender, appended)
+            backend.run(connection, "COMMIT")
+        except Exception as error:
+            log.exception("store batch failed; nothing in it was committed")
+            _rollback_quietly(backend, connection)
+            for item in batch:
+                item.future.set_exception(StoreError(f"the database refused the write: {error}"))
+            return False
+        for item, value, failure in outcomes:
+            if failure is None:
+                item.future.set_result(value)
+            else:
+                item.future.set_exception(failure)
+        return True
+
+    def _run_unit(
+        self,
+        connection: Any,
+        appender: LogAppender,
+        appended: list[AppendedEntry],
+        time: str,
+        item: _Queued[Any],
+    ) -> tuple[_Queued[Any], Any, BaseException | None]:
+        backend = self.backend
+        head_before = appender.head
+        backend.run(connection, "SAVEPOINT unit")
+        transaction = Transaction(backend, connection, appender, time)
+        try:
+            value = item.work(transaction)
+        except Exception as failure:
+            backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
+            backend.run(connection, "RELEASE SAVEPOINT unit")
+            appender.head = head_before
+            return item, None, failure
+        backend.run(connection, "RELEASE SAVEPOINT unit")
+        appended.extend(transaction.appended)
+        return item, value, None
+
+    def _write_log(
+        self, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
+    ) -> None:
+        backend = self.backend
+        backend.run_many(
+            connection,
+            "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
+            [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
+        )
+        backend.run_many(
+            connection,
+            "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
+            [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
+        )
+        size, prev_hash, frontier = appender.head.encode()
+        backend.run(
+            connection,
+            "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
+            (size, prev_hash, frontier),
+        )
+        backend.run(
+            connection,
+            "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
+            (size, str(appender.checkpoint())),
+        )
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def query(self, text: str, params: Sequence[object] = ()) -> list[Row]:
+        """Run a read-only statement (``?`` placeholders) on a reader connection."""
+        with self.backend.reader() as connection:
+            return self.backend.run(connection, text, params)
+
+    def head(self) -> LogHead:
+        """The committed head of the log."""
+        return LogHead.decode(*self.query("SELECT size, prev_hash, frontier FROM log_head")[0])
+
+    def size(self) -> int:
+        return int(self.query("SELECT size FROM log_head")[0][0])
+
+    def entries(self, start: int, end: int) -> list[bytes]:
+        """The stored bytes of entries ``start <= index < end`` (at most MAX_READ_ENTRIES)."""
+        end = min(end, start + MAX_READ_ENTRIES)
+        rows = self.query(
+            "SELECT data FROM log_entries WHERE idx >= ? AND idx < ? ORDER BY idx", (start, end)
+        )
+        return [bytes(row[0]) for row in rows]
+
+    def iter_entries(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """Every entry from ``start`` to ``end`` (default: the current size), page by page."""
+        end = self.size() if end is None else end
+        while start < end:
+            page = self.entries(start, min(end, start + MAX_READ_ENTRIES))
+            if not page:
+                return
+            yield from page
+            start += len(page)
+
+    def round_entries(self, round_id: str) -> list[bytes]:
+        """Every entry of one round, in log order."""
+        rows = self.query(
+            "SELECT data FROM log_entries WHERE round_id = ? ORDER BY idx", (round_id,)
+        )
+        return [bytes(row[0]) for row in rows]
+
+    def checkpoint(self, size: int | None = None) -> str | None:
+        """The signed checkpoint text at ``size``, or the latest one; None if there is none."""
+        if size is None:
+            rows = self.query("SELECT note FROM log_checkpoints ORDER BY size DESC LIMIT 1")
+        else:
+            rows = self.query("SELECT note FROM log_checkpoints WHERE size = ?", (size,))
+        return str(rows[0][0]) if rows else None
+
+    def checkpoints(self) -> list[str]:
+        return [str(row[0]) for row in self.query("SELECT note FROM log_checkpoints ORDER BY size")]
+
+    def public_keys(self) -> list[str]:
+        """Every key that has signed for this log, as C2SP verifier keys, oldest first."""
+        rows = self.query("SELECT vkey FROM log_keys ORDER BY since_size, key_id")
+        return [str(row[0]) for row in rows]
+
+    def inclusion_proof(self, index: int, size: int) -> list[bytes]:
+        """The RFC 6962 inclusion proof of entry ``index`` in the tree of ``size`` entries."""
+        self._check_size(size)
+        with self.backend.reader() as connection:
+            return inclusion_proof(_NodeReader(self.backend, connection), index, size)
+
+    def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
+        """The RFC 6962 consistency proof from the tree of ``size1`` to that of ``size2``."""
+        self._check_size(size2)
+        with self.backend.reader() as connection:
+            return consistency_proof(_NodeReader(self.backend, connection), size1, size2)
+
+    def _check_size(self, size: int) -> None:
+        current = self.size()
+        if size > current:
+            raise ValueError(f"the log has {current} entries, fewer than the {size} asked for")
+
+
+class _NodeReader:
+    """Complete-subtree hashes, read from the log_nodes table."""
+
+    def __init__(self, backend: Backend, connection: Any) -> None:
+        self._backend = backend
+        self._connection = connection
+
+    def node(self, level: int, index: int) -> bytes:
+        rows = self._backend.run(
+            self._connection,
+            "SELECT hash FROM log_nodes WHERE level = ? AND idx = ?",
+            (level, index),
+        )
+        if not rows:
+            raise StoreError(f"tree node ({level}, {index}) is missing from the store")
+        return bytes(rows[0][0])
+
+
+def _rollback_quietly(backend: Backend, connection: Any) -> None:
+    # The connection is replaced after a failed batch, so a failed rollback changes nothing.
+    with contextlib.suppress(Exception):
+        backend.run(connection, "ROLLBACK")
+
+
+def _close_quietly(connection: Any) -> None:
+    with contextlib.suppress(Exception):
+        connection.close()

@@ -1,0 +1,248 @@
+"""The store, against every backend: appends, group commit, proofs, append-only, durability."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+
+from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.entries import EntryKind, check_chain, decode_entry
+from gnau_service.audit.merkle import (
+    MemoryTree,
+    leaf_hash,
+    verify_consistency,
+    verify_inclusion,
+)
+from gnau_service.audit.note import SignedNote
+from gnau_service.audit.signing import LogSigner
+from gnau_service.store import DatabaseUrlError, Store, StoreError, Transaction, open_store
+from gnau_service.store.base import utc_now
+
+
+def append_many(store: Store, count: int, **payload: object) -> list[int]:
+    futures = [
+        store.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i, **payload}))
+        for i in range(count)
+    ]
+    return [future.result().index for future in futures]
+
+
+def test_appends_get_gap_free_indices_and_read_back(database_url: str, signer: LogSigner) -> None:
+    with open_store(database_url, signer) as store:
+        assert append_many(store, 300) == list(range(300))
+        entries = store.entries(0, 1000)
+        assert len(entries) == store.size() == 300
+        assert check_chain(entries, signer.verifier) is None
+        decoded = [decode_entry(data, signer.verifier) for data in entries]
+        assert [entry.payload["i"] for entry in decoded] == list(range(300))
+        assert store.entries(290, 295) == entries[290:295]
+        assert list(store.iter_entries(0)) == entries
+
+
+def test_every_batch_ends_with_a_signed_checkpoint_of_its_root(
+    database_url: str, signer: LogSigner
+) -> None:
+    with open_store(database_url, signer) as store:
+        append_many(store, 50)
+        tree = MemoryTree()
+        for data in store.entries(0, 50):
+            tree.append(leaf_hash(data))
+        notes = store.checkpoints()
+        assert notes, "no checkpoint was written"
+        for text in notes:
+            note = SignedNote.parse(text)
+            note.verify([signer.verifier])
+            checkpoint = Checkpoint.parse(note.text)
+            assert checkpoint.origin == signer.origin
+            assert checkpoint.root_hash == tree.root(checkpoint.size)
+        assert Checkpoint.parse(SignedNote.parse(store.checkpoint() or "").text).size == 50
+
+
+def test_proofs_verify_against_the_stored_tree(database_url: str, signer: LogSigner) -> None:
+    with open_store(database_url, signer) as store:
+        append_many(store, 37)
+        entries = store.entries(0, 37)
+        tree = MemoryTree()
+        for data in entries:
+            tree.append(leaf_hash(data))
+        for size in (1, 2, 7, 16, 37):
+            root = tree.root(size)
+            for index in {0, size // 2, size - 1}:
+                proof = store.inclusion_proof(index, size)
+                assert proof == tree.inclusion_proof(index, size)
+                verify_inclusion(leaf_hash(entries[index]), index, size, proof, root)
+            for size1 in {1, size // 2 or 1, size}:
+                proof = store.consistency_proof(size1, size)
+                verify_consistency(size1, size, proof, tree.root(size1), root)
+        with pytest.raises(ValueError, match="fewer than the 38"):
+            store.inclusion_proof(0, 38)
+
+
+def test_a_failing_unit_changes_nothing_and_spares_its_batch(
+    database_url: str, signer: LogSigner
+) -> None:
+    with open_store(database_url, signer) as store:
+        gate = threading.Event()
+        # Hold the writer in a first batch so that the next units queue up as one batch.
+        blocker = store.submit(lambda tx: gate.wait(10))
+
+        def failing(tx: Transaction) -> None:
+            tx.append(EntryKind.CONFIG_CHANGED, {"doomed": True})
+            tx.execute("INSERT INTO log_checkpoints (size, note) VALUES (?, ?)", (999, "x"))
+            raise RuntimeError("the unit changed its mind")
+
+        before = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}))
+        doomed = store.submit(failing)
+        after = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 2}))
+        gate.set()
+        assert blocker.result() is True
+        with pytest.raises(RuntimeError, match="changed its mind"):
+            doomed.result()
+        assert (before.result().index, after.result().index) == (0, 1)
+        assert store.checkpoint(999) is None
+        assert check_chain(store.entries(0, 10), signer.verifier) is None
+        assert [decode_entry(d, signer.verifier).payload for d in store.entries(0, 10)] == [
+            {"n": 1},
+            {"n": 2},
+        ]
+
+
+def test_log_tables_are_append_only(database_url: str, signer: LogSigner) -> None:
+    with open_store(database_url, signer) as store:
+        append_many(store, 3)
+        for statement in (
+            "UPDATE log_entries SET kind = 'X'",
+            "DELETE FROM log_entries",
+            "DELETE FROM log_nodes",
+            "UPDATE log_checkpoints SET note = ''",
+            "DELETE FROM log_keys",
+        ):
+            with pytest.raises(Exception, match="append-only"):
+                store.run(lambda tx, statement=statement: tx.execute(statement))
+        assert store.size() == 3
+        assert len(store.entries(0, 10)) == 3
+
+
+def test_many_threads_append_without_gaps_or_duplicates(
+    database_url: str, signer: LogSigner
+) -> None:
+    with open_store(database_url, signer) as store:
+        results: list[list[int]] = []
+
+        def worker() -> None:
+            results.append(append_many(store, 100))
+
+        threads = [threading.Thread(target=worker) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        indices = sorted(index for result in results for index in result)
+        assert indices == list(range(800))
+        assert check_chain(store.entries(0, 800), signer.verifier) is None
+
+
+def test_a_reopened_store_carries_on_the_same_chain(database_url: str, signer: LogSigner) -> None:
+    with open_store(database_url, signer) as store:
+        append_many(store, 5)
+        head = store.head()
+    with open_store(database_url, signer) as store:
+        assert store.head() == head
+        assert append_many(store, 5) == list(range(5, 10))
+        assert check_chain(store.entries(0, 10), signer.verifier) is None
+        assert store.public_keys() == [signer.vkey]
+
+
+def test_a_closed_store_refuses_work(database_url: str, signer: LogSigner) -> None:
+    store = open_store(database_url, signer)
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.submit(lambda tx: None)
+
+
+@pytest.mark.parametrize(
+    "url", ["mysql://localhost/gnau", "sqlite://relative.db", "sqlite:///", "gnau.db"]
+)
+def test_unusable_database_urls_are_refused_by_name(url: str, signer: LogSigner) -> None:
+    with pytest.raises(DatabaseUrlError, match="sqlite:///"):
+        open_store(url, signer)
+
+
+def test_timestamps_come_from_the_clock_in_utc() -> None:
+    assert utc_now().endswith("Z")
+
+
+APPENDER = """
+import sys
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.signing import LogSigner
+from gnau_service.store import open_store
+
+url, key_file, count, name = sys.argv[1:]
+store = open_store(url, LogSigner.from_key_file("gnau-dealer/test", key_file))
+for i in range(int(count)):
+    entry = store.append(EntryKind.CONFIG_CHANGED, {"worker": name, "i": i})
+    print(entry.index, flush=True)  # acknowledged: it must survive anything from here on
+store.close()
+"""
+
+
+@pytest.fixture
+def key_file(signer: LogSigner, tmp_path: Path) -> Path:
+    path = tmp_path / "log-key.pem"
+    pem = signer.signer.private_key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as file:
+        file.write(pem)
+    return path
+
+
+def spawn_appender(url: str, key_file: Path, count: int, name: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", APPENDER, url, str(key_file), str(count), name],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_several_processes_share_one_log(
+    database_url: str, signer: LogSigner, key_file: Path
+) -> None:
+    processes = [spawn_appender(database_url, key_file, 60, f"p{n}") for n in range(3)]
+    acknowledged = []
+    for process in processes:
+        out, _ = process.communicate(timeout=120)
+        assert process.returncode == 0
+        acknowledged += [int(line) for line in out.split()]
+    assert sorted(acknowledged) == list(range(180))
+    with open_store(database_url, signer) as store:
+        entries = store.entries(0, 1000)
+        assert len(entries) == 180
+        assert check_chain(entries, signer.verifier) is None
+        workers = {decode_entry(d, signer.verifier).payload["worker"] for d in entries}
+        assert workers == {"p0", "p1", "p2"}
+
+
+def test_acknowledged_entries_survive_a_killed_process(
+    database_url: str, signer: LogSigner, key_file: Path
+) -> None:
+    process = spawn_appender(database_url, key_file, 100_000, "victim")
+    assert process.stdout is not None
+    acknowledged = [int(process.stdout.readline()) for _ in range(40)]
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    with open_store(database_url, signer) as store:
+        entries = store.entries(0, store.size())
+        assert len(entries) >= max(acknowledged) + 1
+        assert check_chain(entries, signer.verifier) is None
+        assert store.checkpoint() is not None
