@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules clean
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness fairness-evidence clean
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
@@ -35,10 +35,17 @@ lint: $(INSTALLED)
 test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
-bench: bench-rules
+bench: bench-rules bench-fairness
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
+
+bench-fairness: $(INSTALLED)
+	$(BIN)/python bench/bench_shuffle.py
+
+## fairness-evidence: the 1,000,000-round statistical battery (minutes), written to bench/results
+fairness-evidence: $(INSTALLED)
+	$(BIN)/python bench/fairness_stats.py --shuffles 1000000
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

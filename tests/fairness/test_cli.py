@@ -1,0 +1,150 @@
+"""``gnau verify-round``: exit 0 valid, 1 invalid (naming the check), 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gnau_service.cli import fairness_commands
+
+from .conftest import FAIRNESS_VECTORS, load_json, sample_revealed_round
+
+
+@dataclass
+class Run:
+    status: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def verify_round(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Run]:
+    """Run ``verify-round ARGS`` through a parser built the way ``gnau``'s main builds it."""
+
+    def run(*args: str, stdin: str = "") -> Run:
+        parser = argparse.ArgumentParser(prog="gnau")
+        subparsers = parser.add_subparsers(dest="command", required=True)
+        fairness_commands.register(subparsers)
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        parsed = parser.parse_args(["verify-round", *args])
+        status: int = parsed.run(parsed)
+        captured = capsys.readouterr()
+        return Run(status, captured.out, captured.err)
+
+    return run
+
+
+def _write(tmp_path: Path, document: object) -> str:
+    path = tmp_path / "round.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("vector_path", FAIRNESS_VECTORS, ids=lambda path: path.stem)
+def test_a_valid_round_exits_0_with_one_line(
+    verify_round: Callable[..., Run], tmp_path: Path, vector_path: Path
+) -> None:
+    revealed = load_json(vector_path)["revealed_round"]
+    result = verify_round(_write(tmp_path, revealed))
+    assert result.status == fairness_commands.EXIT_VALID == 0
+    assert result.out.count("\n") == 1
+    assert result.out.startswith(f"round {revealed['round_id']} verifies:")
+    assert result.err == ""
+
+
+def test_standard_input_is_read_for_a_dash(verify_round: Callable[..., Run]) -> None:
+    result = verify_round("-", stdin=json.dumps(sample_revealed_round().to_json()))
+    assert result.status == 0
+    assert "verifies" in result.out
+
+
+def test_an_invalid_round_exits_1_naming_the_check(
+    verify_round: Callable[..., Run], tmp_path: Path
+) -> None:
+    document: dict[str, Any] = sample_revealed_round().to_json()
+    document["seats"][1]["stake"] += 1
+    result = verify_round(_write(tmp_path, document))
+    assert result.status == fairness_commands.EXIT_INVALID == 1
+    (line,) = result.out.splitlines()
+    assert line.startswith("round table-5/round-9 does NOT verify: lock: the seats and beacon")
+    assert result.err == ""
+
+
+def test_a_tampered_hand_names_the_seat(verify_round: Callable[..., Run]) -> None:
+    document: dict[str, Any] = sample_revealed_round().to_json()
+    cards = document["hands"][2]["cards"]
+    cards[0], cards[1] = cards[1], cards[0]
+    result = verify_round("-", stdin=json.dumps(document))
+    assert result.status == 1
+    assert "does NOT verify: hand of seat 4: the deal gives" in result.out
+    assert result.out.count("\n") == 1
+
+
+def test_later_failures_are_listed_after_the_reason(verify_round: Callable[..., Run]) -> None:
+    document: dict[str, Any] = sample_revealed_round().to_json()
+    document["server_seed"] = "00" * 32
+    result = verify_round("-", stdin=json.dumps(document))
+    assert result.status == 1
+    first, *later = result.out.splitlines()
+    assert "does NOT verify: commitment:" in first
+    assert first.endswith("(and 5 more checks)")
+    assert [line.split(":")[0] for line in later] == ["  also failed"] * 5
+    assert later[0].startswith("  also failed: deck:")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot read: No such file or directory"),
+        (b"\xff\xfe{}", "cannot read: not UTF-8 text"),
+        (b"{not json", "not JSON: Expecting property name enclosed in double quotes at line 1"),
+        (b"{}", "format is missing"),
+        (b'{"format": "gnau-dealer/revealed-round/v1"}', "round_id is missing"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_on_stderr(
+    verify_round: Callable[..., Run], tmp_path: Path, content: bytes | None, message: str
+) -> None:
+    path = tmp_path / "round.json"
+    if content is not None:
+        path.write_bytes(content)
+    result = verify_round(str(path))
+    assert result.status == fairness_commands.EXIT_BAD_INPUT == 2
+    assert result.out == ""
+    assert result.err.startswith(f"gnau verify-round: {path}: ")
+    assert message in result.err
+    assert result.err.count("\n") == 1
+    assert "Traceback" not in result.err
+
+
+def test_a_field_error_names_the_field(verify_round: Callable[..., Run]) -> None:
+    document: dict[str, Any] = sample_revealed_round().to_json()
+    del document["seats"][0]["stake"]
+    result = verify_round("-", stdin=json.dumps(document))
+    assert result.status == 2
+    assert result.err == "gnau verify-round: standard input: seats[0].stake is missing\n"
+
+
+def test_a_directory_is_bad_input(verify_round: Callable[..., Run], tmp_path: Path) -> None:
+    result = verify_round(str(tmp_path))
+    assert result.status == 2
+    assert "cannot read: Is a directory" in result.err
+
+
+def test_the_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="gnau")
+    fairness_commands.register(parser.add_subparsers())
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["verify-round", "--help"])
+    assert exited.value.code == 0
+    assert "or - for standard input" in capsys.readouterr().out

@@ -1,0 +1,283 @@
+"""The checked-in vectors, checked three ways: by this package, by an independent
+re-implementation written here with hashlib/hmac only, and by the docs' standalone script."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from gnau_service.fairness import RevealedRound, verify_revealed_round
+from gnau_service.fairness.commitment import commitment_preimage
+from gnau_service.fairness.shuffle import GENERATE_BYTES, shuffle_drbg
+from gnau_service.fairness.transcript import transcript_preimage
+
+from .conftest import FAIRNESS_VECTORS, REPO_ROOT, VECTOR_DIR, load_script
+
+make_fairness_vectors = load_script(VECTOR_DIR / "make_fairness_vectors.py")
+
+
+def test_the_three_required_rounds_are_there() -> None:
+    shapes = set()
+    for path in FAIRNESS_VECTORS:
+        revealed = json.loads(path.read_text(encoding="utf-8"))["revealed_round"]
+        shapes.add((revealed["house_rules"]["decks"], len(revealed["seats"])))
+    assert {(1, 2), (1, 9), (2, 12)} <= shapes
+
+
+def test_the_generator_still_produces_the_checked_in_files() -> None:
+    assert make_fairness_vectors.main(["--check"]) == 0
+
+
+def test_the_package_verifies_every_vector(vector: dict[str, Any]) -> None:
+    revealed = RevealedRound.from_json(vector["revealed_round"])
+    assert verify_revealed_round(revealed).ok
+    intermediate = vector["intermediate"]
+    assert (
+        commitment_preimage(revealed.round_id, revealed.rules, revealed.server_seed).hex()
+        == intermediate["commitment_preimage"]
+    )
+    assert (
+        transcript_preimage(revealed.commitment, revealed.seats, revealed.beacon).hex()
+        == intermediate["transcript_preimage"]
+    )
+    drbg = shuffle_drbg(revealed.server_seed, revealed.transcript_hash)
+    first = [drbg.generate(GENERATE_BYTES).hex() for _ in intermediate["drbg"]["first_outputs"]]
+    assert first == intermediate["drbg"]["first_outputs"]
+
+
+# ---------------------------------------------------------------------------------------------
+# An independent re-implementation, written from docs/fairness.md, that imports nothing from
+# the package: if the package and this agree on the vectors, the vectors are not merely what
+# the code under test happened to compute.
+
+
+def _frame(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data
+
+
+def _u64(value: int) -> bytes:
+    return value.to_bytes(8, "big")
+
+
+def _rule_value(value: object) -> bytes:
+    if value is True or value is False:
+        return b"true" if value else b"false"
+    return str(value).encode()
+
+
+def _independent_commitment_preimage(revealed: dict[str, Any]) -> bytes:
+    rules = revealed["house_rules"]
+    encoded_rules = b"".join(
+        _frame(key.encode()) + _frame(_rule_value(rules[key])) for key in sorted(rules)
+    )
+    return b"".join(
+        _frame(field)
+        for field in (
+            b"gnau-dealer/fairness/v1/commitment",
+            revealed["round_id"].encode("utf-8"),
+            encoded_rules,
+            _u64(rules["decks"]),
+            bytes.fromhex(revealed["server_seed"]),
+        )
+    )
+
+
+def _independent_transcript_preimage(revealed: dict[str, Any]) -> bytes:
+    seats = b""
+    for seat in sorted(revealed["seats"], key=lambda seat: seat["seat_number"]):
+        encoded = (
+            _frame(_u64(seat["seat_number"]))
+            + _frame(seat["player_id"].encode("utf-8"))
+            + _frame(_u64(seat["stake"]))
+            + _frame(bytes.fromhex(seat["client_seed"]))
+        )
+        seats += _frame(encoded)
+    beacon_json = revealed["beacon"]
+    beacon = (
+        b"\x00"
+        if beacon_json is None
+        else b"\x01"
+        + _frame(beacon_json["label"].encode("utf-8"))
+        + _frame(bytes.fromhex(beacon_json["value"]))
+    )
+    return b"".join(
+        _frame(field)
+        for field in (
+            b"gnau-dealer/fairness/v1/lock",
+            bytes.fromhex(revealed["commitment"]),
+            seats,
+            beacon,
+        )
+    )
+
+
+class _IndependentHmacDrbg:
+    """SP 800-90A 10.1.2, straight from the standard's pseudocode."""
+
+    def __init__(self, entropy: bytes, nonce: bytes, personalization: bytes) -> None:
+        self.key = b"\x00" * 32
+        self.value = b"\x01" * 32
+        self._update(entropy + nonce + personalization)
+
+    def _update(self, data: bytes) -> None:
+        self.key = hmac.new(self.key, self.value + b"\x00" + data, hashlib.sha256).digest()
+        self.value = hmac.new(self.key, self.value, hashlib.sha256).digest()
+        if data:
+            self.key = hmac.new(self.key, self.value + b"\x01" + data, hashlib.sha256).digest()
+            self.value = hmac.new(self.key, self.value, hashlib.sha256).digest()
+
+    def generate(self, size: int) -> bytes:
+        output = b""
+        while len(output) < size:
+            self.value = hmac.new(self.key, self.value, hashlib.sha256).digest()
+            output += self.value
+        self._update(b"")
+        return output[:size]
+
+
+class _IndependentWords:
+    def __init__(self, drbg: _IndependentHmacDrbg) -> None:
+        self.drbg = drbg
+        self.buffer = b""
+        self.used = 0
+
+    def __iter__(self) -> Iterator[int]:
+        return self
+
+    def __next__(self) -> int:
+        if not self.buffer:
+            self.buffer = self.drbg.generate(64)
+        word, self.buffer = int.from_bytes(self.buffer[:4], "big"), self.buffer[4:]
+        self.used += 1
+        return word
+
+
+def _independent_round(revealed: dict[str, Any]) -> dict[str, Any]:
+    commitment_bytes = _independent_commitment_preimage(revealed)
+    commitment = hashlib.sha256(commitment_bytes).digest()
+    transcript_bytes = _independent_transcript_preimage(revealed)
+    transcript = hashlib.sha256(transcript_bytes).digest()
+    seed = bytes.fromhex(revealed["server_seed"])
+
+    def new_drbg() -> _IndependentHmacDrbg:
+        return _IndependentHmacDrbg(seed, transcript, b"gnau-dealer/fairness/v1/shuffle")
+
+    first_drbg = new_drbg()
+    first_outputs = [first_drbg.generate(64).hex(), first_drbg.generate(64).hex()]
+
+    words = _IndependentWords(new_drbg())
+    decks = revealed["house_rules"]["decks"]
+    deck = [rank + suit for suit in "CDHS" for rank in "A23456789TJQK"] * decks
+    picks = []
+    for top in range(len(deck) - 1, 0, -1):
+        n = top + 1
+        limit = (2**32 // n) * n
+        word = next(words)
+        while word >= limit:
+            word = next(words)
+        pick = word % n
+        picks.append(pick)
+        deck[top], deck[pick] = deck[pick], deck[top]
+
+    seat_numbers = sorted(seat["seat_number"] for seat in revealed["seats"])
+    receivers: list[int | None] = [*seat_numbers, None]  # None: the dealer
+    hands: dict[int | None, list[str]] = {receiver: [] for receiver in receivers}
+    position = 0
+    for _pass in range(5):
+        for receiver in receivers:
+            hands[receiver].append(deck[position])
+            position += 1
+    return {
+        "commitment_preimage": commitment_bytes.hex(),
+        "commitment": commitment.hex(),
+        "transcript_preimage": transcript_bytes.hex(),
+        "transcript_hash": transcript.hex(),
+        "first_outputs": first_outputs,
+        "picks": picks,
+        "words_used": words.used,
+        "deck": deck,
+        "hands": [{"seat_number": seat, "cards": hands[seat]} for seat in seat_numbers],
+        "dealer_hand": hands[None],
+        "set_aside": deck[position:],
+    }
+
+
+def test_an_independent_implementation_reproduces_every_vector(vector: dict[str, Any]) -> None:
+    revealed, intermediate = vector["revealed_round"], vector["intermediate"]
+    mine = _independent_round(revealed)
+    assert mine["commitment_preimage"] == intermediate["commitment_preimage"]
+    assert mine["commitment"] == revealed["commitment"]
+    assert mine["transcript_preimage"] == intermediate["transcript_preimage"]
+    assert mine["transcript_hash"] == revealed["transcript_hash"]
+    assert mine["first_outputs"] == intermediate["drbg"]["first_outputs"]
+    assert mine["picks"] == intermediate["fisher_yates"]["picks"]
+    assert mine["words_used"] == intermediate["fisher_yates"]["words_used"]
+    assert mine["deck"] == revealed["deck"]
+    assert mine["hands"] == revealed["hands"]
+    assert mine["dealer_hand"] == revealed["dealer_hand"]
+    assert mine["set_aside"] == intermediate["set_aside"]
+
+
+def test_the_independent_drbg_matches_a_nist_vector() -> None:
+    """Guards the guard: the re-implementation above is itself right (NIST CAVP, no_reseed,
+    COUNT 0, no personalization)."""
+    drbg = _IndependentHmacDrbg(
+        bytes.fromhex("ca851911349384bffe89de1cbdc46e6831e44d34a4fb935ee285dd14b71a7488"),
+        bytes.fromhex("659ba96c601dc69fc902940805ec0ca8"),
+        b"",
+    )
+    drbg.generate(128)
+    assert drbg.generate(128).hex().startswith("e528e9abf2dece54d47c7e75e5fe3021")
+
+
+# ---------------------------------------------------------------------------------------------
+# The docs' standalone script, run as a reader would run it.
+
+_SNIPPET = re.compile(
+    r"<!-- standalone-verifier:begin -->\s*```python\n(.*?)```\s*<!-- standalone-verifier:end -->",
+    re.DOTALL,
+)
+
+
+def _docs_script() -> str:
+    match = _SNIPPET.search((REPO_ROOT / "docs" / "fairness.md").read_text(encoding="utf-8"))
+    assert match, "docs/fairness.md lost its standalone verifier"
+    return match[1]
+
+
+def _run_docs_script(revealed: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-I", "-c", _docs_script()],
+        input=json.dumps(revealed),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_the_docs_script_uses_only_the_standard_library() -> None:
+    imports = re.findall(r"^import (.+)$", _docs_script(), re.MULTILINE)
+    assert imports == ["hashlib, hmac, json, sys"]
+    assert not re.findall(r"^\s*from ", _docs_script(), re.MULTILINE)
+
+
+def test_the_docs_script_verifies_every_vector(vector: dict[str, Any]) -> None:
+    result = _run_docs_script(vector["revealed_round"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"round {vector['revealed_round']['round_id']} verifies"
+
+
+def test_the_docs_script_rejects_a_tampered_hand(vector: dict[str, Any]) -> None:
+    tampered = json.loads(json.dumps(vector["revealed_round"]))
+    hand = tampered["hands"][-1]["cards"]
+    hand[0], hand[1] = hand[1], hand[0]
+    result = _run_docs_script(tampered)
+    assert result.returncode != 0
+    assert "AssertionError" in result.stderr

@@ -1,0 +1,185 @@
+"""Write the fairness test vectors ``tests/vectors/fairness-round-*.json``.
+
+Each vector is one complete round from fixed inputs (the server seeds below are constants,
+drawn once from ``secrets.token_hex(32)``), with every intermediate value a re-implementation
+needs to find where it parts ways: the commitment and transcript preimages, the DRBG's input
+and first outputs, the Fisher-Yates picks, the deck, the hands and the cards set aside.
+
+The vectors were generated once and are checked in; ``tests/fairness/test_vectors.py`` checks
+them against this package *and* against an independent re-implementation written in the test.
+Regenerate only when the construction changes on purpose (and then bump the ``v1`` of the
+domain tags and of the JSON format)::
+
+    .venv/bin/python tests/vectors/make_fairness_vectors.py          # write the files
+    .venv/bin/python tests/vectors/make_fairness_vectors.py --check  # exit 1 if they differ
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gnau_service.fairness import Beacon, CommittedRound, LockedSeat
+from gnau_service.fairness.commitment import commitment_preimage
+from gnau_service.fairness.encoding import SHUFFLE_TAG
+from gnau_service.fairness.shuffle import GENERATE_BYTES, draw_below, drbg_words, shuffle_drbg
+from gnau_service.fairness.transcript import transcript_preimage
+from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+
+VECTOR_DIR = Path(__file__).resolve().parent
+DRBG_OUTPUTS_SHOWN = 2
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    file_name: str
+    description: str
+    round_id: str
+    rules: HouseRules
+    server_seed_hex: str
+    seats: tuple[LockedSeat, ...]
+    beacon: Beacon | None = None
+
+
+SPECS = (
+    VectorSpec(
+        file_name="fairness-round-1deck-2seats.json",
+        description="1 deck, 2 seats, default house rules, no client seeds, no beacon.",
+        round_id="table-1/round-000001",
+        rules=HouseRules(),
+        server_seed_hex="ec0e4b4e033de2fbed7af0bdbb3575e1e1feb1a1e1bc381108679fe0a9ff993a",
+        seats=(LockedSeat(1, "alice", 100), LockedSeat(2, "bob", 250)),
+    ),
+    VectorSpec(
+        file_name="fairness-round-1deck-9seats-beacon.json",
+        description="1 deck, 9 seats (a full table: 50 of 52 cards dealt), an external beacon.",
+        round_id="table-2/round-000042",
+        rules=HouseRules(),
+        server_seed_hex="b0adf01c00f3dc8b42733485b538f7b6bcdbeeca3427b966df9ccf4b65ea2f67",
+        seats=tuple(LockedSeat(n, f"player-{n}", 100 * n) for n in range(1, 10)),
+        beacon=Beacon(
+            label="drand/quicknet/round/12345678",
+            value=bytes.fromhex("330b60a791afbd005f98c41cc9a5126a9a5c0252910ee69c293b6254979f67b3"),
+        ),
+    ),
+    VectorSpec(
+        file_name="fairness-round-2decks-12seats-client-seeds.json",
+        description=(
+            "2 decks, 12 seats numbered 1-13 without 7 (given out of order), client seeds of "
+            "0, 1, 5, 32 and 64 bytes, a non-ASCII player id, and non-default house rules."
+        ),
+        round_id="table-3/round-007",
+        rules=HouseRules(
+            ten_is_duke=True,
+            tie=TieRule.PUSH,
+            payout=PayoutTable.MULTIPLIER,
+            suited_double=True,
+            decks=2,
+        ),
+        server_seed_hex="4ad7c6e1cad1f531f907c88b5c5fe40c61731274504c9bfd9893a48d3167622c",
+        seats=(
+            LockedSeat(13, "mallory", 5_000, client_seed=bytes(range(64))),
+            LockedSeat(1, "zoë", 1, client_seed=b"\x00"),
+            LockedSeat(2, "carol", 20, client_seed=b"lucky"),
+            LockedSeat(3, "dave", 300),
+            LockedSeat(4, "erin", 4_000, client_seed=bytes.fromhex("ff" * 32)),
+            LockedSeat(5, "frank", 50),
+            LockedSeat(6, "grace", 600, client_seed=b"seven"),
+            LockedSeat(8, "heidi", 80),
+            LockedSeat(9, "ivan", 9, client_seed=b"9"),
+            LockedSeat(10, "judy", 1_000),
+            LockedSeat(11, "ken", 11),
+            LockedSeat(12, "leo", 1_200, client_seed=b"twelve"),
+        ),
+    ),
+)
+
+
+def build_vector(spec: VectorSpec) -> dict[str, object]:
+    """One vector: the revealed round and the intermediate values that lead to it."""
+    server_seed = bytes.fromhex(spec.server_seed_hex)
+    committed = CommittedRound(spec.round_id, spec.rules, server_seed)
+    locked = committed.lock(spec.seats, spec.beacon)
+    dealt = locked.deal()
+
+    drbg = shuffle_drbg(server_seed, locked.transcript_hash)
+    first_outputs = [drbg.generate(GENERATE_BYTES).hex() for _ in range(DRBG_OUTPUTS_SHOWN)]
+    words = _CountingWords(drbg_words(shuffle_drbg(server_seed, locked.transcript_hash)))
+    picks = [draw_below(n, words) for n in range(len(dealt.deck), 1, -1)]
+
+    return {
+        "description": spec.description,
+        "generated_by": "tests/vectors/make_fairness_vectors.py",
+        "revealed_round": dealt.reveal().to_json(),
+        "intermediate": {
+            "commitment_preimage": commitment_preimage(
+                spec.round_id, spec.rules, server_seed
+            ).hex(),
+            "transcript_preimage": transcript_preimage(
+                committed.commitment, locked.seats, locked.beacon
+            ).hex(),
+            "drbg": {
+                "entropy_input": server_seed.hex(),
+                "nonce": locked.transcript_hash.hex(),
+                "personalization_string": SHUFFLE_TAG.hex(),
+                "generate_bytes": GENERATE_BYTES,
+                "first_outputs": first_outputs,
+            },
+            "fisher_yates": {
+                "picks": picks,
+                "words_used": words.count,
+            },
+            "set_aside": [str(card) for card in dealt.deal.set_aside],
+        },
+    }
+
+
+class _CountingWords(Iterator[int]):
+    """Passes words through, counting them (more words than picks means rejections)."""
+
+    def __init__(self, words: Iterator[int]) -> None:
+        self._words = words
+        self.count = 0
+
+    def __next__(self) -> int:
+        self.count += 1
+        return next(self._words)
+
+
+def render(vector: dict[str, object]) -> str:
+    """Indented JSON, but each array of plain values (cards, picks, hex) on one line."""
+    text = json.dumps(vector, indent=2, ensure_ascii=False)
+    return _FLAT_ARRAY.sub(lambda match: "[" + _ITEM_BREAK.sub(", ", match[1]) + "]", text) + "\n"
+
+
+_FLAT_ARRAY = re.compile(r"\[\s*([^\[\]{}]*?)\s*\]")
+_ITEM_BREAK = re.compile(r",\s*\n\s*")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the fairness test vectors.")
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args(argv)
+    stale = []
+    for spec in SPECS:
+        path = VECTOR_DIR / spec.file_name
+        text = render(build_vector(spec))
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text, encoding="utf-8")
+            print(f"wrote {path}")
+    if stale:
+        print(f"vectors differ from the code: {', '.join(stale)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
