@@ -18,7 +18,7 @@ from gnau_service.rules.cards import Card, parse_cards
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.evaluation import Evaluator
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.rules.settlement import PlayerHand, Settlement, settle
+from gnau_service.rules.settlement import PlayerHand, settle
 from gnau_service.rules.stats import hand_stats
 
 
@@ -109,7 +109,7 @@ def run_settle(args: argparse.Namespace) -> int:
             bad += 1
             _report_bad_line(number, str(error), as_json=True)
             continue
-        print(json.dumps(settlement_json(settlement)))
+        print(json.dumps(settlement.to_json()))
     return 1 if bad else 0
 
 
@@ -138,23 +138,6 @@ def run_stats(args: argparse.Namespace) -> int:
         print(f"  {rank!s:<14} {count:>12,}  {100 * count / stats.total:8.4f}%")
     print(f"computed in {seconds:.3f} s")
     return 0
-
-
-def settlement_json(settlement: Settlement) -> dict[str, object]:
-    """The JSON form of a settled table, as ``gnau settle`` prints it."""
-    return {
-        "dealer": {**settlement.dealer.to_json(), "delta": settlement.dealer_delta},
-        "players": [
-            {
-                "seat": seat.seat,
-                **seat.evaluation.to_json(),
-                "stake": seat.stake,
-                "outcome": str(seat.outcome),
-                "delta": seat.delta,
-            }
-            for seat in settlement.seats
-        ],
-    }
 
 
 def _numbered(lines: Any) -> Iterator[tuple[int, str]]:

@@ -87,6 +87,22 @@ class Settlement:
     dealer_delta: int
     seats: tuple[SeatSettlement, ...]
 
+    def to_json(self) -> dict[str, object]:
+        """The JSON form ``gnau settle`` prints and the audit log records."""
+        return {
+            "dealer": {**self.dealer.to_json(), "delta": self.dealer_delta},
+            "players": [
+                {
+                    "seat": seat.seat,
+                    **seat.evaluation.to_json(),
+                    "stake": seat.stake,
+                    "outcome": str(seat.outcome),
+                    "delta": seat.delta,
+                }
+                for seat in self.seats
+            ],
+        }
+
 
 def settle(
     dealer_cards: Sequence[Card], players: Sequence[PlayerHand], rules: HouseRules

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.store.base import Backend, Store, StoreError, Transaction
+from gnau_service.store.base import Backend, LogReader, Store, StoreError, Transaction
 from gnau_service.store.postgres import PostgresBackend
 from gnau_service.store.sqlite import SqliteBackend
 
@@ -34,4 +34,23 @@ def open_store(url: str, signer: LogSigner) -> Store:
     return Store(open_backend(url), signer)
 
 
-__all__ = ["Backend", "DatabaseUrlError", "Store", "StoreError", "Transaction", "open_store"]
+def open_reader(url: str) -> LogReader:
+    """Open an existing store at ``url`` for reading only."""
+    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+        raise DatabaseUrlError(f"there is no database at {url!r}")
+    return LogReader(open_backend(url))
+
+
+DEFAULT_DATABASE_URL = "sqlite:///gnau-data/gnau.db"
+
+__all__ = [
+    "DEFAULT_DATABASE_URL",
+    "Backend",
+    "DatabaseUrlError",
+    "LogReader",
+    "Store",
+    "StoreError",
+    "Transaction",
+    "open_reader",
+    "open_store",
+]

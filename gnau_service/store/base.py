@@ -29,8 +29,8 @@ from typing import Any, Final, Generic, TypeVar, cast
 
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
-from gnau_service.audit.merkle import consistency_proof, inclusion_proof
-from gnau_service.audit.signing import LogSigner
+from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_proof
+from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
 
 T = TypeVar("T")
@@ -109,6 +109,19 @@ class Transaction:
         self.appended.append(entry)
         return entry
 
+    def rotate_key(self, new: LogSigner) -> AppendedEntry:
+        """Hand the log over to a new key: a KEY_ROTATED entry signed by the old key carries the
+        rotation note (signed by both), and every later entry and checkpoint uses the new key."""
+        old = self._log.signer
+        note = KeyRotation(old.verifier, new.verifier, self.time).sign(old.signer, new.signer)
+        entry = self.append(EntryKind.KEY_ROTATED, {"rotation": str(note)})
+        self.execute(
+            "INSERT INTO log_keys (key_id, vkey, since_size) VALUES (?, ?, ?)",
+            (new.key_id.hex(), new.vkey, entry.index + 1),
+        )
+        self._log.signer = new
+        return entry
+
 
 Work = Callable[[Transaction], T]
 
@@ -122,190 +135,20 @@ class _Queued(Generic[T]):
 _STOP: Final = object()
 
 
-class Store:
-    """The log and the service's tables in one SQL database, written by group commit."""
+class LogReader:
+    """Reads of the log in a store: entries, checkpoints, keys and proofs. Needs no key."""
 
-    def __init__(
-        self,
-        backend: Backend,
-        signer: LogSigner,
-        *,
-        clock: Callable[[], str] = utc_now,
-        max_batch: int = MAX_BATCH,
-    ) -> None:
+    def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.signer = signer
-        self._clock = clock
-        self._max_batch = max_batch
-        self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
-        self._closed = False
-        connection = backend.connect()
-        try:
-            backend.create_schema(connection)
-            backend.run(
-                connection,
-                "INSERT INTO log_keys (key_id, vkey, since_size) SELECT ?, ?, size FROM log_head"
-                " WHERE id = 1 ON CONFLICT DO NOTHING",
-                (signer.key_id.hex(), signer.vkey),
-            )
-        finally:
-            connection.close()
-        self._writer = threading.Thread(target=self._write_loop, name="gnau-store-writer")
-        self._writer.daemon = True
-        self._writer.start()
-
-    # -- writing ----------------------------------------------------------------------------
-
-    def submit(self, work: Work[T]) -> Future[T]:
-        """Queue a unit of work; the future resolves after its batch commits."""
-        if self._closed:
-            raise StoreError("the store is closed")
-        queued: _Queued[T] = _Queued(work)
-        self._queue.put(queued)
-        return queued.future
-
-    def run(self, work: Work[T]) -> T:
-        """Run a unit of work and wait until it is durable."""
-        return self.submit(work).result()
-
-    async def run_async(self, work: Work[T]) -> T:
-        """Run a unit of work from an event loop and await its commit."""
-        return await asyncio.wrap_future(self.submit(work))
-
-    def append(
-        self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
-    ) -> AppendedEntry:
-        """Append one entry on its own and wait until it is durable."""
-        return self.run(lambda tx: tx.append(kind, payload, round_id=round_id))
 
     def close(self) -> None:
-        """Finish the queued work, stop the writer and release the connections."""
-        if self._closed:
-            return
-        self._closed = True
-        self._queue.put(_STOP)
-        self._writer.join()
         self.backend.close()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> LogReader:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def _write_loop(self) -> None:
-        connection = None
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                break
-            batch: list[_Queued[Any]] = [cast(_Queued[Any], first)]
-            while len(batch) < self._max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    self._queue.put(_STOP)  # finish this batch, then stop
-                    break
-                batch.append(cast(_Queued[Any], item))
-            if connection is None:
-                connection = self._connect_or_fail(batch)
-                if connection is None:
-                    continue
-            if not self._commit_batch(connection, batch):
-                _close_quietly(connection)
-                connection = None
-        if connection is not None:
-            connection.close()
-
-    def _connect_or_fail(self, batch: list[Any]) -> Any:
-        try:
-            return self.backend.connect()
-        except Exception as error:
-            log.exception("store writer cannot connect")
-            for item in batch:
-                item.future.set_exception(StoreError(f"the database is unavailable: {error}"))
-            return None
-
-    def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> bool:
-        """Run, write and commit one batch; False if the connection should be replaced."""
-        backend = self.backend
-        outcomes: list[tuple[_Queued[Any], Any, BaseException | None]] = []
-        try:
-            backend.run(connection, backend.begin_sql)
-            head = LogHead.decode(*backend.run(connection, backend.read_head_sql)[0])
-            appender = LogAppender(self.signer, head)
-            appended: list[AppendedEntry] = []
-            time = self._clock()
-            for item in batch:
-                outcomes.append(self._run_unit(connection, appender, appended, time, item))
-            if appended:
-                self._write_log(connection, appender, appended)
-            backend.run(connection, "COMMIT")
-        except Exception as error:
-            log.exception("store batch failed; nothing in it was committed")
-            _rollback_quietly(backend, connection)
-            for item in batch:
-                item.future.set_exception(StoreError(f"the database refused the write: {error}"))
-            return False
-        for item, value, failure in outcomes:
-            if failure is None:
-                item.future.set_result(value)
-            else:
-                item.future.set_exception(failure)
-        return True
-
-    def _run_unit(
-        self,
-        connection: Any,
-        appender: LogAppender,
-        appended: list[AppendedEntry],
-        time: str,
-        item: _Queued[Any],
-    ) -> tuple[_Queued[Any], Any, BaseException | None]:
-        backend = self.backend
-        head_before = appender.head
-        backend.run(connection, "SAVEPOINT unit")
-        transaction = Transaction(backend, connection, appender, time)
-        try:
-            value = item.work(transaction)
-        except Exception as failure:
-            backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
-            backend.run(connection, "RELEASE SAVEPOINT unit")
-            appender.head = head_before
-            return item, None, failure
-        backend.run(connection, "RELEASE SAVEPOINT unit")
-        appended.extend(transaction.appended)
-        return item, value, None
-
-    def _write_log(
-        self, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
-    ) -> None:
-        backend = self.backend
-        backend.run_many(
-            connection,
-            "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
-            [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
-        )
-        backend.run_many(
-            connection,
-            "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
-            [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
-        )
-        size, prev_hash, frontier = appender.head.encode()
-        backend.run(
-            connection,
-            "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
-            (size, prev_hash, frontier),
-        )
-        backend.run(
-            connection,
-            "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
-            (size, str(appender.checkpoint())),
-        )
-
-    # -- reading ----------------------------------------------------------------------------
 
     def query(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run a read-only statement (``?`` placeholders) on a reader connection."""
@@ -360,6 +203,35 @@ class Store:
         rows = self.query("SELECT vkey FROM log_keys ORDER BY since_size, key_id")
         return [str(row[0]) for row in rows]
 
+    def frontier(self, size: int) -> Frontier:
+        """The Merkle frontier of the first ``size`` entries (O(log n) reads)."""
+        self._check_size(size)
+        with self.backend.reader() as connection:
+            return Frontier.from_reader(_NodeReader(self.backend, connection), size)
+
+    def recent_rounds(self, limit: int) -> list[str]:
+        """The ids of the ``limit`` rounds with the latest entries, latest first."""
+        rows = self.query(
+            "SELECT round_id FROM log_entries WHERE round_id IS NOT NULL"
+            " GROUP BY round_id ORDER BY MAX(idx) DESC LIMIT ?",
+            (limit,),
+        )
+        return [str(row[0]) for row in rows]
+
+    def round_span(self, round_id: str) -> tuple[int, int] | None:
+        """The indices of a round's first and last entries, or None if it has none."""
+        rows = self.query(
+            "SELECT MIN(idx), MAX(idx) FROM log_entries WHERE round_id = ?", (round_id,)
+        )
+        if not rows or rows[0][0] is None:
+            return None
+        return int(rows[0][0]), int(rows[0][1])
+
+    def checkpoint_size_from(self, size: int) -> int | None:
+        """The smallest checkpointed size of at least ``size``."""
+        rows = self.query("SELECT MIN(size) FROM log_checkpoints WHERE size >= ?", (size,))
+        return None if rows[0][0] is None else int(rows[0][0])
+
     def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """The RFC 6962 inclusion proof of entry ``index`` in the tree of ``size`` entries."""
         self._check_size(size)
@@ -376,6 +248,192 @@ class Store:
         current = self.size()
         if size > current:
             raise ValueError(f"the log has {current} entries, fewer than the {size} asked for")
+
+
+class Store(LogReader):
+    """The log and the service's tables in one SQL database, written by group commit."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        signer: LogSigner,
+        *,
+        clock: Callable[[], str] = utc_now,
+        max_batch: int = MAX_BATCH,
+    ) -> None:
+        super().__init__(backend)
+        self.signer = signer
+        self._clock = clock
+        self._max_batch = max_batch
+        self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
+        self._closed = False
+        connection = backend.connect()
+        try:
+            backend.create_schema(connection)
+            backend.run(
+                connection,
+                "INSERT INTO log_keys (key_id, vkey, since_size) SELECT ?, ?, size FROM log_head"
+                " WHERE id = 1 ON CONFLICT DO NOTHING",
+                (signer.key_id.hex(), signer.vkey),
+            )
+        finally:
+            connection.close()
+        self._writer = threading.Thread(target=self._write_loop, name="gnau-store-writer")
+        self._writer.daemon = True
+        self._writer.start()
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def submit(self, work: Work[T]) -> Future[T]:
+        """Queue a unit of work; the future resolves after its batch commits."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        queued: _Queued[T] = _Queued(work)
+        self._queue.put(queued)
+        return queued.future
+
+    def run(self, work: Work[T]) -> T:
+        """Run a unit of work and wait until it is durable."""
+        return self.submit(work).result()
+
+    async def run_async(self, work: Work[T]) -> T:
+        """Run a unit of work from an event loop and await its commit."""
+        return await asyncio.wrap_future(self.submit(work))
+
+    def append(
+        self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
+    ) -> AppendedEntry:
+        """Append one entry on its own and wait until it is durable."""
+        return self.run(lambda tx: tx.append(kind, payload, round_id=round_id))
+
+    def rotate_key(self, new: LogSigner) -> AppendedEntry:
+        """Rotate the log key (see :meth:`Transaction.rotate_key`) and wait until it is durable."""
+        return self.run(lambda tx: tx.rotate_key(new))
+
+    def close(self) -> None:
+        """Finish the queued work, stop the writer and release the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(_STOP)
+        self._writer.join()
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def _write_loop(self) -> None:
+        connection = None
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch: list[_Queued[Any]] = [cast(_Queued[Any], first)]
+            while len(batch) < self._max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    self._queue.put(_STOP)  # finish this batch, then stop
+                    break
+                batch.append(cast(_Queued[Any], item))
+            if connection is None:
+                connection = self._connect_or_fail(batch)
+                if connection is None:
+                    continue
+            if not self._commit_batch(connection, batch):
+                _close_quietly(connection)
+                connection = None
+        if connection is not None:
+            connection.close()
+
+    def _connect_or_fail(self, batch: list[Any]) -> Any:
+        try:
+            return self.backend.connect()
+        except Exception as error:
+            log.exception("store writer cannot connect")
+            for item in batch:
+                item.future.set_exception(StoreError(f"the database is unavailable: {error}"))
+            return None
+
+    def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> bool:
+        """Run, write and commit one batch; False if the connection should be replaced."""
+        backend = self.backend
+        outcomes: list[tuple[_Queued[Any], Any, BaseException | None]] = []
+        try:
+            backend.run(connection, backend.begin_sql)
+            head = LogHead.decode(*backend.run(connection, backend.read_head_sql)[0])
+            appender = LogAppender(self.signer, head)
+            appended: list[AppendedEntry] = []
+            time = self._clock()
+            for item in batch:
+                outcomes.append(self._run_unit(connection, appender, appended, time, item))
+            if appended:
+                self._write_log(connection, appender, appended)
+            backend.run(connection, "COMMIT")
+            self.signer = appender.signer  # a rotation in this batch takes effect once durable
+        except Exception as error:
+            log.exception("store batch failed; nothing in it was committed")
+            _rollback_quietly(backend, connection)
+            for item in batch:
+                item.future.set_exception(StoreError(f"the database refused the write: {error}"))
+            return False
+        for item, value, failure in outcomes:
+            if failure is None:
+                item.future.set_result(value)
+            else:
+                item.future.set_exception(failure)
+        return True
+
+    def _run_unit(
+        self,
+        connection: Any,
+        appender: LogAppender,
+        appended: list[AppendedEntry],
+        time: str,
+        item: _Queued[Any],
+    ) -> tuple[_Queued[Any], Any, BaseException | None]:
+        backend = self.backend
+        head_before, signer_before = appender.head, appender.signer
+        backend.run(connection, "SAVEPOINT unit")
+        transaction = Transaction(backend, connection, appender, time)
+        try:
+            value = item.work(transaction)
+        except Exception as failure:
+            backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
+            backend.run(connection, "RELEASE SAVEPOINT unit")
+            appender.head, appender.signer = head_before, signer_before
+            return item, None, failure
+        backend.run(connection, "RELEASE SAVEPOINT unit")
+        appended.extend(transaction.appended)
+        return item, value, None
+
+    def _write_log(
+        self, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
+    ) -> None:
+        backend = self.backend
+        backend.run_many(
+            connection,
+            "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
+            [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
+        )
+        backend.run_many(
+            connection,
+            "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
+            [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
+        )
+        size, prev_hash, frontier = appender.head.encode()
+        backend.run(
+            connection,
+            "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
+            (size, prev_hash, frontier),
+        )
+        backend.run(
+            connection,
+            "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
+            (size, str(appender.checkpoint())),
+        )
 
 
 class _NodeReader:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, check_chain, decode_entry
@@ -246,3 +247,19 @@ def test_acknowledged_entries_survive_a_killed_process(
         assert len(entries) >= max(acknowledged) + 1
         assert check_chain(entries, signer.verifier) is None
         assert store.checkpoint() is not None
+
+
+def test_a_key_rotation_hands_the_log_to_the_new_key(database_url: str, signer: LogSigner) -> None:
+    new = LogSigner.from_private_key(signer.origin, Ed25519PrivateKey.generate())
+    with open_store(database_url, signer) as store:
+        append_many(store, 3)
+        rotation = store.rotate_key(new)
+        append_many(store, 3)
+        entries = store.entries(0, 100)
+        assert [decode_entry(e, signer.verifier, new.verifier).key_id for e in entries] == (
+            [signer.key_id.hex()] * 4 + [new.key_id.hex()] * 3
+        )
+        assert decode_entry(entries[rotation.index], signer.verifier).kind is EntryKind.KEY_ROTATED
+        assert store.public_keys() == [signer.vkey, new.vkey]
+        latest = SignedNote.parse(store.checkpoint() or "")
+        assert latest.verify([new.verifier])

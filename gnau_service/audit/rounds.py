@@ -1,0 +1,279 @@
+"""Rounds in the log: what each round event records, and replaying a round from its entries.
+
+A round leaves, in order, ``ROUND_COMMITTED`` → ``ROUND_DEALT`` → ``ROUND_REVEALED`` →
+``ROUND_SETTLED`` (or ``ROUND_VOIDED`` at any point before settlement). Their payloads are the
+fields of the revealed-round JSON of :mod:`gnau_service.fairness.reveal`, each published as soon
+as it exists and no sooner:
+
+- committed: ``table_id``, ``house_rules``, ``commitment``;
+- dealt: ``seats``, ``beacon``, ``transcript_hash``, ``hands``, ``dealer_hand``;
+- revealed: ``server_seed``, ``deck``;
+- settled: the settlement (:meth:`gnau_service.rules.settlement.Settlement.to_json`);
+- voided: ``reason``, the ``state`` the round was in, and its ``server_seed``: a void reveals the
+  seed at once, so anyone can check it was the committed one, and a voided deal cannot hide a
+  deck the dealer did not like.
+
+So replaying is merging the first three payloads into a revealed round, running the fairness
+verifier on it, and re-settling the dealt hands under the committed house rules.
+
+>>> from gnau_service.fairness.round import CommittedRound
+>>> from gnau_service.fairness.transcript import LockedSeat
+>>> from gnau_service.rules.house_rules import HouseRules
+>>> committed = CommittedRound("r-1", HouseRules(), bytes(32))
+>>> dealt = committed.lock([LockedSeat(1, "ann", 5)]).deal()
+>>> replay = RoundReplay()
+>>> replay.feed(EntryKind.ROUND_COMMITTED, "r-1", committed_payload(committed, "t-1"))
+>>> replay.feed(EntryKind.ROUND_DEALT, "r-1", dealt_payload(dealt))
+>>> replay.feed(EntryKind.ROUND_REVEALED, "r-1", revealed_payload(dealt))
+>>> replay.feed(EntryKind.ROUND_SETTLED, "r-1", settled_payload(settle_round(dealt.reveal())))
+>>> replay.settled
+1
+>>> replay.feed(EntryKind.ROUND_DEALT, "r-1", dealt_payload(dealt))
+Traceback (most recent call last):
+...
+gnau_service.audit.rounds.ReplayError: round r-1: ROUND_DEALT after ROUND_SETTLED
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.fairness.commitment import compute_commitment
+from gnau_service.fairness.errors import FairnessError
+from gnau_service.fairness.reveal import REVEALED_ROUND_FORMAT, RevealedRound
+from gnau_service.fairness.round import CommittedRound, DealtRound
+from gnau_service.fairness.verifier import verify_revealed_round
+from gnau_service.rules.errors import RulesError
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.settlement import PlayerHand, Settlement, settle
+
+DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
+REVEALED_FIELDS: Final = ("server_seed", "deck")
+
+# Which event may follow which: None is "nothing logged yet for this round".
+_ALLOWED_AFTER: Final[dict[EntryKind, tuple[EntryKind | None, ...]]] = {
+    EntryKind.ROUND_COMMITTED: (None,),
+    EntryKind.ROUND_DEALT: (EntryKind.ROUND_COMMITTED,),
+    EntryKind.ROUND_REVEALED: (EntryKind.ROUND_DEALT,),
+    EntryKind.ROUND_SETTLED: (EntryKind.ROUND_REVEALED,),
+    EntryKind.ROUND_VOIDED: (
+        EntryKind.ROUND_COMMITTED,
+        EntryKind.ROUND_DEALT,
+        EntryKind.ROUND_REVEALED,
+    ),
+}
+
+
+class ReplayError(ValueError):
+    """A round whose entries do not follow from each other; the message names round and link."""
+
+
+def committed_payload(committed: CommittedRound, table_id: str) -> dict[str, JsonValue]:
+    return {
+        "table_id": table_id,
+        "house_rules": dict(committed.rules.as_dict()),
+        "commitment": committed.commitment.hex(),
+    }
+
+
+def dealt_payload(dealt: DealtRound) -> dict[str, JsonValue]:
+    """What the deal makes public: everything locked, and the hands. Never the seed."""
+    document: dict[str, Any] = dealt.reveal().to_json()
+    return {key: document[key] for key in DEALT_FIELDS}
+
+
+def revealed_payload(dealt: DealtRound) -> dict[str, JsonValue]:
+    document: dict[str, Any] = dealt.reveal().to_json()
+    return {key: document[key] for key in REVEALED_FIELDS}
+
+
+def settled_payload(settlement: Settlement) -> dict[str, JsonValue]:
+    return cast(dict[str, JsonValue], settlement.to_json())
+
+
+def voided_payload(committed: CommittedRound, reason: str, state: str) -> dict[str, JsonValue]:
+    return {"reason": reason, "state": state, "server_seed": committed.server_seed.hex()}
+
+
+def settle_round(revealed: RevealedRound) -> Settlement:
+    """Settle a round's hands under its house rules: each seat at its stake against the dealer.
+
+    The service settles ``dealt.reveal()`` (in memory, before the seed is published); replay
+    settles what the log published. Both go through here, so they cannot drift apart.
+    """
+    stakes = {seat.seat_number: seat.stake for seat in revealed.seats}
+    return settle(
+        revealed.dealer_hand,
+        [PlayerHand(h.seat_number, h.cards, stakes[h.seat_number]) for h in revealed.seat_hands],
+        revealed.rules,
+    )
+
+
+@dataclass
+class _RoundState:
+    last: EntryKind
+    document: dict[str, Any]
+    revealed: RevealedRound | None = None
+
+
+@dataclass
+class RoundReplay:
+    """Replays round events in log order; :meth:`feed` raises :class:`ReplayError` on the first
+    event that does not follow from the ones before it."""
+
+    settled: int = 0
+    voided: int = 0
+    _rounds: dict[str, _RoundState] = field(default_factory=dict)
+
+    def knows(self, round_id: str) -> bool:
+        """Whether the round's commitment has been replayed."""
+        return round_id in self._rounds
+
+    @property
+    def open_rounds(self) -> list[str]:
+        """Rounds neither settled nor voided (still in play when the log was read)."""
+        return [
+            round_id
+            for round_id, state in self._rounds.items()
+            if state.last not in (EntryKind.ROUND_SETTLED, EntryKind.ROUND_VOIDED)
+        ]
+
+    def feed(self, kind: EntryKind, round_id: str, payload: dict[str, JsonValue]) -> None:
+        state = self._rounds.get(round_id)
+        last = None if state is None else state.last
+        if last not in _ALLOWED_AFTER[kind]:
+            after = "before anything else" if last is None else f"after {last}"
+            raise ReplayError(f"round {round_id}: {kind} {after}")
+        if kind is EntryKind.ROUND_COMMITTED:
+            self._rounds[round_id] = _RoundState(
+                kind,
+                {"format": REVEALED_ROUND_FORMAT, "round_id": round_id, **payload},
+            )
+            self._rounds[round_id].document.pop("table_id", None)
+            return
+        assert state is not None
+        state.last = kind
+        if kind is EntryKind.ROUND_DEALT:
+            state.document.update(_only(payload, DEALT_FIELDS, round_id, kind))
+        elif kind is EntryKind.ROUND_REVEALED:
+            state.document.update(_only(payload, REVEALED_FIELDS, round_id, kind))
+            state.revealed = self._verify_fairness(round_id, state.document)
+        elif kind is EntryKind.ROUND_SETTLED:
+            assert state.revealed is not None
+            self._verify_settlement(round_id, state.revealed, payload)
+            self.settled += 1
+        else:
+            self._verify_void(round_id, state.document, payload)
+            self.voided += 1
+
+    @staticmethod
+    def _verify_fairness(round_id: str, document: dict[str, Any]) -> RevealedRound:
+        try:
+            revealed = RevealedRound.from_json(document)
+        except FairnessError as error:
+            raise ReplayError(
+                f"round {round_id}: its logged fields do not form a round: {error}"
+            ) from None
+        report = verify_revealed_round(revealed)
+        if not report.ok:
+            raise ReplayError(f"round {round_id}: {report.first_failure}")
+        return revealed
+
+    @staticmethod
+    def _verify_void(
+        round_id: str, document: dict[str, Any], payload: dict[str, JsonValue]
+    ) -> None:
+        seed, reason = payload.get("server_seed"), payload.get("reason")
+        if not isinstance(seed, str) or not isinstance(reason, str) or not reason:
+            raise ReplayError(f"round {round_id}: ROUND_VOIDED must carry a reason and the seed")
+        try:
+            rules = HouseRules.from_mapping(document["house_rules"])
+            commitment = compute_commitment(round_id, rules, bytes.fromhex(seed))
+        except (ValueError, KeyError, RulesError, FairnessError) as error:
+            raise ReplayError(f"round {round_id}: its void cannot be checked: {error}") from None
+        if commitment.hex() != document.get("commitment"):
+            raise ReplayError(
+                f"round {round_id}: the seed revealed by its void does not match its commitment"
+            )
+
+    @staticmethod
+    def _verify_settlement(
+        round_id: str, revealed: RevealedRound, payload: dict[str, JsonValue]
+    ) -> None:
+        try:
+            expected = settle_round(revealed).to_json()
+        except RulesError as error:
+            raise ReplayError(f"round {round_id}: its hands cannot be settled: {error}") from None
+        if payload != expected:
+            raise ReplayError(
+                f"round {round_id}: the logged settlement does not follow from the dealt hands "
+                f"({_first_difference(expected, payload)})"
+            )
+
+
+def _only(
+    payload: dict[str, JsonValue], fields: tuple[str, ...], round_id: str, kind: EntryKind
+) -> dict[str, JsonValue]:
+    if set(payload) != set(fields):
+        raise ReplayError(
+            f"round {round_id}: {kind} must carry exactly {', '.join(fields)}, "
+            f"got {', '.join(sorted(payload))}"
+        )
+    return payload
+
+
+def _first_difference(expected: object, logged: object, path: str = "settlement") -> str:
+    if isinstance(expected, dict) and isinstance(logged, dict):
+        for key in sorted(set(expected) | set(logged)):
+            if expected.get(key) != logged.get(key):
+                return _first_difference(expected.get(key), logged.get(key), f"{path}.{key}")
+    if isinstance(expected, list) and isinstance(logged, list) and len(expected) == len(logged):
+        for position, (ours, theirs) in enumerate(zip(expected, logged, strict=True)):
+            if ours != theirs:
+                return _first_difference(ours, theirs, f"{path}[{position}]")
+    return f"{path} is {logged!r}, the rules give {expected!r}"
+
+
+@dataclass(frozen=True)
+class RoundEvent:
+    """One logged event of a round, as read back: where, when, what."""
+
+    index: int
+    time: str
+    kind: EntryKind
+    payload: dict[str, JsonValue]
+
+
+@dataclass(frozen=True)
+class RoundHistory:
+    """Everything the log holds about one round, in order: the record game recall shows."""
+
+    round_id: str
+    events: tuple[RoundEvent, ...]
+
+    def event(self, kind: EntryKind) -> RoundEvent | None:
+        return next((event for event in self.events if event.kind is kind), None)
+
+    def payload(self, kind: EntryKind) -> dict[str, JsonValue]:
+        event = self.event(kind)
+        return {} if event is None else event.payload
+
+    @property
+    def state(self) -> str:
+        """SHUFFLED, DEALT, REVEALED, SETTLED or VOIDED: the state the last event left."""
+        return _STATE_AFTER[self.events[-1].kind]
+
+    @property
+    def table_id(self) -> str:
+        return str(self.payload(EntryKind.ROUND_COMMITTED).get("table_id", "?"))
+
+
+_STATE_AFTER: Final = {
+    EntryKind.ROUND_COMMITTED: "SHUFFLED",
+    EntryKind.ROUND_DEALT: "DEALT",
+    EntryKind.ROUND_REVEALED: "REVEALED",
+    EntryKind.ROUND_SETTLED: "SETTLED",
+    EntryKind.ROUND_VOIDED: "VOIDED",
+}

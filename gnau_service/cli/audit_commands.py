@@ -1,0 +1,280 @@
+"""``gnau audit``: export the log, verify a bundle offline, and recall rounds for people.
+
+- ``gnau audit export --out BUNDLE [--from-round ID] [--to-round ID]``
+- ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--jobs N]``
+- ``gnau audit show [--last N]`` and ``gnau audit round ROUND_ID``
+
+Exit statuses: 0 valid, 1 tampered or inconsistent, 2 unreadable input or unusable arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from gnau_service.audit.bundle import BundleFormatError, verify_bundle, write_bundle
+from gnau_service.audit.entries import EntryError, EntryKind, JsonValue, decode_entry
+from gnau_service.audit.note import NoteError, Verifier
+from gnau_service.audit.rounds import RoundEvent, RoundHistory
+from gnau_service.rules.cards import parse_card
+from gnau_service.rules.evaluation import Category, HandRank
+from gnau_service.store import DEFAULT_DATABASE_URL, DatabaseUrlError, LogReader, open_reader
+
+PROGRESS_FROM = 10_000
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    audit = subparsers.add_parser("audit", help="export, verify and read the audit log")
+    commands = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
+
+    export = commands.add_parser("export", help="write the log to a portable bundle")
+    _add_database_option(export)
+    export.add_argument("--out", required=True, type=Path, help="bundle file to write")
+    export.add_argument("--from-round", metavar="ROUND_ID", help="start at this round's commit")
+    export.add_argument("--to-round", metavar="ROUND_ID", help="end after this round's last entry")
+    export.set_defaults(run=run_export)
+
+    verify = commands.add_parser("verify", help="verify a bundle offline and replay its rounds")
+    verify.add_argument("bundle", type=Path, help="bundle file (from gnau audit export)")
+    verify.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="the log's public key to trust (C2SP vkey, or a file holding one); repeatable",
+    )
+    verify.add_argument("--checkpoint", type=Path, help="a signed checkpoint seen earlier")
+    verify.add_argument("--jobs", type=int, help="worker processes (default: every core)")
+    verify.set_defaults(run=run_verify)
+
+    show = commands.add_parser("show", help="the latest rounds, one line each")
+    _add_database_option(show)
+    show.add_argument("--last", type=int, default=10, help="how many rounds (default 10)")
+    show.set_defaults(run=run_show)
+
+    round_ = commands.add_parser("round", help="one round in full")
+    _add_database_option(round_)
+    round_.add_argument("round_id", metavar="ROUND_ID")
+    round_.set_defaults(run=run_round)
+
+
+def _add_database_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--database",
+        default=DEFAULT_DATABASE_URL,
+        help=f"sqlite:///path or postgresql://... (default {DEFAULT_DATABASE_URL})",
+    )
+
+
+def _fail(message: str) -> int:
+    print(f"gnau audit: {message}", file=sys.stderr)
+    return 2
+
+
+def run_export(args: argparse.Namespace) -> int:
+    try:
+        reader = open_reader(args.database)
+    except DatabaseUrlError as error:
+        return _fail(str(error))
+    with reader:
+        first_index, end = 0, reader.size()
+        if args.from_round:
+            span = reader.round_span(args.from_round)
+            if span is None:
+                return _fail(f"round {args.from_round!r} is not in the log")
+            first_index = span[0]
+        if args.to_round:
+            span = reader.round_span(args.to_round)
+            if span is None:
+                return _fail(f"round {args.to_round!r} is not in the log")
+            end = reader.checkpoint_size_from(span[1] + 1) or end
+        if end <= first_index:
+            return _fail("the log has no entries in that range")
+        try:
+            with args.out.open("w", encoding="utf-8") as out:
+                count = write_bundle(reader, out, first_index=first_index, end=end)
+        except (OSError, BundleFormatError) as error:
+            return _fail(f"cannot write {args.out}: {error}")
+    print(f"wrote {count:,} entries ({first_index:,} to {end - 1:,}) to {args.out}")
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    try:
+        keys = [_read_key(text) for text in args.key]
+        pinned = args.checkpoint.read_text(encoding="utf-8") if args.checkpoint else None
+        with args.bundle.open(encoding="utf-8") as lines:
+            report = verify_bundle(
+                lines,
+                pinned_keys=keys,
+                pinned_checkpoint=pinned,
+                progress=_ProgressBar(),
+                jobs=args.jobs,
+            )
+    except (OSError, UnicodeDecodeError, BundleFormatError, NoteError) as error:
+        return _fail(f"cannot verify {args.bundle}: {error}")
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _read_key(text: str) -> Verifier:
+    path = Path(text)
+    if "+" not in text and path.is_file():
+        text = path.read_text(encoding="utf-8").strip()
+    return Verifier.from_vkey(text)
+
+
+class _ProgressBar:
+    """A progress bar on stderr for long bundles, redrawn at most ten times a second."""
+
+    def __init__(self) -> None:
+        self._last_drawn = 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < PROGRESS_FROM:
+            return
+        now = time.monotonic()
+        if done < total and now - self._last_drawn < 0.1:
+            return
+        self._last_drawn = now
+        width = 40
+        filled = width * done // total
+        bar = "#" * filled + "." * (width - filled)
+        print(f"\r[{bar}] {done:,}/{total:,} entries", end="", file=sys.stderr, flush=True)
+        if done >= total:
+            print(file=sys.stderr)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    try:
+        reader = open_reader(args.database)
+    except DatabaseUrlError as error:
+        return _fail(str(error))
+    with reader:
+        round_ids = reader.recent_rounds(args.last)
+        if not round_ids:
+            print("no rounds in the log yet")
+        for round_id in round_ids:
+            history = _history(reader, round_id)
+            print(_one_line(history))
+    return 0
+
+
+def run_round(args: argparse.Namespace) -> int:
+    try:
+        reader = open_reader(args.database)
+    except DatabaseUrlError as error:
+        return _fail(str(error))
+    with reader:
+        if reader.round_span(args.round_id) is None:
+            return _fail(f"round {args.round_id!r} is not in the log")
+        try:
+            history = _history(reader, args.round_id)
+        except EntryError as error:
+            print(f"round {args.round_id}: its entries do not verify: {error}")
+            return 1
+    print("\n".join(_full_record(history)))
+    return 0
+
+
+def _history(reader: LogReader, round_id: str) -> RoundHistory:
+    keys = [Verifier.from_vkey(vkey) for vkey in reader.public_keys()]
+    events = []
+    for data in reader.round_entries(round_id):
+        entry = decode_entry(data, *keys)
+        events.append(RoundEvent(entry.index, entry.time, entry.kind, entry.payload))
+    return RoundHistory(round_id, tuple(events))
+
+
+def _one_line(history: RoundHistory) -> str:
+    settled = history.payload(EntryKind.ROUND_SETTLED)
+    when = history.events[-1].time[:19].replace("T", " ")
+    head = f"{when}  {history.round_id}  table {history.table_id}  {history.state}"
+    if not settled:
+        return head
+    dealer = _object(settled.get("dealer"))
+    seats = ", ".join(
+        f"seat {player['seat']} {player['outcome']} {_signed(player['delta'])}"
+        for player in map(_object, _list(settled.get("players")))
+    )
+    return f"{head}  dealer {_rank_title(dealer)} ({_signed(dealer.get('delta'))})  {seats}"
+
+
+def _full_record(history: RoundHistory) -> list[str]:
+    committed = history.payload(EntryKind.ROUND_COMMITTED)
+    dealt = history.payload(EntryKind.ROUND_DEALT)
+    revealed = history.payload(EntryKind.ROUND_REVEALED)
+    settled = history.payload(EntryKind.ROUND_SETTLED)
+    voided = history.payload(EntryKind.ROUND_VOIDED)
+    rules = _object(committed.get("house_rules"))
+    lines = [
+        f"round {history.round_id}   table {history.table_id}   {history.state}",
+        "house rules: " + ", ".join(f"{key}={value}" for key, value in rules.items()),
+        f"commitment:  {committed.get('commitment')}",
+    ]
+    if dealt:
+        lines.append(f"transcript:  {dealt.get('transcript_hash')}")
+        beacon = dealt.get("beacon")
+        if isinstance(beacon, dict):
+            lines.append(f"beacon:      {beacon.get('label')} {beacon.get('value')}")
+    if revealed:
+        lines.append(f"server seed: {revealed.get('server_seed')}")
+    lines.append("")
+    results = {player["seat"]: player for player in map(_object, _list(settled.get("players")))}
+    seats = {seat["seat_number"]: seat for seat in map(_object, _list(dealt.get("seats")))}
+    for hand in map(_object, _list(dealt.get("hands"))):
+        number = hand["seat_number"]
+        seat = seats.get(number, {})
+        line = (
+            f"seat {number:<3} {seat.get('player_id', '?'):<12} stake {seat.get('stake', '?'):>8}  "
+            f"{_symbols(hand.get('cards'))}"
+        )
+        if number in results:
+            result = results[number]
+            line += (
+                f"  {_rank_title(result):<22} {result['outcome']!s:<4} "
+                f"{_signed(result['delta']):>9}"
+            )
+        lines.append(line)
+    if dealt:
+        line = f"{'dealer':<38}{_symbols(dealt.get('dealer_hand'))}"
+        dealer = _object(settled.get("dealer"))
+        if dealer:
+            line += f"  {_rank_title(dealer):<22} {'':<4} {_signed(dealer['delta']):>9}"
+        lines.append(line)
+    if voided:
+        lines.append(f"VOIDED in state {voided.get('state')}: {voided.get('reason')}")
+        lines.append(f"server seed revealed by the void: {voided.get('server_seed')}")
+    lines.append("")
+    lines += [f"  #{event.index:<8} {event.time}  {event.kind}" for event in history.events]
+    return lines
+
+
+def _rank_title(evaluation: dict[str, JsonValue]) -> str:
+    """``Double-Ox 8`` from a logged evaluation."""
+    value = evaluation.get("value")
+    try:
+        rank = HandRank.of(
+            Category(str(evaluation.get("category"))), value if isinstance(value, int) else None
+        )
+    except (KeyError, ValueError):
+        return "?"
+    return f"{rank} (Nenku)" if evaluation.get("nenku") is True else str(rank)
+
+
+def _symbols(cards: JsonValue) -> str:
+    return " ".join(parse_card(str(card)).symbol.rjust(3) for card in _list(cards))
+
+
+def _signed(value: object) -> str:
+    return f"{value:+,}" if isinstance(value, int) else "?"
+
+
+def _object(value: JsonValue) -> dict[str, JsonValue]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: JsonValue) -> list[JsonValue]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,372 @@
+"""Audit bundles: an honest log verifies; every attack of the issue is caught, for its reason."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+import rfc8785
+
+from gnau_service.audit.bundle import BundleFormatError, BundleReport, verify_bundle
+from gnau_service.audit.entries import EntryKind, encode_entry
+from gnau_service.audit.merkle import leaf_hash
+from gnau_service.audit.note import sign_note
+from gnau_service.audit.rounds import committed_payload, settle_round, settled_payload
+from gnau_service.audit.signing import KeyRotation
+from gnau_service.fairness.round import CommittedRound
+from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rules.house_rules import HouseRules
+from tests.audit.logs import MemoryLog, honest_log, new_signer, play_round
+
+HEADER, FIRST_CHECKPOINT = 0, 1
+
+
+def verify(log: MemoryLog, lines: list[str] | None = None, **options: object) -> BundleReport:
+    options.setdefault("pinned_keys", [log.signer.verifier])
+    return verify_bundle(lines if lines is not None else log.bundle_lines(), **options)  # type: ignore[arg-type]
+
+
+def entry_positions(lines: list[str]) -> list[int]:
+    return [i for i, line in enumerate(lines) if line.startswith('{"entry"')]
+
+
+def test_an_honest_log_verifies_and_replays_every_round() -> None:
+    log = honest_log(rounds=4)
+    report = verify(log)
+    assert report.ok, report.summary()
+    assert (report.entries, report.checkpoints) == (20, 6)
+    assert (report.rounds_settled, report.rounds_voided, report.rounds_open) == (4, 1, 0)
+    assert "result: VALID" in report.summary()
+
+
+def test_an_unfinished_round_is_open_not_wrong() -> None:
+    log = honest_log(rounds=1)
+    committed = CommittedRound.with_fresh_seed("round-open", HouseRules())
+    log.append(EntryKind.ROUND_COMMITTED, committed_payload(committed, "t"), "round-open")
+    log.checkpoint()
+    report = verify(log)
+    assert report.ok
+    assert report.rounds_open == 1
+
+
+# -- tampering with stored entries ----------------------------------------------------------------
+
+
+def flip_byte(line: str) -> str:
+    obj = json.loads(line)
+    text: str = obj["entry"]
+    at = text.index('"payload"') + 12
+    obj["entry"] = text[:at] + chr(ord(text[at]) ^ 1) + text[at + 1 :]
+    return json.dumps(obj, ensure_ascii=False) + "\n"
+
+
+EntryAttack = Callable[[list[str], list[int]], list[str]]
+
+
+def _flip(lines: list[str], at: list[int]) -> list[str]:
+    lines[at[5]] = flip_byte(lines[at[5]])
+    return lines
+
+
+def _delete(lines: list[str], at: list[int]) -> list[str]:
+    del lines[at[5]]
+    return lines
+
+
+def _insert(lines: list[str], at: list[int]) -> list[str]:
+    lines.insert(at[5], lines[at[2]])
+    return lines
+
+
+def _duplicate(lines: list[str], at: list[int]) -> list[str]:
+    lines.insert(at[5], lines[at[5]])
+    return lines
+
+
+def _swap(lines: list[str], at: list[int]) -> list[str]:
+    lines[at[5]], lines[at[6]] = lines[at[6]], lines[at[5]]
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("attack", "reason"),
+    [
+        (_flip, "entry 5: "),
+        (_delete, "entry 5: the entry says index 6 but stands where 5 belongs"),
+        (_insert, "entry 5: the entry says index 2 but stands where 5 belongs"),
+        (_duplicate, "entry 6: the entry says index 5 but stands where 6 belongs"),
+        (_swap, "entry 5: the entry says index 6 but stands where 5 belongs"),
+    ],
+    ids=["flipped byte", "deleted", "inserted", "duplicated", "swapped"],
+)
+def test_tampered_entries_are_caught(attack: EntryAttack, reason: str) -> None:
+    log = honest_log()
+    lines = log.bundle_lines()
+    report = verify(log, attack(lines, entry_positions(lines)))
+    assert not report.ok
+    assert str(report.failure).startswith(reason), str(report.failure)
+
+
+def test_a_flipped_byte_breaks_the_signature_or_the_canonical_form() -> None:
+    log = honest_log()
+    lines = log.bundle_lines()
+    report = verify(log, _flip(lines, entry_positions(lines)))
+    assert "signature does not verify" in str(report.failure) or "canonical" in str(report.failure)
+
+
+def test_non_canonical_entry_bytes_are_refused() -> None:
+    log = honest_log()
+    lines = log.bundle_lines()
+    position = entry_positions(lines)[3]
+    entry = json.loads(json.loads(lines[position])["entry"])
+    lines[position] = json.dumps({"entry": json.dumps(entry, indent=1)}) + "\n"
+    report = verify(log, lines)
+    assert str(report.failure) == "entry 3: entry 3: bytes are not RFC 8785 canonical JSON"
+
+
+def test_a_validly_signed_entry_with_the_wrong_index_is_caught() -> None:
+    # The operator holds the key: the signature is good, the position is not.
+    log = honest_log(rounds=1)
+    data = encode_entry(
+        log.signer.signer,
+        index=99,
+        kind=EntryKind.CONFIG_CHANGED,
+        time=log.time,
+        payload={},
+        prev_hash=log.appender.head.prev_hash,
+    )
+    lines = log.bundle_lines()
+    lines.append(json.dumps({"entry": data.decode()}) + "\n")
+    header = json.loads(lines[HEADER])
+    header["size"] += 1
+    lines[HEADER] = json.dumps(header) + "\n"
+    report = verify(log, lines)
+    assert "the entry says index 99 but stands where" in str(report.failure)
+
+
+def test_a_bundle_shorter_than_its_header_is_caught() -> None:
+    log = honest_log()
+    lines = log.bundle_lines()[:-2]
+    report = verify(log, lines)
+    assert "truncated or padded" in str(report.failure)
+
+
+# -- truncation, rollback and forks ---------------------------------------------------------------
+
+
+def test_truncation_is_caught_against_a_pinned_checkpoint() -> None:
+    log = honest_log(rounds=4)
+    pinned = log.notes[-1]
+    # The same log, served again without its last two rounds (and their checkpoints).
+    truncated = MemoryLog(log.signer)
+    for data in log.entries[:9]:
+        truncated.entries.append(data)
+        truncated.tree.append(leaf_hash(data))
+    truncated.notes = [note for note in log.notes if int(note.split("\n")[1]) <= 9]
+    report = verify(truncated, pinned_checkpoint=pinned)
+    assert "the log was truncated or rolled back" in str(report.failure)
+
+
+def test_a_rewritten_history_is_caught_against_a_pinned_checkpoint() -> None:
+    signer = new_signer()
+    original = honest_log(rounds=2, signer=signer)
+    pinned = original.notes[2]  # after the first round
+    rewritten = honest_log(rounds=3, signer=signer)  # same key, other rounds
+    report = verify(rewritten, pinned_checkpoint=pinned)
+    assert "the log was rewritten" in str(report.failure)
+
+
+def test_two_signed_checkpoints_with_different_roots_are_reported_as_a_fork() -> None:
+    signer = new_signer()
+    log = honest_log(rounds=2, signer=signer)
+    other = honest_log(rounds=2, signer=signer)
+    lines = log.bundle_lines()
+    lines.insert(FIRST_CHECKPOINT + 2, json.dumps({"checkpoint": other.notes[2]}) + "\n")
+    report = verify(log, lines)
+    assert report.fork is not None
+    assert "two different roots for size" in str(report.failure)
+    assert "FORK:" in report.summary()
+
+
+def _root_flipped(text: str) -> str:
+    body = text.split("\n")
+    body[2] = ("B" if body[2][0] != "B" else "C") + body[2][1:]
+    return "\n".join(body)
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (lambda text: text.replace("\n9\n", "\n10\n", 1), "checkpoint refused"),
+        (lambda text: text.replace("gnau-dealer/test\n", "gnau-dealer/other\n", 1), "refused"),
+        (lambda text: text.replace("—", "-"), "checkpoint refused"),
+        (lambda text: text.replace("\n", "\r\n"), "checkpoint refused"),
+        (_root_flipped, "checkpoint refused"),
+    ],
+    ids=["size", "origin", "hyphen for em dash", "CRLF", "root"],
+)
+def test_edited_checkpoint_text_is_refused(edit: Callable[[str], str], reason: str) -> None:
+    log = honest_log(rounds=2)
+    lines = log.bundle_lines()
+    checkpoints = [i for i, line in enumerate(lines) if line.startswith('{"checkpoint"')]
+    position = next(i for i in checkpoints if "\n9\n" in json.loads(lines[i])["checkpoint"])
+    note = json.loads(lines[position])["checkpoint"]
+    lines[position] = json.dumps({"checkpoint": edit(note)}) + "\n"
+    report = verify(log, lines)
+    assert reason in str(report.failure), str(report.failure)
+
+
+def test_a_checkpoint_signed_only_by_an_unknown_key_is_refused() -> None:
+    log = honest_log(rounds=1)
+    stranger = MemoryLog(new_signer())
+    stranger.entries, stranger.tree = log.entries, log.tree
+    stranger.appender.head = log.appender.head
+    lines = log.bundle_lines()
+    lines.insert(FIRST_CHECKPOINT, json.dumps({"checkpoint": stranger.checkpoint()}) + "\n")
+    report = verify(log, lines)
+    assert "checkpoint refused" in str(report.failure)
+
+
+def test_a_bundle_signed_by_another_key_than_the_pinned_one_fails() -> None:
+    log = honest_log(rounds=1)
+    report = verify(log, pinned_keys=[new_signer().verifier])
+    assert "but the trusted key at this point is" in str(report.failure)
+
+
+# -- rounds that do not follow --------------------------------------------------------------------
+
+
+def test_a_settlement_that_does_not_follow_from_the_hands_is_caught() -> None:
+    log = honest_log(rounds=1)
+
+    def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
+        if kind is EntryKind.ROUND_SETTLED:
+            payload = json.loads(json.dumps(payload))
+            payload["players"][0]["delta"] += 1
+            payload["dealer"]["delta"] -= 1
+        return log.append(kind, payload, round_id)
+
+    play_round(cheat, "round-cheat")
+    log.checkpoint()
+    report = verify(log)
+    assert "round round-cheat: the logged settlement does not follow from the dealt hands" in str(
+        report.failure
+    )
+    assert "settlement.dealer.delta is" in str(report.failure)
+
+
+def test_a_revealed_seed_that_does_not_match_its_commitment_is_caught() -> None:
+    log = honest_log(rounds=1)
+
+    def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
+        if kind is EntryKind.ROUND_REVEALED:
+            payload = {**payload, "server_seed": "00" * 32}
+        return log.append(kind, payload, round_id)
+
+    play_round(cheat, "round-seed")
+    log.checkpoint()
+    report = verify(log)
+    assert "round round-seed: commitment:" in str(report.failure)
+
+
+def test_a_commitment_logged_after_its_deal_is_caught() -> None:
+    log = honest_log(rounds=1)
+    held: list[tuple[EntryKind, dict, str | None]] = []
+
+    def late_commit(kind: EntryKind, payload: dict, round_id: str | None) -> None:
+        if kind is EntryKind.ROUND_COMMITTED:
+            held.append((kind, payload, round_id))
+            return
+        log.append(kind, payload, round_id)
+        if kind is EntryKind.ROUND_DEALT:
+            log.append(*held.pop())
+
+    play_round(late_commit, "round-late")
+    log.checkpoint()
+    report = verify(log)
+    assert "round round-late: ROUND_DEALT before anything else" in str(report.failure)
+
+
+def test_a_void_revealing_another_seed_is_caught() -> None:
+    log = honest_log(rounds=1)
+
+    def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
+        if kind is EntryKind.ROUND_VOIDED:
+            payload = {**payload, "server_seed": "11" * 32}
+        return log.append(kind, payload, round_id)
+
+    play_round(cheat, "round-void-cheat", void_after=EntryKind.ROUND_DEALT)
+    log.checkpoint()
+    assert "does not match its commitment" in str(verify(log).failure)
+
+
+def test_a_round_settled_twice_is_caught() -> None:
+    log = honest_log(rounds=1)
+    committed = CommittedRound.with_fresh_seed("round-twice", HouseRules())
+    dealt = committed.lock([LockedSeat(1, "p", 5)]).deal()
+    play_round(log.append, "round-twice")
+    log.append(
+        EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal())), "round-twice"
+    )
+    log.checkpoint()
+    assert "ROUND_SETTLED after ROUND_SETTLED" in str(verify(log).failure)
+
+
+# -- keys -----------------------------------------------------------------------------------------
+
+
+def test_a_rotation_signed_by_the_old_key_hands_over_to_the_new_one() -> None:
+    old, new = new_signer(), new_signer()
+    log = honest_log(rounds=1, signer=old)
+    rotation = KeyRotation(old.verifier, new.verifier, "2026-11-29T13:00:00Z").sign(old.signer)
+    log.append(EntryKind.KEY_ROTATED, {"rotation": str(rotation)})
+    log.appender.signer = new
+    play_round(log.append, "after-rotation")
+    log.checkpoint()
+    lines = log.bundle_lines()
+    header = json.loads(lines[HEADER])
+    header["public_keys"] = [old.vkey, new.vkey]
+    lines[HEADER] = json.dumps(header) + "\n"
+    report = verify(log, lines, pinned_keys=[old.verifier])
+    assert report.ok, report.summary()
+    assert report.rounds_settled == 2
+
+
+def test_a_rotation_not_signed_by_the_current_key_is_refused() -> None:
+    old, new, intruder = new_signer(), new_signer(), new_signer()
+    log = honest_log(rounds=1, signer=old)
+    statement = KeyRotation(old.verifier, new.verifier, "2026-11-29T13:00:00Z")
+    rotation = sign_note(statement.to_note_text(), intruder.signer)
+    log.append(EntryKind.KEY_ROTATED, {"rotation": str(rotation)})
+    log.checkpoint()
+    assert "key rotation refused" in str(verify(log).failure)
+
+
+# -- unreadable bundles ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([], "empty"),
+        (["not json\n"], "line 1: not JSON"),
+        (['{"format": "something else"}\n'], "header"),
+        (['{"format": "gnau-dealer/audit-bundle/v1", "origin": "o"}\n'], "public_keys"),
+        (["[1, 2]\n"], "not a JSON object"),
+    ],
+)
+def test_unreadable_bundles_raise_a_format_error(lines: list[str], message: str) -> None:
+    with pytest.raises(BundleFormatError, match=message):
+        verify_bundle(lines)
+
+
+def test_entries_are_stored_as_their_exact_canonical_bytes() -> None:
+    log = honest_log(rounds=1)
+    for line, data in zip(
+        [line for line in log.bundle_lines() if line.startswith('{"entry"')],
+        log.entries,
+        strict=True,
+    ):
+        text = json.loads(line)["entry"]
+        assert text.encode() == data == rfc8785.dumps(json.loads(text))
