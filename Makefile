@@ -7,20 +7,16 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness fairness-evidence clean
 
-$(INSTALLED): pyproject.toml
+$(INSTALLED): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[test]'
 	touch $@
 
-## serve: set up and show the rules core at work (the gRPC service replaces this demo)
+## serve: set up and run the service on SQLite in ./gnau-data, on 127.0.0.1:50051
 serve: $(INSTALLED)
-	@echo "== gnau evaluate (the rules page's sample hands) =="
-	@printf '%s\n' '3C 6S 8H 4H 8C' 'KD 4C 3S AS QC' 'KD 4C 3S AD QC' 'KC 7S 3H JH 7C' \
-		'KD JH TS JD QC' '4D 4C 3S 8D 5D' | $(BIN)/gnau evaluate
-	@echo "== gnau stats =="
-	@$(BIN)/gnau stats
+	$(BIN)/gnau serve --log-format console
 
 ## test: set up, then lint, type-check and run every test that is not marked slow
 test: $(INSTALLED) lint
@@ -29,7 +25,7 @@ test: $(INSTALLED) lint
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy --strict gnau_service
+	$(BIN)/mypy --strict gnau_service clients/python/src
 
 ## test-slow: the exhaustive and statistical runs
 test-slow: $(INSTALLED)

@@ -10,6 +10,7 @@ import hashlib
 from pathlib import Path
 
 import gnau_service
+from gnau_service.audit.entries import JsonValue
 
 
 def package_digest(root: Path | None = None) -> str:
@@ -24,6 +25,6 @@ def package_digest(root: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def software_identity() -> dict[str, str]:
+def software_identity() -> dict[str, JsonValue]:
     """The payload of a SERVICE_STARTED entry's ``software`` member."""
     return {"name": "gnau-service", "version": gnau_service.__version__, "sha256": package_digest()}

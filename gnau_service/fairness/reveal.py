@@ -142,9 +142,9 @@ class RevealedRound:
             round_id=top.text("round_id"),
             rules=_read_house_rules(top.get("house_rules")),
             seats=tuple(
-                _read_seat(item, f"seats[{index}]") for index, item in enumerate(top.array("seats"))
+                read_seat(item, f"seats[{index}]") for index, item in enumerate(top.array("seats"))
             ),
-            beacon=None if beacon is None else _read_beacon(beacon),
+            beacon=None if beacon is None else read_beacon(beacon),
             commitment=top.hex_bytes("commitment"),
             transcript_hash=top.hex_bytes("transcript_hash"),
             server_seed=top.hex_bytes("server_seed"),
@@ -161,20 +161,8 @@ class RevealedRound:
             "format": REVEALED_ROUND_FORMAT,
             "round_id": self.round_id,
             "house_rules": self.rules.as_dict(),
-            "seats": [
-                {
-                    "seat_number": seat.seat_number,
-                    "player_id": seat.player_id,
-                    "stake": seat.stake,
-                    "client_seed": seat.client_seed.hex(),
-                }
-                for seat in self.seats
-            ],
-            "beacon": (
-                None
-                if self.beacon is None
-                else {"label": self.beacon.label, "value": self.beacon.value.hex()}
-            ),
+            "seats": [seat_to_json(seat) for seat in self.seats],
+            "beacon": None if self.beacon is None else beacon_to_json(self.beacon),
             "commitment": self.commitment.hex(),
             "transcript_hash": self.transcript_hash.hex(),
             "server_seed": self.server_seed.hex(),
@@ -270,7 +258,22 @@ def _read_house_rules(value: object) -> HouseRules:
         raise RevealFormatError(f"house_rules: {error}", field=f"house_rules.{key}") from None
 
 
-def _read_seat(value: object, path: str) -> LockedSeat:
+def seat_to_json(seat: LockedSeat) -> dict[str, object]:
+    """A locked seat's JSON form (the one revealed rounds and the audit log use)."""
+    return {
+        "seat_number": seat.seat_number,
+        "player_id": seat.player_id,
+        "stake": seat.stake,
+        "client_seed": seat.client_seed.hex(),
+    }
+
+
+def beacon_to_json(beacon: Beacon) -> dict[str, object]:
+    return {"label": beacon.label, "value": beacon.value.hex()}
+
+
+def read_seat(value: object, path: str) -> LockedSeat:
+    """Read a seat's JSON form strictly; errors name the field by ``path``."""
     seat = _JsonObject(value, path, _SEAT_FIELDS)
     return LockedSeat(
         seat_number=seat.integer("seat_number"),
@@ -280,7 +283,8 @@ def _read_seat(value: object, path: str) -> LockedSeat:
     )
 
 
-def _read_beacon(value: object) -> Beacon:
+def read_beacon(value: object) -> Beacon:
+    """Read a beacon's JSON form strictly."""
     beacon = _JsonObject(value, "beacon", _BEACON_FIELDS)
     return Beacon(label=beacon.text("label"), value=beacon.hex_bytes("value"))
 

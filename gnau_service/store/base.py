@@ -58,6 +58,9 @@ class Backend(ABC):
     begin_sql: str = "BEGIN"
     #: Reads the head row; PostgreSQL appends FOR UPDATE so writers queue on it.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
+    #: Appended to a SELECT whose rows the transaction will change (SQLite's write lock is
+    #: already exclusive, so it needs nothing).
+    lock_rows_sql: str = ""
 
     @abstractmethod
     def connect(self) -> Any:
@@ -96,6 +99,7 @@ class Transaction:
         self._log = log_appender
         self.time = time
         self.appended: list[AppendedEntry] = []
+        self.lock_rows_sql = backend.lock_rows_sql
 
     def execute(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement (``?`` placeholders) and return its rows, if any."""
@@ -209,6 +213,11 @@ class LogReader:
         with self.backend.reader() as connection:
             return Frontier.from_reader(_NodeReader(self.backend, connection), size)
 
+    def entries_of_kind(self, kind: EntryKind) -> list[bytes]:
+        """Every entry of one kind, in log order (for the rare kinds: key rotations, starts)."""
+        rows = self.query("SELECT data FROM log_entries WHERE kind = ? ORDER BY idx", (str(kind),))
+        return [bytes(row[0]) for row in rows]
+
     def recent_rounds(self, limit: int) -> list[str]:
         """The ids of the ``limit`` rounds with the latest entries, latest first."""
         rows = self.query(
@@ -267,6 +276,7 @@ class Store(LogReader):
         self._max_batch = max_batch
         self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
         self._closed = False
+        self._committed = threading.Condition()
         connection = backend.connect()
         try:
             backend.create_schema(connection)
@@ -309,6 +319,16 @@ class Store(LogReader):
     def rotate_key(self, new: LogSigner) -> AppendedEntry:
         """Rotate the log key (see :meth:`Transaction.rotate_key`) and wait until it is durable."""
         return self.run(lambda tx: tx.rotate_key(new))
+
+    def wait_for_size(self, size: int, timeout: float) -> int:
+        """Block until the log holds more than ``size`` entries or ``timeout`` passes; return the
+        size. Commits by this process wake waiters at once; other processes' within ``timeout``."""
+        current = self.size()
+        if current > size:
+            return current
+        with self._committed:
+            self._committed.wait(timeout)
+        return self.size()
 
     def close(self) -> None:
         """Finish the queued work, stop the writer and release the connections."""
@@ -373,6 +393,9 @@ class Store(LogReader):
                 self._write_log(connection, appender, appended)
             backend.run(connection, "COMMIT")
             self.signer = appender.signer  # a rotation in this batch takes effect once durable
+            if appended:
+                with self._committed:
+                    self._committed.notify_all()
         except Exception as error:
             log.exception("store batch failed; nothing in it was committed")
             _rollback_quietly(backend, connection)

@@ -53,6 +53,25 @@ CREATE TABLE IF NOT EXISTS log_keys (
     vkey TEXT NOT NULL UNIQUE,
     since_size BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rounds (
+    round_id TEXT PRIMARY KEY,
+    table_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    record TEXT NOT NULL,
+    server_seed TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS rounds_one_open_per_table ON rounds (table_id)
+    WHERE state IN ('SHUFFLED', 'DEALT', 'REVEALED');
+CREATE INDEX IF NOT EXISTS rounds_by_table ON rounds (table_id, created_at, round_id);
+CREATE TABLE IF NOT EXISTS requests (
+    request_id TEXT PRIMARY KEY,
+    operation TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 CREATE OR REPLACE FUNCTION gnau_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
@@ -72,6 +91,7 @@ class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
+    lock_rows_sql = " FOR UPDATE"
 
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
         self.url = url

@@ -43,6 +43,25 @@ CREATE TABLE IF NOT EXISTS log_keys (
     vkey TEXT NOT NULL UNIQUE,
     since_size INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS rounds (
+    round_id TEXT PRIMARY KEY,
+    table_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    record TEXT NOT NULL,
+    server_seed TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS rounds_one_open_per_table ON rounds (table_id)
+    WHERE state IN ('SHUFFLED', 'DEALT', 'REVEALED');
+CREATE INDEX IF NOT EXISTS rounds_by_table ON rounds (table_id, created_at, round_id);
+CREATE TABLE IF NOT EXISTS requests (
+    request_id TEXT PRIMARY KEY,
+    operation TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 """ + "".join(
     f"""
 CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table}

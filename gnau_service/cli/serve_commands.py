@@ -1,0 +1,158 @@
+"""``gnau serve`` runs the dealer service; ``gnau play`` plays and verifies rounds against one."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import grpc
+from gnau.v1 import round_pb2
+from gnau_client import GnauClient, Seat  # the client package, as other teams use it
+
+from gnau_service.audit.rounds import settle_round
+from gnau_service.fairness.errors import FairnessError
+from gnau_service.fairness.verifier import verify_revealed_round
+from gnau_service.rules.cards import parse_card
+from gnau_service.server.app import App, configure_logging, serve
+from gnau_service.server.auth import load_tokens
+from gnau_service.server.config import SETTINGS, ConfigError, Settings, load_settings
+from gnau_service.server.convert import revealed_round_from_proto
+
+SUIT_WIDTH = 4
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve_parser = subparsers.add_parser(
+        "serve",
+        help="run the dealer service",
+        description="Run the gRPC dealer service. Settings: flags > GNAU_* environment > "
+        "--config file > defaults (see docs/configuration.md).",
+    )
+    serve_parser.add_argument("--config", type=Path, help="TOML file of settings")
+    for name, (flag, variable, meaning) in SETTINGS.items():
+        kwargs: dict[str, object] = {"dest": name, "default": argparse.SUPPRESS}
+        if name == "mtls_roles":
+            kwargs["action"] = "append"
+        serve_parser.add_argument(flag, help=f"{meaning} [{variable}]", **kwargs)  # type: ignore[arg-type]
+    serve_parser.set_defaults(run=run_serve)
+
+    play = subparsers.add_parser(
+        "play", help="play rounds against a running service, show and verify them"
+    )
+    play.add_argument("--target", default="127.0.0.1:50051", help="host:port of the service")
+    play.add_argument("--token", help="operator token (default: GNAU_TOKEN or the local file)")
+    play.add_argument("--tokens-file", type=Path, default=Path("gnau-data/tokens.json"))
+    play.add_argument("--tables", type=int, default=1, help="tables to play on")
+    play.add_argument("--rounds", type=int, default=1, help="rounds per table")
+    play.add_argument("--seats", type=int, default=3, help="players per round")
+    play.set_defaults(run=run_play)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    flags = {name: getattr(args, name) for name in SETTINGS if hasattr(args, name)}
+    config_file = args.config or (
+        Path(os.environ["GNAU_CONFIG"]) if "GNAU_CONFIG" in os.environ else None
+    )
+    try:
+        settings = load_settings(config_file, os.environ, flags)
+    except ConfigError as error:
+        print(f"gnau serve: {error}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_format)
+    try:
+        asyncio.run(serve(settings, on_started=_announce))
+    except (ValueError, OSError, RuntimeError) as error:
+        # Key files, token files, database URLs, ports in use: named, never a traceback.
+        print(f"gnau serve: cannot start: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _announce(app: App) -> None:
+    settings: Settings = app.settings
+    print(f"gnau: serving on {settings.listen} (database {settings.database_url})", flush=True)
+    print(f"gnau: log key {app.store.signer.vkey}", flush=True)
+    if app.new_operator_token is not None:
+        print(
+            f"gnau: new local operator token (kept in {settings.tokens_path}):\n"
+            f"      {app.new_operator_token}",
+            flush=True,
+        )
+
+
+def run_play(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("GNAU_TOKEN") or _local_operator_token(args.tokens_file)
+    if token is None:
+        print("gnau play: no operator token: pass --token or set GNAU_TOKEN", file=sys.stderr)
+        return 2
+    failures = 0
+    try:
+        with GnauClient(args.target, token=token) as client:
+            for number in range(args.rounds):
+                for table in range(1, args.tables + 1):
+                    seats = [
+                        Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n)
+                        for n in range(1, args.seats + 1)
+                    ]
+                    played = client.play_round(f"table-{table}", seats)
+                    problem = _verify(played)
+                    failures += problem is not None
+                    print(_render(played, number + 1, problem))
+    except grpc.RpcError as error:
+        print(f"gnau play: {error.code().name}: {error.details()}", file=sys.stderr)
+        return 2
+    total = args.tables * args.rounds
+    print(f"{total - failures} of {total} rounds verified independently")
+    return 1 if failures else 0
+
+
+def _local_operator_token(path: Path) -> str | None:
+    try:
+        tokens = load_tokens(path)
+    except ValueError:
+        return None
+    return next((token for token, role in tokens.items() if role == "operator"), None)
+
+
+def _verify(played: round_pb2.Round) -> str | None:
+    """Recompute the round from what the service returned; None if it all checks out."""
+    try:
+        revealed = revealed_round_from_proto(played)
+    except (FairnessError, ValueError) as error:
+        return f"cannot read the round: {error}"
+    report = verify_revealed_round(revealed)
+    if not report.ok:
+        return str(report.first_failure)
+    expected = [seat.delta for seat in settle_round(revealed).seats]
+    got = [result.delta for result in played.settlement.seat_results]
+    return None if expected == got else f"settlement {got} does not follow from the hands"
+
+
+def _render(played: round_pb2.Round, number: int, problem: str | None) -> str:
+    settlement = played.settlement
+    lines = [f"{played.table_id}  round {number}  {played.round_id}"]
+    for hand, result in zip(played.hands, settlement.seat_results, strict=True):
+        outcome = round_pb2.Outcome.Name(result.outcome).removeprefix("OUTCOME_")
+        lines.append(
+            f"  seat {hand.seat_number}  {_symbols(hand.cards)}  "
+            f"{result.evaluation.description.split('  ')[0]:<22} {outcome:<4} {result.delta:+,}"
+        )
+    lines.append(
+        f"  dealer  {_symbols(played.dealer_hand)}  "
+        f"{settlement.dealer_evaluation.description.split('  ')[0]:<22} {'':<4} "
+        f"{settlement.dealer_delta:+,}"
+    )
+    lines.append(
+        "  verified: seed, commitment, deck, hands, settlement"
+        if problem is None
+        else f"  NOT VERIFIED: {problem}"
+    )
+    return "\n".join(lines)
+
+
+def _symbols(cards: Iterable[str]) -> str:
+    return " ".join(parse_card(card).symbol.rjust(3) for card in cards)

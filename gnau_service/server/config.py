@@ -1,0 +1,158 @@
+"""Service configuration: defaults, then a TOML file, then ``GNAU_*`` environment variables,
+then command-line flags, each overriding the one before.
+
+Every setting is listed once, in :data:`SETTINGS`, with its flag, its environment variable and
+its meaning; ``docs/configuration.md`` is that table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from gnau_service.server.auth import Role
+
+
+class ConfigError(ValueError):
+    """A setting the service cannot use; the message names it and where it came from."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen: str = "127.0.0.1:50051"
+    data_dir: Path = Path("gnau-data")
+    database: str = ""  # default: sqlite:///<data_dir>/gnau.db
+    key: Path | None = None  # default: <data_dir>/log-signing-key.pem, generated if missing
+    origin: str = "gnau-dealer/local"
+    tokens: Path | None = None  # default: <data_dir>/tokens.json, generated if missing
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    mtls_roles: dict[str, Role] = field(default_factory=dict)
+    reflection: bool = True
+    max_message_bytes: int = 1024 * 1024
+    max_concurrent_rpcs: int = 1000
+    max_stake: int = 10**12
+    grace_seconds: float = 10.0
+    keepalive_seconds: float = 30.0
+    log_format: str = "json"
+
+    @property
+    def database_url(self) -> str:
+        return self.database or f"sqlite:///{self.data_dir / 'gnau.db'}"
+
+    @property
+    def key_path(self) -> Path:
+        return self.key or self.data_dir / "log-signing-key.pem"
+
+    @property
+    def tokens_path(self) -> Path:
+        return self.tokens or self.data_dir / "tokens.json"
+
+
+#: name → (flag, environment variable, meaning): the configuration table.
+SETTINGS: Final = {
+    "listen": ("--listen", "GNAU_LISTEN", "host:port to serve gRPC on"),
+    "data_dir": ("--data-dir", "GNAU_DATA_DIR", "directory for the default database, key, tokens"),
+    "database": ("--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db"),
+    "key": ("--key", "GNAU_KEY", "Ed25519 PEM log key (mode 0600); generated if missing"),
+    "origin": ("--origin", "GNAU_ORIGIN", "log origin (key name), gnau-dealer/<deployment>"),
+    "tokens": ("--tokens", "GNAU_TOKENS", "JSON token file (mode 0600); generated if missing"),
+    "tls_cert": ("--tls-cert", "GNAU_TLS_CERT", "server certificate (PEM); enables TLS"),
+    "tls_key": ("--tls-key", "GNAU_TLS_KEY", "server private key (PEM)"),
+    "tls_client_ca": ("--tls-client-ca", "GNAU_TLS_CLIENT_CA", "CA for client certs: mTLS"),
+    "mtls_roles": ("--mtls-role", "GNAU_MTLS_ROLES", "CN=ROLE for mTLS clients (repeatable)"),
+    "reflection": ("--reflection", "GNAU_REFLECTION", "serve gRPC reflection (true/false)"),
+    "max_message_bytes": ("--max-message-bytes", "GNAU_MAX_MESSAGE_BYTES", "largest message"),
+    "max_concurrent_rpcs": (
+        "--max-concurrent-rpcs",
+        "GNAU_MAX_CONCURRENT_RPCS",
+        "then RESOURCE_EXHAUSTED",
+    ),
+    "max_stake": ("--max-stake", "GNAU_MAX_STAKE", "largest stake, in minor units"),
+    "grace_seconds": (
+        "--grace-seconds",
+        "GNAU_GRACE_SECONDS",
+        "shutdown grace for calls in flight",
+    ),
+    "keepalive_seconds": ("--keepalive-seconds", "GNAU_KEEPALIVE_SECONDS", "HTTP/2 ping interval"),
+    "log_format": ("--log-format", "GNAU_LOG_FORMAT", "json or console"),
+}
+
+
+def load_settings(
+    config_file: Path | None, environ: Mapping[str, str], flags: Mapping[str, Any]
+) -> Settings:
+    """Merge the four sources; ``flags`` holds only the flags actually given."""
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        try:
+            values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise ConfigError(f"config file {config_file}: {error}") from None
+        unknown = set(values) - set(SETTINGS)
+        if unknown:
+            raise ConfigError(f"config file {config_file}: unknown setting(s) {sorted(unknown)}")
+    for name, (_, variable, _) in SETTINGS.items():
+        if variable in environ:
+            values[name] = environ[variable]
+    values.update(flags)
+    return _typed(values)
+
+
+def _typed(values: Mapping[str, Any]) -> Settings:
+    types = {f.name: str(f.type) for f in dataclasses.fields(Settings)}
+    converted: dict[str, Any] = {}
+    for name, value in values.items():
+        kind = types[name]
+        try:
+            converted[name] = _convert(name, kind, value)
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"setting {name!r} ({SETTINGS[name][0]}): {error}") from None
+    settings = Settings(**converted)
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if settings.tls_client_ca is not None and settings.tls_cert is None:
+        raise ConfigError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key")
+    if settings.log_format not in ("json", "console"):
+        raise ConfigError(
+            f"setting 'log_format' must be json or console, not {settings.log_format!r}"
+        )
+    return settings
+
+
+def _convert(name: str, kind: str, value: Any) -> Any:
+    if kind in ("Path", "Path | None"):
+        return Path(value)
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "false"):
+            return str(value).lower() == "true"
+        raise ValueError(f"must be true or false, not {value!r}")
+    if kind in ("int", "float"):
+        number = int(value) if kind == "int" else float(value)
+        if number <= 0:
+            raise ValueError(f"must be positive, not {number}")
+        return number
+    if kind == "dict[str, Role]":
+        pairs = value if isinstance(value, list | tuple) else str(value).split(",")
+        if isinstance(value, dict):
+            pairs = [f"{cn}={role}" for cn, role in value.items()]
+        roles = {}
+        for pair in pairs:
+            name_, sep, role = str(pair).partition("=")
+            if not sep:
+                raise ValueError(f"expected CN=ROLE, got {pair!r}")
+            roles[name_.strip()] = Role(role.strip())
+        return roles
+    return str(value)
+
+
+def environment() -> Mapping[str, str]:
+    return os.environ

@@ -1,0 +1,517 @@
+"""The dealer's round lifecycle, free of any transport.
+
+``SHUFFLED → DEALT → REVEALED → SETTLED``, or ``VOIDED`` by an explicit (logged) operator call
+before settlement. Every change is one unit of work in the store: the round row, its audit
+entry and the request record commit together or not at all, so after a crash a round is in its
+previous state or its next one with its entries durable, never half-way.
+
+Every mutation carries an :class:`Idempotency` key. A retry with the same request id and body
+gets the original answer and writes nothing; the same id with another body is refused. The
+answer is a :class:`RoundView`: what the round shows the world at that moment, which never holds
+the server seed before the round is revealed (or voided).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Final
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.rounds import (
+    committed_payload,
+    dealt_payload,
+    revealed_payload,
+    settle_round,
+    settled_payload,
+    voided_payload,
+)
+from gnau_service.fairness.deal import SeatHand, max_seats
+from gnau_service.fairness.errors import FairnessError
+from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
+from gnau_service.fairness.round import CommittedRound, DealtRound
+from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rules.cards import Card
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.settlement import Settlement
+from gnau_service.store import Store, Transaction
+from gnau_service.store.rounds import (
+    OpenRoundExists,
+    StoredRequest,
+    StoredRound,
+    find_request,
+    insert_round,
+    list_rounds,
+    load_round,
+    read_round,
+    save_request,
+    update_round,
+)
+
+MAX_STAKE: Final = 10**12  # minor units; a Five Dukes win doubled stays far inside int64
+MAX_ID_LENGTH: Final = 64
+MAX_REASON_LENGTH: Final = 500
+DEFAULT_PAGE_SIZE: Final = 50
+MAX_PAGE_SIZE: Final = 1000
+
+
+class RoundState(StrEnum):
+    SHUFFLED = "SHUFFLED"
+    DEALT = "DEALT"
+    REVEALED = "REVEALED"
+    SETTLED = "SETTLED"
+    VOIDED = "VOIDED"
+
+
+OPEN_STATES: Final = frozenset({RoundState.SHUFFLED, RoundState.DEALT, RoundState.REVEALED})
+SEED_IS_PUBLIC: Final = frozenset({RoundState.REVEALED, RoundState.SETTLED, RoundState.VOIDED})
+
+
+# -- errors: each names what is wrong ---------------------------------------------------------
+
+
+class DealerError(Exception):
+    """A request the dealer refuses; nothing was changed or logged."""
+
+
+class RoundNotFound(DealerError):  # noqa: N818
+    def __init__(self, round_id: str) -> None:
+        super().__init__(f"there is no round {round_id!r}")
+        self.round_id = round_id
+
+
+class WrongState(DealerError):  # noqa: N818
+    def __init__(self, round_id: str, state: RoundState, operation: str) -> None:
+        super().__init__(f"round {round_id} is {state}; {operation} is not allowed in that state")
+        self.round_id, self.state, self.operation = round_id, state, operation
+
+
+class TableBusy(DealerError):  # noqa: N818
+    def __init__(self, table_id: str, round_id: str, state: str) -> None:
+        super().__init__(
+            f"table {table_id!r} already has an unfinished round {round_id} ({state}); "
+            "settle or void it first"
+        )
+        self.table_id, self.round_id, self.state = table_id, round_id, state
+
+
+class RequestConflict(DealerError):  # noqa: N818
+    def __init__(self, request_id: str, operation: str) -> None:
+        super().__init__(
+            f"request id {request_id!r} was already used by another request ({operation}); "
+            "a retry must repeat the same request exactly"
+        )
+        self.request_id = request_id
+
+
+class OutOfRange(DealerError):  # noqa: N818
+    """An index or size beyond the log."""
+
+
+class InvalidRequest(DealerError):  # noqa: N818
+    """Bad fields; ``violations`` pairs each field path with what is wrong with it."""
+
+    def __init__(self, violations: Sequence[tuple[str, str]]) -> None:
+        super().__init__("; ".join(f"{path}: {problem}" for path, problem in violations))
+        self.violations = tuple(violations)
+
+
+# -- values ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    """A client's request id and a fingerprint of the rest of its request body."""
+
+    request_id: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """The public state of a round, as the rounds table keeps it. The seed is kept apart."""
+
+    round_id: str
+    table_id: str
+    state: RoundState
+    rules: HouseRules
+    commitment: bytes
+    key_id: str
+    created_at: str
+    updated_at: str
+    seats: tuple[LockedSeat, ...] = ()
+    beacon: Beacon | None = None
+    transcript_hash: bytes | None = None
+    void_reason: str | None = None
+    log_indices: tuple[int, ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "round_id": self.round_id,
+                "table_id": self.table_id,
+                "state": str(self.state),
+                "house_rules": self.rules.as_dict(),
+                "commitment": self.commitment.hex(),
+                "key_id": self.key_id,
+                "created_at": self.created_at,
+                "updated_at": self.updated_at,
+                "seats": [seat_to_json(seat) for seat in self.seats],
+                "beacon": None if self.beacon is None else beacon_to_json(self.beacon),
+                "transcript_hash": None
+                if self.transcript_hash is None
+                else self.transcript_hash.hex(),
+                "void_reason": self.void_reason,
+                "log_indices": list(self.log_indices),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RoundRecord:
+        obj: dict[str, Any] = json.loads(text)
+        return cls(
+            round_id=obj["round_id"],
+            table_id=obj["table_id"],
+            state=RoundState(obj["state"]),
+            rules=HouseRules.from_mapping(obj["house_rules"]),
+            commitment=bytes.fromhex(obj["commitment"]),
+            key_id=obj["key_id"],
+            created_at=obj["created_at"],
+            updated_at=obj["updated_at"],
+            seats=tuple(read_seat(seat, "seats") for seat in obj["seats"]),
+            beacon=None if obj["beacon"] is None else read_beacon(obj["beacon"]),
+            transcript_hash=(
+                None if obj["transcript_hash"] is None else bytes.fromhex(obj["transcript_hash"])
+            ),
+            void_reason=obj["void_reason"],
+            log_indices=tuple(obj["log_indices"]),
+        )
+
+
+@dataclass(frozen=True)
+class RoundView:
+    """What a round shows the world at one moment: hands once dealt, the seed and deck once
+    revealed (or voided), the settlement once settled."""
+
+    record: RoundRecord
+    hands: tuple[SeatHand, ...] = ()
+    dealer_hand: tuple[Card, ...] = ()
+    server_seed: bytes | None = None
+    deck: tuple[Card, ...] = ()
+    settlement: Settlement | None = None
+
+
+def view_of(record: RoundRecord, seed: bytes) -> RoundView:
+    """The public view of ``record``; ``seed`` is used, and shown only once it is public."""
+    public_seed = seed if record.state in SEED_IS_PUBLIC else None
+    if not record.seats:
+        return RoundView(record, server_seed=public_seed)
+    dealt = _dealt(record, seed)
+    settlement = settle_round(dealt.reveal()) if record.state is RoundState.SETTLED else None
+    return RoundView(
+        record,
+        hands=dealt.deal.seat_hands,
+        dealer_hand=dealt.deal.dealer_hand,
+        server_seed=public_seed,
+        deck=dealt.deck if public_seed is not None else (),
+        settlement=settlement,
+    )
+
+
+def _dealt(record: RoundRecord, seed: bytes) -> DealtRound:
+    committed = CommittedRound(record.round_id, record.rules, seed)
+    return committed.lock(record.seats, record.beacon).deal()
+
+
+# -- the dealer ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeatRequest:
+    """A seat as a client asks for it, before validation."""
+
+    seat_number: int
+    player_id: str
+    stake: int
+    client_seed: bytes = b""
+
+
+@dataclass
+class Dealer:
+    """Runs rounds on tables, one unit of work per change."""
+
+    store: Store
+    max_stake: int = MAX_STAKE
+    _ids: Any = field(default=secrets.token_hex, repr=False)
+
+    async def shuffle(
+        self, table_id: str, rules: HouseRules, idempotency: Idempotency
+    ) -> RoundView:
+        _check_id("table_id", table_id)
+
+        def unit(tx: Transaction) -> RoundView:
+            replayed = _replay(tx, idempotency, "Shuffle")
+            if replayed is not None:
+                return replayed
+            committed = CommittedRound.with_fresh_seed(f"r-{self._ids(12)}", rules)
+            entry = tx.append(
+                EntryKind.ROUND_COMMITTED,
+                committed_payload(committed, table_id),
+                round_id=committed.round_id,
+            )
+            record = RoundRecord(
+                round_id=committed.round_id,
+                table_id=table_id,
+                state=RoundState.SHUFFLED,
+                rules=rules,
+                commitment=committed.commitment,
+                key_id=self.store.signer.key_id.hex(),
+                created_at=tx.time,
+                updated_at=tx.time,
+                log_indices=(entry.index,),
+            )
+            try:
+                insert_round(tx, _stored(record, committed.server_seed))
+            except OpenRoundExists as busy:
+                raise TableBusy(table_id, *busy.args) from None
+            return _answer(tx, idempotency, "Shuffle", record, committed.server_seed)
+
+        return await self.store.run_async(unit)
+
+    async def deal(
+        self,
+        round_id: str,
+        seats: Sequence[SeatRequest],
+        beacon: tuple[str, bytes] | None,
+        idempotency: Idempotency,
+    ) -> RoundView:
+        def unit(tx: Transaction) -> RoundView:
+            replayed = _replay(tx, idempotency, "Deal")
+            if replayed is not None:
+                return replayed
+            record, seed = _load(tx, round_id, "Deal", RoundState.SHUFFLED)
+            locked, locked_beacon = self._lock(record.rules, seats, beacon)
+            dealt = CommittedRound(round_id, record.rules, seed).lock(locked, locked_beacon).deal()
+            entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
+            record = replace(
+                record,
+                state=RoundState.DEALT,
+                seats=dealt.locked.seats,
+                beacon=locked_beacon,
+                transcript_hash=dealt.locked.transcript_hash,
+                updated_at=tx.time,
+                log_indices=(*record.log_indices, entry.index),
+            )
+            return _save(tx, idempotency, "Deal", record, seed)
+
+        return await self.store.run_async(unit)
+
+    async def reveal(self, round_id: str, idempotency: Idempotency) -> RoundView:
+        def unit(tx: Transaction) -> RoundView:
+            replayed = _replay(tx, idempotency, "Reveal")
+            if replayed is not None:
+                return replayed
+            record, seed = _load(tx, round_id, "Reveal", RoundState.DEALT)
+            entry = tx.append(
+                EntryKind.ROUND_REVEALED, revealed_payload(_dealt(record, seed)), round_id=round_id
+            )
+            record = _advance(record, RoundState.REVEALED, tx.time, entry.index)
+            return _save(tx, idempotency, "Reveal", record, seed)
+
+        return await self.store.run_async(unit)
+
+    async def settle(self, round_id: str, idempotency: Idempotency) -> RoundView:
+        def unit(tx: Transaction) -> RoundView:
+            replayed = _replay(tx, idempotency, "Settle")
+            if replayed is not None:
+                return replayed
+            record, seed = _load(tx, round_id, "Settle", RoundState.REVEALED)
+            settlement = settle_round(_dealt(record, seed).reveal())
+            entry = tx.append(
+                EntryKind.ROUND_SETTLED, settled_payload(settlement), round_id=round_id
+            )
+            record = _advance(record, RoundState.SETTLED, tx.time, entry.index)
+            return _save(tx, idempotency, "Settle", record, seed)
+
+        return await self.store.run_async(unit)
+
+    async def void(self, round_id: str, reason: str, idempotency: Idempotency) -> RoundView:
+        if not reason.strip() or len(reason) > MAX_REASON_LENGTH:
+            raise InvalidRequest(
+                [("reason", f"must be 1 to {MAX_REASON_LENGTH} characters saying why")]
+            )
+
+        def unit(tx: Transaction) -> RoundView:
+            replayed = _replay(tx, idempotency, "VoidRound")
+            if replayed is not None:
+                return replayed
+            record, seed = _load(tx, round_id, "VoidRound", *OPEN_STATES)
+            committed = CommittedRound(round_id, record.rules, seed)
+            entry = tx.append(
+                EntryKind.ROUND_VOIDED,
+                voided_payload(committed, reason, str(record.state)),
+                round_id=round_id,
+            )
+            record = replace(
+                _advance(record, RoundState.VOIDED, tx.time, entry.index), void_reason=reason
+            )
+            return _save(tx, idempotency, "VoidRound", record, seed)
+
+        return await self.store.run_async(unit)
+
+    def get(self, round_id: str) -> RoundView:
+        stored = read_round(self.store, round_id)
+        if stored is None:
+            raise RoundNotFound(round_id)
+        return view_of(RoundRecord.from_json(stored.record), bytes.fromhex(stored.server_seed))
+
+    def list(self, table_id: str, page_size: int, page_token: str) -> tuple[list[RoundView], str]:
+        """A table's rounds, newest first, and the token of the next page ("" at the end)."""
+        _check_id("table_id", table_id)
+        if page_size < 0:
+            raise InvalidRequest([("page_size", "must not be negative")])
+        limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        after = _read_page_token(page_token) if page_token else None
+        rows = list_rounds(self.store, table_id, limit + 1, after)
+        views = [
+            view_of(RoundRecord.from_json(row.record), bytes.fromhex(row.server_seed))
+            for row in rows[:limit]
+        ]
+        next_token = ""
+        if len(rows) > limit:
+            last = rows[limit - 1]
+            next_token = _page_token(last.created_at, last.round_id)
+        return views, next_token
+
+    def _lock(
+        self,
+        rules: HouseRules,
+        seats: Sequence[SeatRequest],
+        beacon: tuple[str, bytes] | None,
+    ) -> tuple[tuple[LockedSeat, ...], Beacon | None]:
+        """Validate every seat and the beacon, reporting every bad field at once."""
+        violations: list[tuple[str, str]] = []
+        most = max_seats(rules.decks)
+        if not seats:
+            violations.append(("seats", "a round needs at least one seat"))
+        if len(seats) > most:
+            violations.append(
+                ("seats", f"{len(seats)} seats, but {rules.decks} deck(s) deal at most {most}")
+            )
+        locked: list[LockedSeat] = []
+        seen: set[int] = set()
+        for i, seat in enumerate(seats):
+            path = f"seats[{i}]"
+            if not 1 <= seat.seat_number <= most:
+                violations.append(
+                    (f"{path}.seat_number", f"must be from 1 to {most}, got {seat.seat_number}")
+                )
+            elif seat.seat_number in seen:
+                violations.append((f"{path}.seat_number", f"seat {seat.seat_number} is repeated"))
+            seen.add(seat.seat_number)
+            if not 1 <= seat.stake <= self.max_stake:
+                violations.append(
+                    (f"{path}.stake", f"must be from 1 to {self.max_stake:,}, got {seat.stake}")
+                )
+                continue
+            try:
+                locked.append(
+                    LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed)
+                )
+            except FairnessError as error:
+                violations.append((f"{path}.{error.field}", str(error)))
+        locked_beacon = None
+        if beacon is not None:
+            try:
+                locked_beacon = Beacon(*beacon)
+            except FairnessError as error:
+                violations.append((f"beacon.{error.field}", str(error)))
+        if violations:
+            raise InvalidRequest(violations)
+        return tuple(locked), locked_beacon
+
+
+# -- units of work: the shared steps ---------------------------------------------------------------
+
+
+def _replay(tx: Transaction, idempotency: Idempotency, operation: str) -> RoundView | None:
+    """The original answer to a retried request, or None for a new request id."""
+    stored = find_request(tx, idempotency.request_id)
+    if stored is None:
+        return None
+    if (stored.operation, stored.fingerprint) != (operation, idempotency.fingerprint):
+        raise RequestConflict(idempotency.request_id, stored.operation)
+    record = RoundRecord.from_json(stored.response)
+    current = load_round(tx, record.round_id)
+    assert current is not None
+    return view_of(record, bytes.fromhex(current.server_seed))
+
+
+def _load(
+    tx: Transaction, round_id: str, operation: str, *allowed: RoundState
+) -> tuple[RoundRecord, bytes]:
+    stored = load_round(tx, round_id)
+    if stored is None:
+        raise RoundNotFound(round_id)
+    record = RoundRecord.from_json(stored.record)
+    if record.state not in allowed:
+        raise WrongState(round_id, record.state, operation)
+    return record, bytes.fromhex(stored.server_seed)
+
+
+def _advance(record: RoundRecord, state: RoundState, time: str, index: int) -> RoundRecord:
+    return replace(record, state=state, updated_at=time, log_indices=(*record.log_indices, index))
+
+
+def _save(
+    tx: Transaction, idempotency: Idempotency, operation: str, record: RoundRecord, seed: bytes
+) -> RoundView:
+    update_round(tx, record.round_id, str(record.state), record.to_json(), record.updated_at)
+    return _answer(tx, idempotency, operation, record, seed)
+
+
+def _answer(
+    tx: Transaction, idempotency: Idempotency, operation: str, record: RoundRecord, seed: bytes
+) -> RoundView:
+    save_request(
+        tx,
+        StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, record.to_json()),
+    )
+    return view_of(record, seed)
+
+
+def _stored(record: RoundRecord, seed: bytes) -> StoredRound:
+    return StoredRound(
+        round_id=record.round_id,
+        table_id=record.table_id,
+        state=str(record.state),
+        record=record.to_json(),
+        server_seed=seed.hex(),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+def _check_id(name: str, value: str) -> None:
+    if not value or len(value) > MAX_ID_LENGTH or not value.isprintable() or value != value.strip():
+        raise InvalidRequest(
+            [(name, f"must be 1 to {MAX_ID_LENGTH} printable characters without outer spaces")]
+        )
+
+
+def _page_token(created_at: str, round_id: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([created_at, round_id]).encode()).decode()
+
+
+def _read_page_token(token: str) -> tuple[str, str]:
+    try:
+        created_at, round_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidRequest([("page_token", "is not a token this service returned")]) from None
+    return str(created_at), str(round_id)

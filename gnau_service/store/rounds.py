@@ -1,0 +1,123 @@
+"""The service's round table and request (idempotency) table: rows in, rows out.
+
+The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed``
+its secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
+unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of
+its body and the response it got, in the same transaction as the change it made.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gnau_service.store.base import LogReader, Transaction
+
+_COLUMNS = "round_id, table_id, state, record, server_seed, created_at, updated_at"
+
+
+@dataclass(frozen=True)
+class StoredRound:
+    round_id: str
+    table_id: str
+    state: str
+    record: str
+    server_seed: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
+class StoredRequest:
+    request_id: str
+    operation: str
+    fingerprint: str
+    response: str
+
+
+class OpenRoundExists(Exception):  # noqa: N818  (a condition, not an error of the store)
+    """The table already has an unfinished round."""
+
+
+def insert_round(tx: Transaction, row: StoredRound) -> None:
+    existing = tx.execute(
+        "SELECT round_id, state FROM rounds WHERE table_id = ?"
+        " AND state IN ('SHUFFLED', 'DEALT', 'REVEALED')" + tx.lock_rows_sql,
+        (row.table_id,),
+    )
+    if existing:
+        raise OpenRoundExists(str(existing[0][0]), str(existing[0][1]))
+    tx.execute(
+        f"INSERT INTO rounds ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            row.round_id,
+            row.table_id,
+            row.state,
+            row.record,
+            row.server_seed,
+            row.created_at,
+            row.updated_at,
+        ),
+    )
+
+
+def load_round(tx: Transaction, round_id: str) -> StoredRound | None:
+    """The round, locked for the rest of the transaction."""
+    rows = tx.execute(
+        f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?" + tx.lock_rows_sql,
+        (round_id,),
+    )
+    return _round(rows[0]) if rows else None
+
+
+def update_round(tx: Transaction, round_id: str, state: str, record: str, updated_at: str) -> None:
+    tx.execute(
+        "UPDATE rounds SET state = ?, record = ?, updated_at = ? WHERE round_id = ?",
+        (state, record, updated_at, round_id),
+    )
+
+
+def read_round(reader: LogReader, round_id: str) -> StoredRound | None:
+    rows = reader.query(f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,))
+    return _round(rows[0]) if rows else None
+
+
+def list_rounds(
+    reader: LogReader, table_id: str, limit: int, after: tuple[str, str] | None = None
+) -> list[StoredRound]:
+    """A table's rounds, newest first, ``limit`` at a time; ``after`` is the (created_at,
+    round_id) of the last round of the previous page."""
+    if after is None:
+        rows = reader.query(
+            f"SELECT {_COLUMNS} FROM rounds WHERE table_id = ?"
+            " ORDER BY created_at DESC, round_id DESC LIMIT ?",
+            (table_id, limit),
+        )
+    else:
+        rows = reader.query(
+            f"SELECT {_COLUMNS} FROM rounds WHERE table_id = ?"
+            " AND (created_at < ? OR (created_at = ? AND round_id < ?))"
+            " ORDER BY created_at DESC, round_id DESC LIMIT ?",
+            (table_id, after[0], after[0], after[1], limit),
+        )
+    return [_round(row) for row in rows]
+
+
+def find_request(tx: Transaction, request_id: str) -> StoredRequest | None:
+    rows = tx.execute(
+        "SELECT request_id, operation, fingerprint, response FROM requests WHERE request_id = ?",
+        (request_id,),
+    )
+    return StoredRequest(*(str(value) for value in rows[0])) if rows else None
+
+
+def save_request(tx: Transaction, request: StoredRequest) -> None:
+    tx.execute(
+        "INSERT INTO requests (request_id, operation, fingerprint, response, created_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (request.request_id, request.operation, request.fingerprint, request.response, tx.time),
+    )
+
+
+def _round(row: tuple[Any, ...]) -> StoredRound:
+    return StoredRound(*(str(value) for value in row))
