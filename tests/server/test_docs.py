@@ -1,0 +1,11 @@
+from pathlib import Path
+
+from gnau_service.server.config import SETTINGS
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
+def test_every_setting_is_documented_once() -> None:
+    text = DOC.read_text()
+    for name, (flag, variable, _) in SETTINGS.items():
+        assert f"| `{flag}` | `{variable}` | `{name}` |" in text, name

@@ -1,0 +1,142 @@
+"""TLS, mutual TLS identities as roles, and where settings come from."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from gnau.v1 import dealer_pb2, dealer_pb2_grpc
+
+from gnau_service.server.app import running
+from gnau_service.server.auth import Role
+from gnau_service.server.config import ConfigError, Settings, load_settings
+from tests.server.conftest import write_tokens
+
+
+def _certificate(
+    name: str, issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None, *, ca: bool = False
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    issuer_name, issuer_key = issuer if issuer else (subject, key)
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False
+        )
+    return builder.sign(issuer_key, hashes.SHA256()), key
+
+
+def _pem(certificate: x509.Certificate) -> bytes:
+    return certificate.public_bytes(serialization.Encoding.PEM)
+
+
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+async def test_mutual_tls_identities_map_to_roles(tmp_path: Path) -> None:
+    ca, ca_key = _certificate("gnau test CA", None, ca=True)
+    server, server_key = _certificate("localhost", (ca.subject, ca_key))
+    client, client_key = _certificate("audit-bot", (ca.subject, ca_key))
+    for name, data in {
+        "ca.pem": _pem(ca),
+        "server.pem": _pem(server),
+        "server.key": _key_pem(server_key),
+    }.items():
+        (tmp_path / name).write_bytes(data)
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        tokens=write_tokens(tmp_path / "tokens.json"),
+        tls_cert=tmp_path / "server.pem",
+        tls_key=tmp_path / "server.key",
+        tls_client_ca=tmp_path / "ca.pem",
+        mtls_roles={"audit-bot": Role.AUDITOR},
+    )
+    async with running(settings) as app:
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=_pem(ca),
+            private_key=_key_pem(client_key),
+            certificate_chain=_pem(client),
+        )
+        options = (("grpc.ssl_target_name_override", "localhost"),)
+        async with grpc.aio.secure_channel(
+            f"127.0.0.1:{app.port}", credentials, options
+        ) as channel:
+            dealer = dealer_pb2_grpc.DealerServiceStub(channel)
+            # The certificate's common name is an auditor: reads pass, mutations do not.
+            await dealer.ListRounds(dealer_pb2.ListRoundsRequest(table_id="t"))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await dealer.Shuffle(
+                    dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id="t")
+                )
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        # Without a client certificate the TLS handshake itself is refused.
+        anonymous = grpc.ssl_channel_credentials(root_certificates=_pem(ca))
+        async with grpc.aio.secure_channel(f"127.0.0.1:{app.port}", anonymous, options) as channel:
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await dealer_pb2_grpc.DealerServiceStub(channel).ListRounds(
+                    dealer_pb2.ListRoundsRequest(table_id="t"), timeout=5
+                )
+            assert failed.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def test_flags_beat_environment_beat_file_beat_defaults(tmp_path: Path) -> None:
+    config = tmp_path / "gnau.toml"
+    config.write_text('listen = "0.0.0.0:1"\norigin = "gnau-dealer/file"\nmax_stake = 500\n')
+    settings = load_settings(
+        config,
+        {"GNAU_ORIGIN": "gnau-dealer/env", "GNAU_REFLECTION": "false"},
+        {"listen": "127.0.0.1:2"},
+    )
+    assert settings.listen == "127.0.0.1:2"
+    assert settings.origin == "gnau-dealer/env"
+    assert settings.max_stake == 500
+    assert settings.reflection is False
+    assert settings.grace_seconds == Settings().grace_seconds
+    assert settings.database_url == "sqlite:///gnau-data/gnau.db"
+
+
+@pytest.mark.parametrize(
+    ("file_text", "environ", "flags", "message"),
+    [
+        ("colour = 1\n", {}, {}, "unknown setting(s) ['colour']"),
+        ("listen = \n", {}, {}, "config file"),
+        ("", {"GNAU_MAX_STAKE": "lots"}, {}, "setting 'max_stake' (--max-stake)"),
+        ("", {"GNAU_REFLECTION": "maybe"}, {}, "must be true or false"),
+        ("", {}, {"tls_cert": "cert.pem"}, "--tls-cert and --tls-key go together"),
+        ("", {}, {"tls_client_ca": "ca.pem"}, "mTLS) needs --tls-cert"),
+        ("", {}, {"mtls_roles": ["bot"]}, "expected CN=ROLE"),
+        ("", {}, {"log_format": "xml"}, "json or console"),
+    ],
+)
+def test_bad_settings_are_refused_by_name(
+    tmp_path: Path, file_text: str, environ: dict[str, str], flags: dict[str, object], message: str
+) -> None:
+    config = tmp_path / "gnau.toml"
+    config.write_text(file_text)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config, environ, flags)
+    assert message in str(refused.value)
