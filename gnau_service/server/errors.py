@@ -56,31 +56,12 @@ def status_of(error: DealerError | RulesError) -> grpc.Status:
             ),
         )
     if isinstance(error, WrongState):
-        return _status(
-            code_pb2.FAILED_PRECONDITION,
-            str(error),
-            "ROUND_STATE",
-            error_details_pb2.PreconditionFailure(
-                violations=[
-                    error_details_pb2.PreconditionFailure.Violation(
-                        type="ROUND_STATE", subject=error.round_id, description=str(error)
-                    )
-                ]
-            ),
-            {"state": str(error.state)},
-        )
+        return _precondition("ROUND_STATE", error.round_id, str(error), {"state": str(error.state)})
     if isinstance(error, TableBusy):
-        return _status(
-            code_pb2.FAILED_PRECONDITION,
-            str(error),
+        return _precondition(
             "TABLE_BUSY",
-            error_details_pb2.PreconditionFailure(
-                violations=[
-                    error_details_pb2.PreconditionFailure.Violation(
-                        type="TABLE_BUSY", subject=error.table_id, description=str(error)
-                    )
-                ]
-            ),
+            error.table_id,
+            str(error),
             {"round_id": error.round_id, "state": error.state},
         )
     if isinstance(error, RoundNotFound):
@@ -90,6 +71,19 @@ def status_of(error: DealerError | RulesError) -> grpc.Status:
     if isinstance(error, RequestConflict):
         return _status(code_pb2.ALREADY_EXISTS, str(error), "REQUEST_ID_REUSED")
     return _status(code_pb2.FAILED_PRECONDITION, str(error), "REFUSED")
+
+
+def _precondition(kind: str, subject: str, message: str, metadata: dict[str, str]) -> grpc.Status:
+    violation = error_details_pb2.PreconditionFailure.Violation(
+        type=kind, subject=subject, description=message
+    )
+    return _status(
+        code_pb2.FAILED_PRECONDITION,
+        message,
+        kind,
+        error_details_pb2.PreconditionFailure(violations=[violation]),
+        metadata,
+    )
 
 
 def _status(

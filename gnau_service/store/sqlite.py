@@ -11,65 +11,23 @@ from typing import Final
 
 from gnau_service.audit.entries import GENESIS_PREV_HASH
 from gnau_service.store.base import Backend
+from gnau_service.store.schema import APPEND_ONLY_TABLES, common_tables
 
-APPEND_ONLY_TABLES: Final = ("log_entries", "log_nodes", "log_checkpoints", "log_keys")
-
-SCHEMA: Final = f"""
-CREATE TABLE IF NOT EXISTS log_head (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    size INTEGER NOT NULL,
-    prev_hash TEXT NOT NULL,
-    frontier BLOB NOT NULL
-);
+SCHEMA: Final = (
+    common_tables(integer="INTEGER", blob="BLOB", nodes_options=" WITHOUT ROWID")
+    + f"""
 INSERT OR IGNORE INTO log_head (id, size, prev_hash, frontier)
     VALUES (1, 0, '{GENESIS_PREV_HASH}', x'');
-CREATE TABLE IF NOT EXISTS log_entries (
-    idx INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL,
-    round_id TEXT,
-    data BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS log_entries_by_round ON log_entries (round_id, idx)
-    WHERE round_id IS NOT NULL;
-CREATE TABLE IF NOT EXISTS log_nodes (
-    level INTEGER NOT NULL,
-    idx INTEGER NOT NULL,
-    hash BLOB NOT NULL,
-    PRIMARY KEY (level, idx)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS log_checkpoints (size INTEGER PRIMARY KEY, note TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS log_keys (
-    key_id TEXT PRIMARY KEY,
-    vkey TEXT NOT NULL UNIQUE,
-    since_size INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS rounds (
-    round_id TEXT PRIMARY KEY,
-    table_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    record TEXT NOT NULL,
-    server_seed TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS rounds_one_open_per_table ON rounds (table_id)
-    WHERE state IN ('SHUFFLED', 'DEALT', 'REVEALED');
-CREATE INDEX IF NOT EXISTS rounds_by_table ON rounds (table_id, created_at, round_id);
-CREATE TABLE IF NOT EXISTS requests (
-    request_id TEXT PRIMARY KEY,
-    operation TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    response TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
-""" + "".join(
-    f"""
+"""
+    + "".join(
+        f"""
 CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table}
     BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
     BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;
 """
-    for table in APPEND_ONLY_TABLES
+        for table in APPEND_ONLY_TABLES
+    )
 )
 
 

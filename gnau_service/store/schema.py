@@ -1,0 +1,62 @@
+"""The tables every backend keeps, written once; each backend names its own types.
+
+The log tables are append-only (each backend adds triggers for that); ``log_head`` is the one-row
+sequencer; ``rounds`` and ``requests`` are the service's state and idempotency records.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+APPEND_ONLY_TABLES: Final = ("log_entries", "log_nodes", "log_checkpoints", "log_keys")
+
+
+def common_tables(*, integer: str, blob: str, nodes_options: str = "") -> str:
+    """The DDL of every table and index, with ``integer``/``blob`` as the dialect spells them."""
+    return f"""
+CREATE TABLE IF NOT EXISTS log_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    size {integer} NOT NULL,
+    prev_hash TEXT NOT NULL,
+    frontier {blob} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS log_entries (
+    idx {integer} PRIMARY KEY,
+    kind TEXT NOT NULL,
+    round_id TEXT,
+    data {blob} NOT NULL
+);
+CREATE INDEX IF NOT EXISTS log_entries_by_round ON log_entries (round_id, idx)
+    WHERE round_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS log_nodes (
+    level INTEGER NOT NULL,
+    idx {integer} NOT NULL,
+    hash {blob} NOT NULL,
+    PRIMARY KEY (level, idx)
+){nodes_options};
+CREATE TABLE IF NOT EXISTS log_checkpoints (size {integer} PRIMARY KEY, note TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS log_keys (
+    key_id TEXT PRIMARY KEY,
+    vkey TEXT NOT NULL UNIQUE,
+    since_size {integer} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    round_id TEXT PRIMARY KEY,
+    table_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    record TEXT NOT NULL,
+    server_seed TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS rounds_one_open_per_table ON rounds (table_id)
+    WHERE state IN ('SHUFFLED', 'DEALT', 'REVEALED');
+CREATE INDEX IF NOT EXISTS rounds_by_table ON rounds (table_id, created_at, round_id);
+CREATE TABLE IF NOT EXISTS requests (
+    request_id TEXT PRIMARY KEY,
+    operation TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+"""
