@@ -7,11 +7,12 @@ INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness fairness-evidence clean
 
-$(INSTALLED): pyproject.toml clients/python/pyproject.toml
+$(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[test]'
+	npm ci --prefix clients/node --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## serve: set up and run the service on SQLite in ./gnau-data, on 127.0.0.1:50051
@@ -44,4 +45,4 @@ fairness-evidence: $(INSTALLED)
 	$(BIN)/python bench/fairness_stats.py --shuffles 1000000
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis clients/node/node_modules

@@ -1,5 +1,6 @@
-"""A real ``gnau serve`` process for end-to-end tests: started on a free port, stopped with
-SIGTERM, and asked to have exited cleanly."""
+"""A real ``gnau serve`` process for end-to-end tests: started on a free port with only the
+test's settings, its output kept (stdout pumped by a thread so it never blocks, stderr to a
+file), stopped with SIGTERM and required to exit 0 within its grace period."""
 
 from __future__ import annotations
 
@@ -9,31 +10,47 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+START_TIMEOUT = 30.0  # seconds until the server prints its log key, its last start-up line
+GRACE_SECONDS = 10.0  # the server's shutdown grace for calls in flight
+START_ATTEMPTS = 3  # a free port can be taken by someone else before the server binds it
 
 
-@dataclass(frozen=True)
+@dataclass
 class Served:
+    process: subprocess.Popen[str]
     target: str
     data_dir: Path
-    token: str
-    vkey: str
+    stderr_path: Path
+    token: str = ""
+    vkey: str = ""
+    stdout_lines: list[str] = field(default_factory=list)
 
     @property
     def database(self) -> str:
         return f"sqlite:///{self.data_dir / 'gnau.db'}"
 
+    def output(self) -> str:
+        stderr = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        return "".join(self.stdout_lines) + stderr[-20_000:]
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    def stop(self) -> None:
+        """SIGTERM, then the service must exit 0 within its grace period."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            status = self.process.wait(timeout=GRACE_SECONDS + 5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise AssertionError(f"gnau serve did not stop in time:\n{self.output()}") from None
+        assert status == 0, f"gnau serve exited {status} on SIGTERM:\n{self.output()}"
 
 
 def gnau(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -48,46 +65,66 @@ def gnau(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     )
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @contextmanager
 def served(data_dir: Path, *extra: str) -> Iterator[Served]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "gnau_service.cli.main", "serve",
-            "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir),
-            "--log-format", "json", *extra,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    assert process.stdout is not None
-    lines = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
+    """``gnau serve`` on a free port with its data in ``data_dir``; stopped on exit."""
+    started = None
+    for attempt in range(START_ATTEMPTS):
+        started = _start(data_dir, data_dir.parent / f"{data_dir.name}-{attempt}.log", extra)
+        if started.process.poll() is None:
             break
-        lines.append(line)
-        if line.startswith("gnau: log key "):
-            break
-    if not lines or not lines[-1].startswith("gnau: log key "):
-        process.kill()
-        raise AssertionError(
-            f"gnau serve did not start: {lines} {process.stderr.read() if process.stderr else ''}"
-        )
-    vkey = lines[-1].removeprefix("gnau: log key ").strip()
-    tokens = json.loads((data_dir / "tokens.json").read_text())["tokens"]
-    token = next(token for token, role in tokens.items() if role == "operator")
+    assert started is not None and started.process.poll() is None, (
+        f"gnau serve exited before serving:\n{started.output() if started else ''}"
+    )
     try:
-        yield Served(f"127.0.0.1:{port}", data_dir, token, vkey)
+        yield started
     finally:
-        process.send_signal(signal.SIGTERM)
-        try:
-            status = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        started.stop()
+
+
+def _start(data_dir: Path, stderr_path: Path, extra: tuple[str, ...]) -> Served:
+    port = free_port()
+    # Only the test's settings: no GNAU_* from the environment (a GNAU_DATABASE, say).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GNAU_")}
+    with stderr_path.open("w", encoding="utf-8") as stderr:
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "gnau_service.cli.main", "serve",
+                "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir),
+                "--log-format", "json", "--grace-seconds", str(GRACE_SECONDS), *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env={**env, "PYTHONUNBUFFERED": "1"},
+            cwd=REPO,
+        )  # fmt: skip
+    served = Served(process, f"127.0.0.1:{port}", data_dir, stderr_path)
+    ready = threading.Event()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            served.stdout_lines.append(line)
+            if line.startswith("gnau: log key "):
+                served.vkey = line.removeprefix("gnau: log key ").strip()
+                ready.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + START_TIMEOUT
+    while not ready.wait(0.1):
+        if process.poll() is not None:
+            return served  # exited (a port race, say): the caller tries again
+        if time.monotonic() > deadline:
             process.kill()
-            raise
-        assert status == 0, f"gnau serve exited with {status}"
+            raise AssertionError(f"gnau serve did not start in time:\n{served.output()}")
+    tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
+    served.token = next(token for token, role in tokens.items() if role == "operator")
+    return served

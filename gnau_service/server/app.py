@@ -185,6 +185,8 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
 def _channel_options(settings: Settings) -> list[tuple[str, int]]:
     keepalive_ms = int(settings.keepalive_seconds * 1000)
     return [
+        # A second service on a taken port must fail to start, not share the port's calls.
+        ("grpc.so_reuseport", 0),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", keepalive_ms),
