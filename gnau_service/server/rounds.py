@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import secrets
 from collections.abc import Sequence
@@ -207,13 +208,14 @@ class RoundView:
     settlement: Settlement | None = None
 
 
-def view_of(record: RoundRecord, seed: bytes) -> RoundView:
+def view_of(record: RoundRecord, seed: bytes, settlement: Settlement | None = None) -> RoundView:
     """The public view of ``record``; ``seed`` is used, and shown only once it is public."""
     public_seed = seed if record.state in SEED_IS_PUBLIC else None
     if not record.seats:
         return RoundView(record, server_seed=public_seed)
     dealt = _dealt(record, seed)
-    settlement = settle_round(dealt.reveal()) if record.state is RoundState.SETTLED else None
+    if settlement is None and record.state is RoundState.SETTLED:
+        settlement = settle_round(dealt.reveal())
     return RoundView(
         record,
         hands=dealt.deal.seat_hands,
@@ -225,8 +227,20 @@ def view_of(record: RoundRecord, seed: bytes) -> RoundView:
 
 
 def _dealt(record: RoundRecord, seed: bytes) -> DealtRound:
-    committed = CommittedRound(record.round_id, record.rules, seed)
-    return committed.lock(record.seats, record.beacon).deal()
+    return _deal(record.round_id, record.rules, seed, record.seats, record.beacon)
+
+
+@functools.lru_cache(maxsize=4096)
+def _deal(
+    round_id: str,
+    rules: HouseRules,
+    seed: bytes,
+    seats: tuple[LockedSeat, ...],
+    beacon: Beacon | None,
+) -> DealtRound:
+    """The deal is a pure function of these, needed at every later step and answer of the
+    round: derive it once (the shuffle is most of a step's work), keep the recent ones."""
+    return CommittedRound(round_id, rules, seed).lock(seats, beacon).deal()
 
 
 # -- the dealer ------------------------------------------------------------------------------------
@@ -276,11 +290,12 @@ class Dealer:
                 updated_at=tx.time,
                 log_indices=(entry.index,),
             )
+            text = record.to_json()
             try:
-                insert_round(tx, _stored(record, committed.server_seed))
+                insert_round(tx, _stored(record, committed.server_seed, text))
             except OpenRoundExists as busy:
                 raise TableBusy(table_id, *busy.args) from None
-            return _answer(tx, idempotency, "Shuffle", record, committed.server_seed)
+            return _answer(tx, idempotency, "Shuffle", record, committed.server_seed, text=text)
 
         return await self.store.run_async(unit)
 
@@ -297,7 +312,7 @@ class Dealer:
                 return replayed
             record, seed = _load(tx, round_id, "Deal", RoundState.SHUFFLED)
             locked, locked_beacon = self._lock(record.rules, seats, beacon)
-            dealt = CommittedRound(round_id, record.rules, seed).lock(locked, locked_beacon).deal()
+            dealt = _deal(round_id, record.rules, seed, locked, locked_beacon)
             entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
             record = replace(
                 record,
@@ -337,7 +352,7 @@ class Dealer:
                 EntryKind.ROUND_SETTLED, settled_payload(settlement), round_id=round_id
             )
             record = _advance(record, RoundState.SETTLED, tx.time, entry.index)
-            return _save(tx, idempotency, "Settle", record, seed)
+            return _save(tx, idempotency, "Settle", record, seed, settlement=settlement)
 
         return await self.store.run_async(unit)
 
@@ -470,28 +485,41 @@ def _advance(record: RoundRecord, state: RoundState, time: str, index: int) -> R
 
 
 def _save(
-    tx: Transaction, idempotency: Idempotency, operation: str, record: RoundRecord, seed: bytes
+    tx: Transaction,
+    idempotency: Idempotency,
+    operation: str,
+    record: RoundRecord,
+    seed: bytes,
+    *,
+    settlement: Settlement | None = None,
 ) -> RoundView:
-    update_round(tx, record.round_id, str(record.state), record.to_json(), record.updated_at)
-    return _answer(tx, idempotency, operation, record, seed)
+    text = record.to_json()
+    update_round(tx, record.round_id, str(record.state), text, record.updated_at)
+    return _answer(tx, idempotency, operation, record, seed, text=text, settlement=settlement)
 
 
 def _answer(
-    tx: Transaction, idempotency: Idempotency, operation: str, record: RoundRecord, seed: bytes
+    tx: Transaction,
+    idempotency: Idempotency,
+    operation: str,
+    record: RoundRecord,
+    seed: bytes,
+    *,
+    text: str,
+    settlement: Settlement | None = None,
 ) -> RoundView:
     save_request(
-        tx,
-        StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, record.to_json()),
+        tx, StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, text)
     )
-    return view_of(record, seed)
+    return view_of(record, seed, settlement)
 
 
-def _stored(record: RoundRecord, seed: bytes) -> StoredRound:
+def _stored(record: RoundRecord, seed: bytes, text: str) -> StoredRound:
     return StoredRound(
         round_id=record.round_id,
         table_id=record.table_id,
         state=str(record.state),
-        record=record.to_json(),
+        record=text,
         server_seed=seed.hex(),
         created_at=record.created_at,
         updated_at=record.updated_at,
