@@ -53,8 +53,8 @@ class RotationError(ValueError):
 # --- Key files ------------------------------------------------------------------------------------
 
 
-def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
-    """Load an unencrypted PKCS#8 PEM Ed25519 key, refusing it if group or others have access.
+def read_private_file(path: str | os.PathLike[str], what: str = "key file") -> bytes:
+    """The bytes of a secret file (a key, a token list), refused if group or others have access.
 
     The mode is checked on the opened file (not the path), so a swap between check and read does
     not matter; symlinks are followed, as secret mounts use them.
@@ -63,21 +63,27 @@ def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
     try:
         fd = os.open(where, os.O_RDONLY)
     except OSError as error:
-        raise KeyFileError(f"cannot open key file {where}: {error.strerror}") from error
+        raise KeyFileError(f"cannot open {what} {where}: {error.strerror}") from error
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
-            raise KeyFileError(f"key file {where} is not a regular file")
+            raise KeyFileError(f"{what} {where} is not a regular file")
         mode = stat.S_IMODE(status.st_mode)
         if mode & 0o077:
             raise KeyFileError(
-                f"key file {where} has mode {mode:04o}, which lets group or others "
+                f"{what} {where} has mode {mode:04o}, which lets group or others "
                 f"access it; run: chmod 600 {where}"
             )
         with os.fdopen(fd, "rb", closefd=False) as file:
-            pem = file.read()
+            return file.read()
     finally:
         os.close(fd)
+
+
+def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:
+    """Load an unencrypted PKCS#8 PEM Ed25519 key, refusing it if group or others have access."""
+    where = os.fspath(path)
+    pem = read_private_file(where)
     try:
         key = serialization.load_pem_private_key(pem, password=None)
     except (ValueError, TypeError) as error:  # TypeError: the key is encrypted

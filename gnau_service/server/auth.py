@@ -15,11 +15,12 @@ import hmac
 import json
 import os
 import secrets
-import stat
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Final
+
+from gnau_service.audit.signing import KeyFileError, read_private_file
 
 
 class Role(StrEnum):
@@ -84,15 +85,9 @@ def allowed(method: str, role: Role) -> bool:
 def load_tokens(path: Path) -> dict[str, Role]:
     """Read a token file, refusing one that group or others may read."""
     try:
-        mode = path.stat().st_mode
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise AuthConfigError(f"cannot read token file {path}: {error.strerror}") from None
-    if stat.S_IMODE(mode) & 0o077:
-        raise AuthConfigError(
-            f"token file {path} is readable by others (mode {stat.S_IMODE(mode):04o}); "
-            f"run: chmod 600 {path}"
-        )
+        text = read_private_file(path, "token file").decode("utf-8")
+    except (KeyFileError, UnicodeDecodeError) as error:
+        raise AuthConfigError(str(error)) from None
     try:
         tokens = json.loads(text)["tokens"]
         return {str(token): Role(role) for token, role in tokens.items()}

@@ -15,7 +15,7 @@ from cryptography.x509.oid import NameOID
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc
 
 from gnau_service.server.app import running
-from gnau_service.server.auth import Role
+from gnau_service.server.auth import AuthConfigError, Role, load_tokens
 from gnau_service.server.config import ConfigError, Settings, load_settings
 from tests.server.conftest import write_tokens
 
@@ -140,3 +140,15 @@ def test_bad_settings_are_refused_by_name(
     with pytest.raises(ConfigError) as refused:
         load_settings(config, environ, flags)
     assert message in str(refused.value)
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    tokens = write_tokens(tmp_path / "tokens.json")
+    assert load_tokens(tokens) == {
+        "op-token": Role.OPERATOR,
+        "audit-token": Role.AUDITOR,
+        "public-token": Role.PUBLIC,
+    }
+    tokens.chmod(0o644)
+    with pytest.raises(AuthConfigError, match=r"mode 0644, which lets group or others"):
+        load_tokens(tokens)
