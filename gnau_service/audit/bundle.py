@@ -410,7 +410,8 @@ def _decoded(
     """
     chunks = _chunks((_text(obj, "entry").encode("utf-8") for obj in objects), CHUNK)
     vkeys = [key.vkey for key in candidates]
-    if jobs == 1 or count < PARALLEL_FROM:
+    # Short bundles are not worth starting processes for, unless jobs are asked for by number.
+    if jobs == 1 or (jobs is None and count < PARALLEL_FROM):
         _init_worker(vkeys)
         for chunk in chunks:
             yield from zip(chunk, _decode_chunk(chunk), strict=True)

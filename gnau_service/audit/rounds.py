@@ -164,9 +164,11 @@ class RoundReplay:
             assert state.revealed is not None
             self._verify_settlement(round_id, state.revealed, payload)
             self.settled += 1
+            self._rounds[round_id] = _RoundState(kind, {})  # finished: keep only its end
         else:
             self._verify_void(round_id, state.document, payload)
             self.voided += 1
+            self._rounds[round_id] = _RoundState(kind, {})
 
     @staticmethod
     def _verify_fairness(round_id: str, document: dict[str, Any]) -> RevealedRound:

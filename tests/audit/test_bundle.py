@@ -370,3 +370,13 @@ def test_entries_are_stored_as_their_exact_canonical_bytes() -> None:
     ):
         text = json.loads(line)["entry"]
         assert text.encode() == data == rfc8785.dumps(json.loads(text))
+
+
+def test_worker_processes_find_the_same_first_failure() -> None:
+    log = honest_log(rounds=3)
+    assert verify(log, jobs=2).ok
+    lines = log.bundle_lines()
+    tampered = _delete(lines, entry_positions(lines))
+    in_process, in_workers = verify(log, tampered, jobs=1), verify(log, tampered, jobs=2)
+    assert in_workers.failure == in_process.failure
+    assert str(in_workers.failure).startswith("entry 5: the entry says index 6")
