@@ -46,7 +46,7 @@ from gnau_service.audit.entries import (
 )
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
-from gnau_service.audit.rounds import ReplayError, RoundReplay
+from gnau_service.audit.rounds import ReplayError, RoundCheck, RoundReplay, run_check
 from gnau_service.audit.signing import RotationError, trusted_keys
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
@@ -244,6 +244,29 @@ class _Verification:
             self.report.failure = Failure(reason, index)
 
     def check_entries(self, objects: Iterable[dict[str, Any]]) -> None:
+        count = self.size - self.first_index
+        vkeys = [key.vkey for key in self.candidates]
+        with _Workers(vkeys, count, self.jobs) as workers:
+            self._check_entries(objects, workers, count)
+            # A check still running may concern an earlier entry than a failure found since.
+            pending = workers.drain()
+            found = self.report.failure
+            if pending is not None and (found is None or _before(pending, found)):
+                self.report.failure = pending
+        report = self.report
+        report.rounds_settled = self.replay.settled
+        report.rounds_voided = self.replay.voided
+        report.rounds_open = len(self.replay.open_rounds)
+        report.rounds_partial = len(self.partial_rounds)
+        if report.entries != count:
+            self.fail(
+                f"the header announces entries up to {self.size - 1:,}, but the bundle holds "
+                f"{report.entries:,} from {self.first_index:,} (truncated or padded)"
+            )
+
+    def _check_entries(
+        self, objects: Iterable[dict[str, Any]], workers: _Workers, count: int
+    ) -> None:
         report = self.report
         expected_prev = GENESIS_PREV_HASH if self.first_index == 0 else None
         if self.first_index:
@@ -252,8 +275,7 @@ class _Verification:
                 "begun before it, are not checked"
             )
         index = self.first_index
-        count = self.size - self.first_index
-        for data, decoded in _decoded(objects, self.candidates, count, self.jobs):
+        for data, decoded in workers.decoded(objects):
             failure = self._entry_failure(decoded, index, expected_prev)
             if failure is not None:
                 self.fail(failure, index)
@@ -264,23 +286,16 @@ class _Verification:
             self.frontier, _ = self.frontier.append(leaf)
             if self.frontier.size in self.wanted_sizes:
                 self.roots[self.frontier.size] = self.frontier.root()
-            failure = self._follow(decoded)
+            failure = self._follow(decoded, index, workers)
             if failure is not None:
                 self.fail(failure, index)
+                return
+            if report.failure is not None:  # a round check, for an earlier entry, failed
                 return
             index += 1
             report.entries += 1
             if self.progress is not None:
                 self.progress(report.entries, count)
-        report.rounds_settled = self.replay.settled
-        report.rounds_voided = self.replay.voided
-        report.rounds_open = len(self.replay.open_rounds)
-        report.rounds_partial = len(self.partial_rounds)
-        if report.entries != count:
-            self.fail(
-                f"the header announces entries up to {self.size - 1:,}, but the bundle holds "
-                f"{report.entries:,} from {self.first_index:,} (truncated or padded)"
-            )
 
     def _entry_failure(
         self, decoded: LogEntry | str, index: int, expected_prev: str | None
@@ -304,8 +319,9 @@ class _Verification:
             )
         return None
 
-    def _follow(self, entry: LogEntry) -> str | None:
-        """Apply one verified entry's meaning: a key rotation, or a round event to replay."""
+    def _follow(self, entry: LogEntry, index: int, workers: _Workers) -> str | None:
+        """Apply one verified entry's meaning: a key rotation, or a round event to replay (its
+        order here, its costly checks by the workers)."""
         if entry.kind is EntryKind.KEY_ROTATED:
             note = entry.payload.get("rotation")
             if not isinstance(note, str):
@@ -326,9 +342,13 @@ class _Verification:
             self.partial_rounds.add(round_id)
             return None
         try:
-            self.replay.feed(entry.kind, round_id, entry.payload)
+            check = self.replay.stage(entry.kind, round_id, entry.payload)
         except ReplayError as error:
             return str(error)
+        if check is not None:
+            failed = workers.check(index, check)
+            if failed is not None:
+                self.report.failure = failed
         return None
 
     def check_checkpoints(self, notes: list[str]) -> None:
@@ -396,38 +416,74 @@ class _Verification:
             )
 
 
-def _decoded(
-    objects: Iterable[dict[str, Any]],
-    candidates: Sequence[Verifier],
-    count: int,
-    jobs: int | None,
-) -> Iterator[tuple[bytes, LogEntry | str]]:
-    """(bytes, entry or the reason it was refused) for each entry line, in order.
+class _Workers:
+    """Where the costly work runs: decoding entries (canonical JSON, Ed25519) and round checks
+    (fairness verifier, re-settlement). Short bundles stay in this process; long ones go to
+    worker processes, a bounded window of tasks at a time, while this process checks the chain,
+    the tree and the order of events. Results come back in submission order, so the first
+    failure found is always the earliest."""
 
-    Decoding (canonical JSON and Ed25519) is most of the work, so long bundles are decoded by
-    worker processes, a bounded window of chunks at a time, while this process checks the chain,
-    the tree and the rounds in order.
-    """
-    chunks = _chunks((_text(obj, "entry").encode("utf-8") for obj in objects), CHUNK)
-    vkeys = [key.vkey for key in candidates]
-    # Short bundles are not worth starting processes for, unless jobs are asked for by number.
-    if jobs == 1 or (jobs is None and count < PARALLEL_FROM):
-        _init_worker(vkeys)
-        for chunk in chunks:
-            yield from zip(chunk, _decode_chunk(chunk), strict=True)
-        return
-    workers = jobs or os.cpu_count() or 1
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(workers, initializer=_init_worker, initargs=(vkeys,)) as pool:
+    def __init__(self, vkeys: list[str], count: int, jobs: int | None) -> None:
+        self.pool: Any = None
+        self.window = 1
+        self._checks: deque[tuple[int, AsyncResult[str | None]]] = deque()
+        # Short bundles are not worth starting processes for, unless jobs are asked for by number.
+        if jobs == 1 or (jobs is None and count < PARALLEL_FROM):
+            _init_worker(vkeys)
+            return
+        workers = jobs or os.cpu_count() or 1
+        self.window = 4 * workers
+        context = multiprocessing.get_context("spawn")
+        self.pool = context.Pool(workers, initializer=_init_worker, initargs=(vkeys,))
+
+    def __enter__(self) -> _Workers:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+    def decoded(self, objects: Iterable[dict[str, Any]]) -> Iterator[tuple[bytes, LogEntry | str]]:
+        """(bytes, entry or the reason it was refused) for each entry line, in order."""
+        chunks = _chunks((_text(obj, "entry").encode("utf-8") for obj in objects), CHUNK)
+        if self.pool is None:
+            for chunk in chunks:
+                yield from zip(chunk, _decode_chunk(chunk), strict=True)
+            return
         window: deque[tuple[list[bytes], AsyncResult[list[LogEntry | str]]]] = deque()
         for chunk in chunks:
-            window.append((chunk, pool.apply_async(_decode_chunk, (chunk,))))
-            if len(window) >= 4 * workers:
+            window.append((chunk, self.pool.apply_async(_decode_chunk, (chunk,))))
+            if len(window) >= self.window:
                 done, result = window.popleft()
                 yield from zip(done, result.get(), strict=True)
         while window:
             done, result = window.popleft()
             yield from zip(done, result.get(), strict=True)
+
+    def check(self, index: int, check: RoundCheck) -> Failure | None:
+        """Run (or queue) the round check of entry ``index``; a failure found so far, if any."""
+        if self.pool is None:
+            reason = run_check(check)
+            return None if reason is None else Failure(reason, index)
+        self._checks.append((index, self.pool.apply_async(run_check, (check,))))
+        if len(self._checks) >= 64 * self.window:
+            return self._collect()
+        return None
+
+    def drain(self) -> Failure | None:
+        """Wait for every queued check; the earliest failure, if any."""
+        while self._checks:
+            failed = self._collect()
+            if failed is not None:
+                self._checks.clear()
+                return failed
+        return None
+
+    def _collect(self) -> Failure | None:
+        index, result = self._checks.popleft()
+        reason = result.get()
+        return None if reason is None else Failure(reason, index)
 
 
 _WORKER_KEYS: list[Verifier] = []
@@ -448,6 +504,12 @@ def _decode_chunk(chunk: list[bytes]) -> list[LogEntry | str]:
 
 
 # -- reading ---------------------------------------------------------------------------------------
+
+
+def _before(first: Failure, second: Failure) -> bool:
+    if first.index is None or second.index is None:
+        return second.index is None
+    return first.index < second.index
 
 
 def _json_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:

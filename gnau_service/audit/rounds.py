@@ -115,7 +115,36 @@ def settle_round(revealed: RevealedRound) -> Settlement:
 class _RoundState:
     last: EntryKind
     document: dict[str, Any]
-    revealed: RevealedRound | None = None
+
+
+@dataclass(frozen=True)
+class RoundCheck:
+    """The costly part of replaying one event (fairness, settlement, or a void's seed), apart
+    from the ordering, so that it can run in another process. :meth:`run` raises
+    :class:`ReplayError` if the event does not follow from the round's earlier ones."""
+
+    kind: EntryKind
+    round_id: str
+    document: dict[str, Any]
+    payload: dict[str, JsonValue]
+
+    def run(self) -> None:
+        if self.kind is EntryKind.ROUND_REVEALED:
+            _verify_fairness(self.round_id, self.document)
+        elif self.kind is EntryKind.ROUND_SETTLED:
+            # Its fairness was the reveal's check, which always comes first.
+            _verify_settlement(self.round_id, _read(self.round_id, self.document), self.payload)
+        else:
+            _verify_void(self.round_id, self.document, self.payload)
+
+
+def run_check(check: RoundCheck) -> str | None:
+    """:meth:`RoundCheck.run` as a reason or None: the shape a worker process returns."""
+    try:
+        check.run()
+    except ReplayError as error:
+        return str(error)
+    return None
 
 
 @dataclass
@@ -141,78 +170,86 @@ class RoundReplay:
         ]
 
     def feed(self, kind: EntryKind, round_id: str, payload: dict[str, JsonValue]) -> None:
+        """Replay one event completely, here and now."""
+        check = self.stage(kind, round_id, payload)
+        if check is not None:
+            check.run()
+
+    def stage(
+        self, kind: EntryKind, round_id: str, payload: dict[str, JsonValue]
+    ) -> RoundCheck | None:
+        """Check the event's place in its round and take in its fields; return the costly
+        rest of its replay, for the caller to run (here, or in a worker process)."""
         state = self._rounds.get(round_id)
         last = None if state is None else state.last
         if last not in _ALLOWED_AFTER[kind]:
             after = "before anything else" if last is None else f"after {last}"
             raise ReplayError(f"round {round_id}: {kind} {after}")
         if kind is EntryKind.ROUND_COMMITTED:
-            self._rounds[round_id] = _RoundState(
-                kind,
-                {"format": REVEALED_ROUND_FORMAT, "round_id": round_id, **payload},
-            )
-            self._rounds[round_id].document.pop("table_id", None)
-            return
+            document = {"format": REVEALED_ROUND_FORMAT, "round_id": round_id, **payload}
+            document.pop("table_id", None)
+            self._rounds[round_id] = _RoundState(kind, document)
+            return None
         assert state is not None
         state.last = kind
         if kind is EntryKind.ROUND_DEALT:
             state.document.update(_only(payload, DEALT_FIELDS, round_id, kind))
-        elif kind is EntryKind.ROUND_REVEALED:
+            return None
+        if kind is EntryKind.ROUND_REVEALED:
             state.document.update(_only(payload, REVEALED_FIELDS, round_id, kind))
-            state.revealed = self._verify_fairness(round_id, state.document)
-        elif kind is EntryKind.ROUND_SETTLED:
-            assert state.revealed is not None
-            self._verify_settlement(round_id, state.revealed, payload)
+            return RoundCheck(kind, round_id, dict(state.document), {})
+        if kind is EntryKind.ROUND_SETTLED:
             self.settled += 1
-            self._rounds[round_id] = _RoundState(kind, {})  # finished: keep only its end
         else:
-            self._verify_void(round_id, state.document, payload)
             self.voided += 1
-            self._rounds[round_id] = _RoundState(kind, {})
+        # Finished: keep only its last event, enough to refuse anything after it.
+        self._rounds[round_id] = _RoundState(kind, {})
+        return RoundCheck(kind, round_id, state.document, payload)
 
-    @staticmethod
-    def _verify_fairness(round_id: str, document: dict[str, Any]) -> RevealedRound:
-        try:
-            revealed = RevealedRound.from_json(document)
-        except FairnessError as error:
-            raise ReplayError(
-                f"round {round_id}: its logged fields do not form a round: {error}"
-            ) from None
-        report = verify_revealed_round(revealed)
-        if not report.ok:
-            raise ReplayError(f"round {round_id}: {report.first_failure}")
-        return revealed
 
-    @staticmethod
-    def _verify_void(
-        round_id: str, document: dict[str, Any], payload: dict[str, JsonValue]
-    ) -> None:
-        seed, reason = payload.get("server_seed"), payload.get("reason")
-        if not isinstance(seed, str) or not isinstance(reason, str) or not reason:
-            raise ReplayError(f"round {round_id}: ROUND_VOIDED must carry a reason and the seed")
-        try:
-            rules = HouseRules.from_mapping(document["house_rules"])
-            commitment = compute_commitment(round_id, rules, bytes.fromhex(seed))
-        except (ValueError, KeyError, RulesError, FairnessError) as error:
-            raise ReplayError(f"round {round_id}: its void cannot be checked: {error}") from None
-        if commitment.hex() != document.get("commitment"):
-            raise ReplayError(
-                f"round {round_id}: the seed revealed by its void does not match its commitment"
-            )
+def _read(round_id: str, document: dict[str, Any]) -> RevealedRound:
+    try:
+        return RevealedRound.from_json(document)
+    except FairnessError as error:
+        raise ReplayError(
+            f"round {round_id}: its logged fields do not form a round: {error}"
+        ) from None
 
-    @staticmethod
-    def _verify_settlement(
-        round_id: str, revealed: RevealedRound, payload: dict[str, JsonValue]
-    ) -> None:
-        try:
-            expected = settle_round(revealed).to_json()
-        except RulesError as error:
-            raise ReplayError(f"round {round_id}: its hands cannot be settled: {error}") from None
-        if payload != expected:
-            raise ReplayError(
-                f"round {round_id}: the logged settlement does not follow from the dealt hands "
-                f"({_first_difference(expected, payload)})"
-            )
+
+def _verify_fairness(round_id: str, document: dict[str, Any]) -> None:
+    revealed = _read(round_id, document)
+    report = verify_revealed_round(revealed)
+    if not report.ok:
+        raise ReplayError(f"round {round_id}: {report.first_failure}")
+
+
+def _verify_void(round_id: str, document: dict[str, Any], payload: dict[str, JsonValue]) -> None:
+    seed, reason = payload.get("server_seed"), payload.get("reason")
+    if not isinstance(seed, str) or not isinstance(reason, str) or not reason:
+        raise ReplayError(f"round {round_id}: ROUND_VOIDED must carry a reason and the seed")
+    try:
+        rules = HouseRules.from_mapping(document["house_rules"])
+        commitment = compute_commitment(round_id, rules, bytes.fromhex(seed))
+    except (ValueError, KeyError, RulesError, FairnessError) as error:
+        raise ReplayError(f"round {round_id}: its void cannot be checked: {error}") from None
+    if commitment.hex() != document.get("commitment"):
+        raise ReplayError(
+            f"round {round_id}: the seed revealed by its void does not match its commitment"
+        )
+
+
+def _verify_settlement(
+    round_id: str, revealed: RevealedRound, payload: dict[str, JsonValue]
+) -> None:
+    try:
+        expected = settle_round(revealed).to_json()
+    except RulesError as error:
+        raise ReplayError(f"round {round_id}: its hands cannot be settled: {error}") from None
+    if payload != expected:
+        raise ReplayError(
+            f"round {round_id}: the logged settlement does not follow from the dealt hands "
+            f"({_first_difference(expected, payload)})"
+        )
 
 
 def _only(

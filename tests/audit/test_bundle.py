@@ -380,3 +380,20 @@ def test_worker_processes_find_the_same_first_failure() -> None:
     in_process, in_workers = verify(log, tampered, jobs=1), verify(log, tampered, jobs=2)
     assert in_workers.failure == in_process.failure
     assert str(in_workers.failure).startswith("entry 5: the entry says index 6")
+
+
+def test_worker_processes_report_the_earliest_round_failure() -> None:
+    log = honest_log(rounds=1)
+
+    def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
+        if kind is EntryKind.ROUND_SETTLED:
+            payload = json.loads(json.dumps(payload))
+            payload["dealer"]["delta"] -= 1
+        return log.append(kind, payload, round_id)
+
+    play_round(cheat, "first-cheat")
+    play_round(cheat, "second-cheat")
+    log.checkpoint()
+    in_process, in_workers = verify(log, jobs=1), verify(log, jobs=2)
+    assert in_workers.failure == in_process.failure
+    assert "round first-cheat: the logged settlement does not follow" in str(in_workers.failure)
