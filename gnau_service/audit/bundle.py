@@ -51,6 +51,7 @@ from gnau_service.audit.signing import RotationError, trusted_keys
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
 CHUNK: Final = 2_000
+CHECK_BATCH: Final = 500
 PARALLEL_FROM: Final = 20_000
 
 
@@ -426,7 +427,8 @@ class _Workers:
     def __init__(self, vkeys: list[str], count: int, jobs: int | None) -> None:
         self.pool: Any = None
         self.window = 1
-        self._checks: deque[tuple[int, AsyncResult[str | None]]] = deque()
+        self._batch: list[tuple[int, RoundCheck]] = []
+        self._checks: deque[tuple[list[int], AsyncResult[list[str | None]]]] = deque()
         # Short bundles are not worth starting processes for, unless jobs are asked for by number.
         if jobs == 1 or (jobs is None and count < PARALLEL_FROM):
             _init_worker(vkeys)
@@ -466,13 +468,18 @@ class _Workers:
         if self.pool is None:
             reason = run_check(check)
             return None if reason is None else Failure(reason, index)
-        self._checks.append((index, self.pool.apply_async(run_check, (check,))))
-        if len(self._checks) >= 64 * self.window:
-            return self._collect()
+        # One task per batch: a task per check would spend the saving on pickling and queues.
+        self._batch.append((index, check))
+        if len(self._batch) >= CHECK_BATCH:
+            self._submit()
+            if len(self._checks) >= self.window:
+                return self._collect()
         return None
 
     def drain(self) -> Failure | None:
         """Wait for every queued check; the earliest failure, if any."""
+        if self._batch:
+            self._submit()
         while self._checks:
             failed = self._collect()
             if failed is not None:
@@ -480,10 +487,22 @@ class _Workers:
                 return failed
         return None
 
+    def _submit(self) -> None:
+        indices = [index for index, _ in self._batch]
+        result = self.pool.apply_async(_run_checks, ([check for _, check in self._batch],))
+        self._checks.append((indices, result))
+        self._batch = []
+
     def _collect(self) -> Failure | None:
-        index, result = self._checks.popleft()
-        reason = result.get()
-        return None if reason is None else Failure(reason, index)
+        indices, result = self._checks.popleft()
+        for index, reason in zip(indices, result.get(), strict=True):
+            if reason is not None:
+                return Failure(reason, index)
+        return None
+
+
+def _run_checks(checks: list[RoundCheck]) -> list[str | None]:
+    return [run_check(check) for check in checks]
 
 
 _WORKER_KEYS: list[Verifier] = []
