@@ -5,7 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness fairness-evidence clean
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service \
+	fairness-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
@@ -32,13 +33,20 @@ lint: $(INSTALLED)
 test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
-bench: bench-rules bench-fairness
+## bench: every benchmark (several minutes; each prints its same-run baseline)
+bench: bench-rules bench-fairness bench-audit bench-service
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
 
 bench-fairness: $(INSTALLED)
 	$(BIN)/python bench/bench_shuffle.py
+
+bench-audit: $(INSTALLED)
+	$(BIN)/python bench/bench_audit_log.py
+
+bench-service: $(INSTALLED)
+	$(BIN)/python bench/bench_service.py
 
 ## fairness-evidence: the 1,000,000-round statistical battery (minutes), written to bench/results
 fairness-evidence: $(INSTALLED)
