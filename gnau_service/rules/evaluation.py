@@ -322,9 +322,9 @@ def evaluation_class(card: Card) -> int:
     return card.face
 
 
-def class_representative(evaluation_class_: int) -> Card:
+def class_representative(class_id: int) -> Card:
     """A card of the class: the Ace of Spades, or the rank in clubs."""
-    return _REPRESENTATIVES[evaluation_class_]
+    return _REPRESENTATIVES[class_id]
 
 
 _REPRESENTATIVES: Final = (Card(Rank.ACE, Suit.SPADES), *(Card(rank, Suit.CLUBS) for rank in Rank))
