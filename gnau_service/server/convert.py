@@ -11,7 +11,13 @@ from gnau.v1 import round_pb2, types_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from gnau_service.audit.timestamps import parse_utc_timestamp
-from gnau_service.fairness.reveal import REVEALED_ROUND_FORMAT, RevealedRound
+from gnau_service.fairness.reveal import (
+    REVEALED_ROUND_FORMAT,
+    RevealedRound,
+    beacon_to_json,
+    seat_to_json,
+)
+from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.evaluation import Category, Evaluation
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.settlement import Outcome
@@ -153,17 +159,14 @@ def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
             "round_id": message.round_id,
             "house_rules": house_rules_from_proto(message.house_rules).as_dict(),
             "seats": [
-                {
-                    "seat_number": seat.seat_number,
-                    "player_id": seat.player_id,
-                    "stake": seat.stake,
-                    "client_seed": seat.client_seed.hex(),
-                }
+                seat_to_json(
+                    LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed)
+                )
                 for seat in message.seats
             ],
             "beacon": None
             if beacon is None
-            else {"label": beacon.label, "value": beacon.value.hex()},
+            else beacon_to_json(Beacon(beacon.label, beacon.value)),
             "commitment": message.commitment,
             "transcript_hash": message.transcript_hash,
             "server_seed": message.server_seed,
