@@ -2,10 +2,16 @@
 
 Every write is a *unit of work*: a function that receives a :class:`Transaction`, reads and
 writes the store's tables through it, and appends log entries. A single writer thread per store
-runs queued units in batches, each unit inside its own savepoint of one database transaction
-(group commit), then writes the batch's entries, tree nodes, head and a signed checkpoint, and
-commits. A unit's future resolves only after that commit, so an acknowledged entry is durable; a
-unit that raises is rolled back to its savepoint and changes nothing, its neighbours unaffected.
+runs queued units in batches inside one database transaction (group commit), then writes the
+batch's entries, tree nodes, head and a signed checkpoint, and commits. A unit's caller is
+answered only after that commit, so an acknowledged entry is durable.
+
+A unit that raises changes nothing and spares its neighbours. Most refusals raise before the
+unit writes anything, so a batch first runs optimistically: no savepoints, and on PostgreSQL in
+pipeline mode (a round trip per read, none per write). If a unit raises after writing, or the
+database refuses anything, the whole batch is rolled back and run again with each unit in its
+own savepoint, so that only the guilty unit fails. Nothing was committed or answered before
+that second run, so running a unit twice is safe.
 
 Indices are gap-free because each batch reads the log head under a write lock (SQLite's
 ``BEGIN IMMEDIATE``; PostgreSQL's ``SELECT ... FOR UPDATE`` on the one-row head), so several
@@ -21,7 +27,7 @@ import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -79,15 +85,26 @@ class Backend(ABC):
         return text
 
     def run(self, connection: Any, text: str, params: Sequence[object] = ()) -> list[Row]:
+        """Run one statement; a SELECT's rows are fetched (which waits for them in a pipeline)."""
         cursor = connection.execute(self.sql(text), tuple(params))
-        return list(cursor.fetchall()) if cursor.description else []
+        return list(cursor.fetchall()) if is_query(text) else []
 
     def run_many(self, connection: Any, text: str, rows: Sequence[Sequence[object]]) -> None:
         if rows:
             connection.cursor().executemany(self.sql(text), rows)
 
+    def pipelined(self, connection: Any) -> AbstractContextManager[Any]:
+        """Send the statements run inside it without waiting for each answer, where the
+        database can (writes are not awaited; reads wait for everything before them)."""
+        return contextlib.nullcontext()
+
     def close(self) -> None:  # noqa: B027  (backends with pools override it)
         """Release the backend's connections."""
+
+
+def is_query(text: str) -> bool:
+    """Whether a statement returns rows: the store's statements that do all start with SELECT."""
+    return text.lstrip()[:6].upper() == "SELECT"
 
 
 class Transaction:
@@ -100,10 +117,18 @@ class Transaction:
         self.time = time
         self.appended: list[AppendedEntry] = []
         self.lock_rows_sql = backend.lock_rows_sql
+        #: Whether a failure of this unit needs a rollback: it wrote, or the database refused.
+        self.touched = False
 
     def execute(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement (``?`` placeholders) and return its rows, if any."""
-        return self._backend.run(self._connection, text, params)
+        if not is_query(text):
+            self.touched = True
+        try:
+            return self._backend.run(self._connection, text, params)
+        except Exception:
+            self.touched = True
+            raise
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
@@ -132,11 +157,21 @@ Work = Callable[[Transaction], T]
 
 @dataclass
 class _Queued(Generic[T]):
-    work: Work[T]
-    future: Future[T] = field(default_factory=Future)
+    """A unit and who waits for it: a thread (a concurrent future) or an event loop."""
 
+    work: Work[T]
+    future: Future[T] | asyncio.Future[T] = field(default_factory=Future)
+    loop: asyncio.AbstractEventLoop | None = None
+
+
+#: A unit's result: its value, or what it raised.
+_Outcome = tuple[_Queued[Any], Any, BaseException | None]
 
 _STOP: Final = object()
+
+
+class _RetryCarefully(Exception):  # noqa: N818  (control flow inside the writer)
+    """A unit failed after writing: the optimistic run of its batch must be undone."""
 
 
 class LogReader:
@@ -295,20 +330,28 @@ class Store(LogReader):
     # -- writing ----------------------------------------------------------------------------
 
     def submit(self, work: Work[T]) -> Future[T]:
-        """Queue a unit of work; the future resolves after its batch commits."""
-        if self._closed:
-            raise StoreError("the store is closed")
-        queued: _Queued[T] = _Queued(work)
-        self._queue.put(queued)
-        return queued.future
+        """Queue a unit of work; the future resolves after its batch commits. A unit whose
+        future is cancelled before its batch starts is not run."""
+        future: Future[T] = Future()
+        self._enqueue(_Queued(work, future))
+        return future
 
     def run(self, work: Work[T]) -> T:
         """Run a unit of work and wait until it is durable."""
         return self.submit(work).result()
 
     async def run_async(self, work: Work[T]) -> T:
-        """Run a unit of work from an event loop and await its commit."""
-        return await asyncio.wrap_future(self.submit(work))
+        """Run a unit of work from an event loop and await its commit. The writer wakes each
+        loop once per batch, not once per unit."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._enqueue(_Queued(work, future, loop))
+        return await future
+
+    def _enqueue(self, queued: _Queued[Any]) -> None:
+        if self._closed:
+            raise StoreError("the store is closed")
+        self._queue.put(queued)
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
@@ -368,46 +411,61 @@ class Store(LogReader):
         if connection is not None:
             connection.close()
 
-    def _connect_or_fail(self, batch: list[Any]) -> Any:
+    def _connect_or_fail(self, batch: list[_Queued[Any]]) -> Any:
         try:
             return self.backend.connect()
         except Exception as error:
             log.exception("store writer cannot connect")
-            for item in batch:
-                item.future.set_exception(StoreError(f"the database is unavailable: {error}"))
+            failure = StoreError(f"the database is unavailable: {error}")
+            _deliver([(item, None, failure) for item in batch])
             return None
 
     def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> bool:
         """Run, write and commit one batch; False if the connection should be replaced."""
-        backend = self.backend
-        outcomes: list[tuple[_Queued[Any], Any, BaseException | None]] = []
+        # A caller that stopped waiting before its unit started (a cancelled call) gets nothing
+        # done; a retry with the same request runs it then.
+        batch = [item for item in batch if not item.future.done()]
+        if not batch:
+            return True
         try:
+            try:
+                outcomes = self._run_batch(connection, batch, careful=False)
+            except Exception:
+                _rollback_quietly(self.backend, connection)
+                outcomes = self._run_batch(connection, batch, careful=True)
+        except Exception as error:
+            log.exception("store batch failed; nothing in it was committed")
+            _rollback_quietly(self.backend, connection)
+            failure = StoreError(f"the database refused the write: {error}")
+            _deliver([(item, None, failure) for item in batch])
+            return False
+        _deliver(outcomes)
+        return True
+
+    def _run_batch(
+        self, connection: Any, batch: list[_Queued[Any]], *, careful: bool
+    ) -> list[_Outcome]:
+        """One transaction over the batch: optimistic (raises if that is not enough) or
+        careful (a savepoint per unit)."""
+        backend = self.backend
+        with contextlib.nullcontext() if careful else backend.pipelined(connection):
             backend.run(connection, backend.begin_sql)
             head = LogHead.decode(*backend.run(connection, backend.read_head_sql)[0])
             appender = LogAppender(self.signer, head)
             appended: list[AppendedEntry] = []
             time = self._clock()
-            for item in batch:
-                outcomes.append(self._run_unit(connection, appender, appended, time, item))
+            outcomes = [
+                self._run_unit(connection, appender, appended, time, item, careful=careful)
+                for item in batch
+            ]
             if appended:
                 self._write_log(connection, appender, appended)
             backend.run(connection, "COMMIT")
-            self.signer = appender.signer  # a rotation in this batch takes effect once durable
-            if appended:
-                with self._committed:
-                    self._committed.notify_all()
-        except Exception as error:
-            log.exception("store batch failed; nothing in it was committed")
-            _rollback_quietly(backend, connection)
-            for item in batch:
-                item.future.set_exception(StoreError(f"the database refused the write: {error}"))
-            return False
-        for item, value, failure in outcomes:
-            if failure is None:
-                item.future.set_result(value)
-            else:
-                item.future.set_exception(failure)
-        return True
+        self.signer = appender.signer  # a rotation in this batch takes effect once durable
+        if appended:
+            with self._committed:
+                self._committed.notify_all()
+        return outcomes
 
     def _run_unit(
         self,
@@ -416,19 +474,26 @@ class Store(LogReader):
         appended: list[AppendedEntry],
         time: str,
         item: _Queued[Any],
-    ) -> tuple[_Queued[Any], Any, BaseException | None]:
+        *,
+        careful: bool,
+    ) -> _Outcome:
         backend = self.backend
         head_before, signer_before = appender.head, appender.signer
-        backend.run(connection, "SAVEPOINT unit")
+        if careful:
+            backend.run(connection, "SAVEPOINT unit")
         transaction = Transaction(backend, connection, appender, time)
         try:
             value = item.work(transaction)
         except Exception as failure:
-            backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
-            backend.run(connection, "RELEASE SAVEPOINT unit")
+            if careful:
+                backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
+                backend.run(connection, "RELEASE SAVEPOINT unit")
+            elif transaction.touched:
+                raise _RetryCarefully from failure
             appender.head, appender.signer = head_before, signer_before
             return item, None, failure
-        backend.run(connection, "RELEASE SAVEPOINT unit")
+        if careful:
+            backend.run(connection, "RELEASE SAVEPOINT unit")
         appended.extend(transaction.appended)
         return item, value, None
 
@@ -475,6 +540,36 @@ class _NodeReader:
         if not rows:
             raise StoreError(f"tree node ({level}, {index}) is missing from the store")
         return bytes(rows[0][0])
+
+
+def _deliver(outcomes: list[_Outcome]) -> None:
+    """Answer every caller: threads directly, each event loop with one wake-up for all of its."""
+    per_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+    for outcome in outcomes:
+        loop = outcome[0].loop
+        if loop is None:
+            _settle(outcome)
+        else:
+            per_loop.setdefault(loop, []).append(outcome)
+    for loop, waiting in per_loop.items():
+        # A closed loop has nobody left waiting.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_all, waiting)
+
+
+def _settle_all(outcomes: list[_Outcome]) -> None:
+    for outcome in outcomes:
+        _settle(outcome)
+
+
+def _settle(outcome: _Outcome) -> None:
+    item, value, failure = outcome
+    # Its caller may have stopped waiting (a cancelled call) while the unit ran.
+    with contextlib.suppress(InvalidStateError, asyncio.InvalidStateError):
+        if failure is None:
+            item.future.set_result(value)
+        else:
+            item.future.set_exception(failure)
 
 
 def _rollback_quietly(backend: Backend, connection: Any) -> None:

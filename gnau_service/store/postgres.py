@@ -8,7 +8,7 @@ locks (those break under transaction-pooling proxies).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 import psycopg
@@ -63,7 +63,9 @@ class PostgresBackend(Backend):
         )
 
     def connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.url, autocommit=True)
+        # No server-side prepared statements for the writer: a pipeline cut short by an error
+        # skips a statement's preparation that psycopg has already counted as done.
+        return psycopg.connect(self.url, autocommit=True, prepare_threshold=None)
 
     @contextmanager
     def reader(self) -> Iterator[psycopg.Connection[Any]]:
@@ -76,6 +78,9 @@ class PostgresBackend(Backend):
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
+
+    def pipelined(self, connection: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+        return connection.pipeline()
 
     def close(self) -> None:
         self._pool.close()

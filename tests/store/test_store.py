@@ -1,10 +1,12 @@
 """The store, against every backend: appends, group commit, proofs, append-only, durability."""
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -84,25 +86,40 @@ def test_proofs_verify_against_the_stored_tree(database_url: str, signer: LogSig
             store.inclusion_proof(0, 38)
 
 
+def _raises_after_writing(tx: Transaction) -> None:
+    tx.append(EntryKind.CONFIG_CHANGED, {"doomed": True})
+    tx.execute("INSERT INTO log_checkpoints (size, note) VALUES (?, ?)", (999, "x"))
+    raise RuntimeError("the unit changed its mind")
+
+
+def _raises_before_writing(tx: Transaction) -> None:
+    tx.append(EntryKind.CONFIG_CHANGED, {"doomed": True})
+    tx.execute("SELECT size FROM log_head")
+    raise RuntimeError("the unit changed its mind")
+
+
+def _refused_by_the_database(tx: Transaction) -> None:
+    tx.append(EntryKind.CONFIG_CHANGED, {"doomed": True})
+    tx.execute("INSERT INTO log_checkpoints (size, note) VALUES (?, ?)", (999, "x"))
+    tx.execute("UPDATE log_checkpoints SET note = 'changed the changed its mind'")
+
+
+@pytest.mark.parametrize(
+    "failing", [_raises_after_writing, _raises_before_writing, _refused_by_the_database]
+)
 def test_a_failing_unit_changes_nothing_and_spares_its_batch(
-    database_url: str, signer: LogSigner
+    database_url: str, signer: LogSigner, failing: Callable[[Transaction], None]
 ) -> None:
     with open_store(database_url, signer) as store:
         gate = threading.Event()
         # Hold the writer in a first batch so that the next units queue up as one batch.
         blocker = store.submit(lambda tx: gate.wait(10))
-
-        def failing(tx: Transaction) -> None:
-            tx.append(EntryKind.CONFIG_CHANGED, {"doomed": True})
-            tx.execute("INSERT INTO log_checkpoints (size, note) VALUES (?, ?)", (999, "x"))
-            raise RuntimeError("the unit changed its mind")
-
         before = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}))
         doomed = store.submit(failing)
         after = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 2}))
         gate.set()
         assert blocker.result() is True
-        with pytest.raises(RuntimeError, match="changed its mind"):
+        with pytest.raises(Exception, match=r"changed its mind|append-only"):
             doomed.result()
         assert (before.result().index, after.result().index) == (0, 1)
         assert store.checkpoint(999) is None
@@ -111,6 +128,49 @@ def test_a_failing_unit_changes_nothing_and_spares_its_batch(
             {"n": 1},
             {"n": 2},
         ]
+
+
+def test_a_unit_cancelled_before_its_batch_is_not_run(database_url: str, signer: LogSigner) -> None:
+    with open_store(database_url, signer) as store:
+        gate = threading.Event()
+        blocker = store.submit(lambda tx: gate.wait(10))
+        cancelled = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 0}))
+        assert cancelled.cancel()
+        kept = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}))
+        gate.set()
+        assert blocker.result() is True
+        assert kept.result().index == 0
+        assert [decode_entry(d, signer.verifier).payload for d in store.entries(0, 10)] == [
+            {"n": 1}
+        ]
+
+
+def test_a_caller_that_gives_up_while_its_unit_runs_leaves_the_writer_working(
+    database_url: str, signer: LogSigner
+) -> None:
+    with open_store(database_url, signer) as store:
+        started, gate = threading.Event(), threading.Event()
+
+        def slow(tx: Transaction) -> None:
+            started.set()
+            gate.wait(10)
+            tx.append(EntryKind.CONFIG_CHANGED, {"n": 0})
+
+        async def give_up() -> None:
+            task = asyncio.ensure_future(store.run_async(slow))
+            await asyncio.to_thread(started.wait, 10)
+            task.cancel()
+            gate.set()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The unit committed all the same; the writer answers the next caller.
+            entry = await asyncio.wait_for(
+                store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1})), 10
+            )
+            assert entry.index == 1
+
+        asyncio.run(give_up())
+        assert store.size() == 2
 
 
 def test_log_tables_are_append_only(database_url: str, signer: LogSigner) -> None:
