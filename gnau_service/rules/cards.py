@@ -100,17 +100,20 @@ class Card:
     face: int = field(init=False, repr=False, compare=False)
     index: int = field(init=False, repr=False, compare=False)
     bit: int = field(init=False, repr=False, compare=False)
+    code: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Plain ints, cached per card, keep the evaluator's inner loops free of enum hashing.
+        # Plain values, cached per card, keep the evaluator's inner loops free of enum hashing
+        # and every answer that lists cards free of enum lookups.
         face = self.rank.face
         index = _SUIT_ORDER.index(self.suit) * len(_RANK_ORDER) + face - 1
         object.__setattr__(self, "face", face)
         object.__setattr__(self, "index", index)
         object.__setattr__(self, "bit", 1 << index)
+        object.__setattr__(self, "code", f"{self.rank.value}{self.suit.value}")
 
     def __str__(self) -> str:
-        return f"{self.rank.value}{self.suit.value}"
+        return self.code
 
     @property
     def symbol(self) -> str:

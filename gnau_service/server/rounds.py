@@ -46,6 +46,7 @@ from gnau_service.store.rounds import (
     StoredRequest,
     StoredRound,
     find_request,
+    find_request_and_round,
     insert_round,
     list_rounds,
     load_round,
@@ -270,9 +271,9 @@ class Dealer:
         _check_id("table_id", table_id)
 
         def unit(tx: Transaction) -> RoundView:
-            replayed = _replay(tx, idempotency, "Shuffle")
-            if replayed is not None:
-                return replayed
+            request = find_request(tx, idempotency.request_id)
+            if request is not None:
+                return _replay(tx, idempotency, "Shuffle", request)
             committed = CommittedRound.with_fresh_seed(f"r-{self._ids(12)}", rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
@@ -307,10 +308,10 @@ class Dealer:
         idempotency: Idempotency,
     ) -> RoundView:
         def unit(tx: Transaction) -> RoundView:
-            replayed = _replay(tx, idempotency, "Deal")
-            if replayed is not None:
-                return replayed
-            record, seed = _load(tx, round_id, "Deal", RoundState.SHUFFLED)
+            step = _start(tx, idempotency, "Deal", round_id, RoundState.SHUFFLED)
+            if isinstance(step, RoundView):
+                return step
+            record, seed = step
             locked, locked_beacon = self._lock(record.rules, seats, beacon)
             dealt = _deal(round_id, record.rules, seed, locked, locked_beacon)
             entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
@@ -329,10 +330,10 @@ class Dealer:
 
     async def reveal(self, round_id: str, idempotency: Idempotency) -> RoundView:
         def unit(tx: Transaction) -> RoundView:
-            replayed = _replay(tx, idempotency, "Reveal")
-            if replayed is not None:
-                return replayed
-            record, seed = _load(tx, round_id, "Reveal", RoundState.DEALT)
+            step = _start(tx, idempotency, "Reveal", round_id, RoundState.DEALT)
+            if isinstance(step, RoundView):
+                return step
+            record, seed = step
             entry = tx.append(
                 EntryKind.ROUND_REVEALED, revealed_payload(_dealt(record, seed)), round_id=round_id
             )
@@ -343,10 +344,10 @@ class Dealer:
 
     async def settle(self, round_id: str, idempotency: Idempotency) -> RoundView:
         def unit(tx: Transaction) -> RoundView:
-            replayed = _replay(tx, idempotency, "Settle")
-            if replayed is not None:
-                return replayed
-            record, seed = _load(tx, round_id, "Settle", RoundState.REVEALED)
+            step = _start(tx, idempotency, "Settle", round_id, RoundState.REVEALED)
+            if isinstance(step, RoundView):
+                return step
+            record, seed = step
             settlement = settle_round(_dealt(record, seed).reveal())
             entry = tx.append(
                 EntryKind.ROUND_SETTLED, settled_payload(settlement), round_id=round_id
@@ -363,10 +364,10 @@ class Dealer:
             )
 
         def unit(tx: Transaction) -> RoundView:
-            replayed = _replay(tx, idempotency, "VoidRound")
-            if replayed is not None:
-                return replayed
-            record, seed = _load(tx, round_id, "VoidRound", *OPEN_STATES)
+            step = _start(tx, idempotency, "VoidRound", round_id, *OPEN_STATES)
+            if isinstance(step, RoundView):
+                return step
+            record, seed = step
             committed = CommittedRound(round_id, record.rules, seed)
             entry = tx.append(
                 EntryKind.ROUND_VOIDED,
@@ -455,23 +456,30 @@ class Dealer:
 # -- units of work: the shared steps ---------------------------------------------------------------
 
 
-def _replay(tx: Transaction, idempotency: Idempotency, operation: str) -> RoundView | None:
-    """The original answer to a retried request, or None for a new request id."""
-    stored = find_request(tx, idempotency.request_id)
-    if stored is None:
-        return None
-    if (stored.operation, stored.fingerprint) != (operation, idempotency.fingerprint):
-        raise RequestConflict(idempotency.request_id, stored.operation)
-    record = RoundRecord.from_json(stored.response)
+def _replay(
+    tx: Transaction, idempotency: Idempotency, operation: str, request: StoredRequest
+) -> RoundView:
+    """The original answer to a retried request (refused if it is not the same request)."""
+    if (request.operation, request.fingerprint) != (operation, idempotency.fingerprint):
+        raise RequestConflict(idempotency.request_id, request.operation)
+    record = RoundRecord.from_json(request.response)
     current = load_round(tx, record.round_id)
     assert current is not None
     return view_of(record, bytes.fromhex(current.server_seed))
 
 
-def _load(
-    tx: Transaction, round_id: str, operation: str, *allowed: RoundState
-) -> tuple[RoundRecord, bytes]:
-    stored = load_round(tx, round_id)
+def _start(
+    tx: Transaction,
+    idempotency: Idempotency,
+    operation: str,
+    round_id: str,
+    *allowed: RoundState,
+) -> RoundView | tuple[RoundRecord, bytes]:
+    """Where a step of an existing round starts: the original answer if the request is a retry,
+    else the round and its seed, refused unless the round is in one of the ``allowed`` states."""
+    request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
+    if request is not None:
+        return _replay(tx, idempotency, operation, request)
     if stored is None:
         raise RoundNotFound(round_id)
     record = RoundRecord.from_json(stored.record)

@@ -62,11 +62,10 @@ class Backend(ABC):
 
     #: How a batch starts; SQLite takes the write lock at once with IMMEDIATE.
     begin_sql: str = "BEGIN"
-    #: Reads the head row; PostgreSQL appends FOR UPDATE so writers queue on it.
+    #: Reads the head row; PostgreSQL appends FOR UPDATE so writers queue on it. Every write
+    #: transaction starts here, so writers (in every process) run one at a time and a unit's
+    #: reads need no locks of their own.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
-    #: Appended to a SELECT whose rows the transaction will change (SQLite's write lock is
-    #: already exclusive, so it needs nothing).
-    lock_rows_sql: str = ""
 
     @abstractmethod
     def connect(self) -> Any:
@@ -116,7 +115,6 @@ class Transaction:
         self._log = log_appender
         self.time = time
         self.appended: list[AppendedEntry] = []
-        self.lock_rows_sql = backend.lock_rows_sql
         #: Whether a failure of this unit needs a rollback: it wrote, or the database refused.
         self.touched = False
 
@@ -126,6 +124,18 @@ class Transaction:
             self.touched = True
         try:
             return self._backend.run(self._connection, text, params)
+        except Exception:
+            self.touched = True
+            raise
+
+    def query_all(self, *queries: tuple[str, Sequence[object]]) -> list[list[Row]]:
+        """Run several SELECTs and return the rows of each: on PostgreSQL, one round trip."""
+        try:
+            cursors = [
+                self._connection.execute(self._backend.sql(text), tuple(params))
+                for text, params in queries
+            ]
+            return [list(cursor.fetchall()) for cursor in cursors]
         except Exception:
             self.touched = True
             raise

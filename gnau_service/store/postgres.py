@@ -49,7 +49,6 @@ class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
-    lock_rows_sql = " FOR UPDATE"
 
     def __init__(self, url: str, *, pool_size: int = 4) -> None:
         self.url = url

@@ -3,7 +3,8 @@
 The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed``
 its secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
 unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of
-its body and the response it got, in the same transaction as the change it made.
+its body and the response it got, in the same transaction as the change it made. Writers run one
+at a time (see :mod:`gnau_service.store.base`), so what a unit reads stays true until it commits.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from typing import Any
 from gnau_service.store.base import LogReader, Transaction
 
 _COLUMNS = "round_id, table_id, state, record, server_seed, created_at, updated_at"
+_FIND_REQUEST = (
+    "SELECT request_id, operation, fingerprint, response FROM requests WHERE request_id = ?"
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class OpenRoundExists(Exception):  # noqa: N818  (a condition, not an error of t
 def insert_round(tx: Transaction, row: StoredRound) -> None:
     existing = tx.execute(
         "SELECT round_id, state FROM rounds WHERE table_id = ?"
-        " AND state IN ('SHUFFLED', 'DEALT', 'REVEALED')" + tx.lock_rows_sql,
+        " AND state IN ('SHUFFLED', 'DEALT', 'REVEALED')",
         (row.table_id,),
     )
     if existing:
@@ -62,11 +66,7 @@ def insert_round(tx: Transaction, row: StoredRound) -> None:
 
 
 def load_round(tx: Transaction, round_id: str) -> StoredRound | None:
-    """The round, locked for the rest of the transaction."""
-    rows = tx.execute(
-        f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?" + tx.lock_rows_sql,
-        (round_id,),
-    )
+    rows = tx.execute(f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,))
     return _round(rows[0]) if rows else None
 
 
@@ -104,11 +104,22 @@ def list_rounds(
 
 
 def find_request(tx: Transaction, request_id: str) -> StoredRequest | None:
-    rows = tx.execute(
-        "SELECT request_id, operation, fingerprint, response FROM requests WHERE request_id = ?",
-        (request_id,),
+    rows = tx.execute(_FIND_REQUEST, (request_id,))
+    return _request(rows[0]) if rows else None
+
+
+def find_request_and_round(
+    tx: Transaction, request_id: str, round_id: str
+) -> tuple[StoredRequest | None, StoredRound | None]:
+    """A request id's record and a round, read together (one round trip on PostgreSQL)."""
+    requests, rounds = tx.query_all(
+        (_FIND_REQUEST, (request_id,)),
+        (f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,)),
     )
-    return StoredRequest(*(str(value) for value in rows[0])) if rows else None
+    return (
+        _request(requests[0]) if requests else None,
+        _round(rounds[0]) if rounds else None,
+    )
 
 
 def save_request(tx: Transaction, request: StoredRequest) -> None:
@@ -117,6 +128,10 @@ def save_request(tx: Transaction, request: StoredRequest) -> None:
         " VALUES (?, ?, ?, ?, ?)",
         (request.request_id, request.operation, request.fingerprint, request.response, tx.time),
     )
+
+
+def _request(row: tuple[Any, ...]) -> StoredRequest:
+    return StoredRequest(*(str(value) for value in row))
 
 
 def _round(row: tuple[Any, ...]) -> StoredRound:
