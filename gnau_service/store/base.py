@@ -1,10 +1,13 @@
 """One storage interface over SQL: group-committed writes that append to the log, and reads.
 
 Every write is a *unit of work*: a function that receives a :class:`Transaction`, reads and
-writes the store's tables through it, and appends log entries. A single writer thread per store
-runs queued units in batches inside one database transaction (group commit), then writes the
-batch's entries, tree nodes, head and a signed checkpoint, and commits. A unit's caller is
-answered only after that commit, so an acknowledged entry is durable.
+writes the store's tables through it, and appends log entries. Queued units run in batches
+inside one database transaction (group commit), then the batch's entries, tree nodes, head and a
+signed checkpoint are written and the transaction commits. A unit's caller is answered only
+after that commit, so an acknowledged entry is durable. Units run on the store's writer thread,
+or, for callers on an event loop over an in-process database, on that loop (see
+:meth:`Store.run_async`). Either way batches hold the write lock one at a time, and a unit
+must not block.
 
 A unit that raises changes nothing and spares its neighbours. Most refusals raise before the
 unit writes anything, so a batch first runs optimistically: no savepoints, and on PostgreSQL in
@@ -62,6 +65,10 @@ class Backend(ABC):
 
     #: How a batch starts; SQLite takes the write lock at once with IMMEDIATE.
     begin_sql: str = "BEGIN"
+    #: Whether statements run inside this process in microseconds (SQLite): an event loop then
+    #: runs its callers' units itself (see :meth:`Store.run_async`). Over a network, statements
+    #: wait, and the writer thread does that waiting.
+    runs_in_process: bool = False
     #: Reads the head row; PostgreSQL appends FOR UPDATE so writers queue on it. Every write
     #: transaction starts here, so writers (in every process) run one at a time and a unit's
     #: reads need no locks of their own.
@@ -182,6 +189,15 @@ _STOP: Final = object()
 
 class _RetryCarefully(Exception):  # noqa: N818  (control flow inside the writer)
     """A unit failed after writing: the optimistic run of its batch must be undone."""
+
+
+@dataclass
+class _RanBatch:
+    """A batch whose units have run, before its log is written and it commits."""
+
+    appender: LogAppender
+    appended: list[AppendedEntry]
+    outcomes: list[_Outcome]
 
 
 class LogReader:
@@ -322,6 +338,7 @@ class Store(LogReader):
         self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
         self._closed = False
         self._committed = threading.Condition()
+        self._loop_writer: _LoopWriter | None = None
         connection = backend.connect()
         try:
             backend.create_schema(connection)
@@ -351,11 +368,24 @@ class Store(LogReader):
         return self.submit(work).result()
 
     async def run_async(self, work: Work[T]) -> T:
-        """Run a unit of work from an event loop and await its commit. The writer wakes each
-        loop once per batch, not once per unit."""
+        """Run a unit of work from an event loop and await its commit.
+
+        On an in-process database the loop runs the batch's units itself and hands only what
+        may block (taking the write lock, COMMIT and its fsync) to a thread: a writer thread
+        would give up the GIL at every statement and wait for the loop to hand it back, which
+        costs more than the statements. Otherwise the writer thread runs the unit and wakes
+        each loop once per batch."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._enqueue(_Queued(work, future, loop))
+        queued = _Queued(work, future, loop)
+        if not self.backend.runs_in_process:
+            self._enqueue(queued)
+        else:
+            if self._closed:
+                raise StoreError("the store is closed")
+            if self._loop_writer is None or self._loop_writer.loop is not loop:
+                self._loop_writer = _LoopWriter(self, loop)
+            self._loop_writer.add(queued)
         return await future
 
     def _enqueue(self, queued: _Queued[Any]) -> None:
@@ -390,6 +420,8 @@ class Store(LogReader):
         self._closed = True
         self._queue.put(_STOP)
         self._writer.join()
+        if self._loop_writer is not None:
+            self._loop_writer.close()
         self.backend.close()
 
     def __enter__(self) -> Store:
@@ -457,25 +489,41 @@ class Store(LogReader):
     ) -> list[_Outcome]:
         """One transaction over the batch: optimistic (raises if that is not enough) or
         careful (a savepoint per unit)."""
-        backend = self.backend
-        with contextlib.nullcontext() if careful else backend.pipelined(connection):
-            backend.run(connection, backend.begin_sql)
-            head = LogHead.decode(*backend.run(connection, backend.read_head_sql)[0])
-            appender = LogAppender(self.signer, head)
-            appended: list[AppendedEntry] = []
-            time = self._clock()
-            outcomes = [
-                self._run_unit(connection, appender, appended, time, item, careful=careful)
-                for item in batch
-            ]
-            if appended:
-                self._write_log(connection, appender, appended)
-            backend.run(connection, "COMMIT")
-        self.signer = appender.signer  # a rotation in this batch takes effect once durable
-        if appended:
+        with contextlib.nullcontext() if careful else self.backend.pipelined(connection):
+            head = self._begin(connection)
+            ran = self._run_units(connection, head, batch, careful=careful)
+            self._write_and_commit(connection, ran)
+        self._committed_batch(ran)
+        return ran.outcomes
+
+    def _begin(self, connection: Any) -> LogHead:
+        """Start a batch's transaction, holding the write lock, and read the log head."""
+        self.backend.run(connection, self.backend.begin_sql)
+        return LogHead.decode(*self.backend.run(connection, self.backend.read_head_sql)[0])
+
+    def _run_units(
+        self, connection: Any, head: LogHead, batch: list[_Queued[Any]], *, careful: bool
+    ) -> _RanBatch:
+        appender = LogAppender(self.signer, head)
+        appended: list[AppendedEntry] = []
+        time = self._clock()
+        outcomes = [
+            self._run_unit(connection, appender, appended, time, item, careful=careful)
+            for item in batch
+        ]
+        return _RanBatch(appender, appended, outcomes)
+
+    def _write_and_commit(self, connection: Any, ran: _RanBatch) -> None:
+        if ran.appended:
+            self._write_log(connection, ran.appender, ran.appended)
+        self.backend.run(connection, "COMMIT")
+
+    def _committed_batch(self, ran: _RanBatch) -> None:
+        """What follows a durable batch: a rotation in it takes effect; watchers wake."""
+        self.signer = ran.appender.signer
+        if ran.appended:
             with self._committed:
                 self._committed.notify_all()
-        return outcomes
 
     def _run_unit(
         self,
@@ -532,6 +580,76 @@ class Store(LogReader):
             "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
             (size, str(appender.checkpoint())),
         )
+
+
+class _LoopWriter:
+    """Group commit on an event loop, for an in-process database (see :meth:`Store.run_async`).
+
+    Units queue while a batch commits; the next batch takes them all. Its steps are the writer
+    thread's, so a batch ends the same way on either path, the careful rerun included.
+    """
+
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+        self._pending: list[_Queued[Any]] = []
+        self._draining = False
+        self._connection: Any = None
+
+    def close(self) -> None:
+        """Let the connection go: now if idle, else when the batch in hand ends."""
+        if not self._draining and self._connection is not None:
+            _close_quietly(self._connection)
+            self._connection = None
+
+    def add(self, queued: _Queued[Any]) -> None:
+        self._pending.append(queued)
+        if not self._draining:
+            self._draining = True
+            self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                size = self.store._max_batch
+                batch, self._pending = self._pending[:size], self._pending[size:]
+                await self._commit(batch)
+        finally:
+            self._draining = False
+            if self.store._closed and self._connection is not None:
+                _close_quietly(self._connection)
+                self._connection = None
+
+    async def _commit(self, batch: list[_Queued[Any]]) -> None:
+        store, backend = self.store, self.store.backend
+        batch = [item for item in batch if not item.future.done()]
+        if not batch:
+            return
+        try:
+            if self._connection is None:
+                self._connection = await asyncio.to_thread(backend.connect)
+            connection = self._connection
+            try:
+                head = await asyncio.to_thread(store._begin, connection)
+                ran = store._run_units(connection, head, batch, careful=False)
+                await asyncio.to_thread(store._write_and_commit, connection, ran)
+                store._committed_batch(ran)
+                outcomes = ran.outcomes
+            except Exception:
+                await asyncio.to_thread(_rollback_quietly, backend, connection)
+                outcomes = await asyncio.to_thread(
+                    store._run_batch, connection, batch, careful=True
+                )
+        except Exception as error:
+            log.exception("store batch failed; nothing in it was committed")
+            if self._connection is not None:
+                await asyncio.to_thread(_rollback_quietly, backend, self._connection)
+                _close_quietly(self._connection)
+                self._connection = None
+            failure = StoreError(f"the database refused the write: {error}")
+            outcomes = [(item, None, failure) for item in batch]
+        for outcome in outcomes:
+            _settle(outcome)
 
 
 class _NodeReader:

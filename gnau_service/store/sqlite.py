@@ -37,6 +37,7 @@ class SqliteBackend(Backend):
     on the same file appends after, never beside, this one."""
 
     begin_sql = "BEGIN IMMEDIATE"
+    runs_in_process = True
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)

@@ -2,12 +2,14 @@
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives import serialization
@@ -122,12 +124,45 @@ def test_a_failing_unit_changes_nothing_and_spares_its_batch(
         with pytest.raises(Exception, match=r"changed its mind|append-only"):
             doomed.result()
         assert (before.result().index, after.result().index) == (0, 1)
-        assert store.checkpoint(999) is None
-        assert check_chain(store.entries(0, 10), signer.verifier) is None
-        assert [decode_entry(d, signer.verifier).payload for d in store.entries(0, 10)] == [
-            {"n": 1},
-            {"n": 2},
-        ]
+        assert_only_the_neighbours_were_logged(store, signer)
+
+
+@pytest.mark.parametrize(
+    "failing", [_raises_after_writing, _raises_before_writing, _refused_by_the_database]
+)
+def test_a_failing_unit_spares_its_batch_from_an_event_loop(
+    database_url: str, signer: LogSigner, failing: Callable[[Transaction], None]
+) -> None:
+    with open_store(database_url, signer) as store:
+
+        async def three_at_once() -> list[Any]:
+            # Queued in the same turn of the loop, they make one batch on an in-process store.
+            return await asyncio.gather(
+                store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1})),
+                store.run_async(failing),
+                store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 2})),
+                return_exceptions=True,
+            )
+
+        before, doomed, after = asyncio.run(three_at_once())
+        assert isinstance(doomed, Exception)
+        assert re.search(r"changed its mind|append-only", str(doomed))
+        assert (before.index, after.index) == (0, 1)
+        assert_only_the_neighbours_were_logged(store, signer)
+        # A second event loop (the first is closed) gets a writer of its own.
+        entry = asyncio.run(
+            store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 3}))
+        )
+        assert entry.index == 2
+
+
+def assert_only_the_neighbours_were_logged(store: Store, signer: LogSigner) -> None:
+    assert store.checkpoint(999) is None
+    assert check_chain(store.entries(0, 10), signer.verifier) is None
+    assert [decode_entry(d, signer.verifier).payload for d in store.entries(0, 10)] == [
+        {"n": 1},
+        {"n": 2},
+    ]
 
 
 def test_a_unit_cancelled_before_its_batch_is_not_run(database_url: str, signer: LogSigner) -> None:
@@ -149,20 +184,19 @@ def test_a_caller_that_gives_up_while_its_unit_runs_leaves_the_writer_working(
     database_url: str, signer: LogSigner
 ) -> None:
     with open_store(database_url, signer) as store:
-        started, gate = threading.Event(), threading.Event()
-
-        def slow(tx: Transaction) -> None:
-            started.set()
-            gate.wait(10)
-            tx.append(EntryKind.CONFIG_CHANGED, {"n": 0})
 
         async def give_up() -> None:
-            task = asyncio.ensure_future(store.run_async(slow))
-            await asyncio.to_thread(started.wait, 10)
-            task.cancel()
-            gate.set()
+            loop = asyncio.get_running_loop()
+            caller: asyncio.Future[Any] | None = None
+
+            def unit(tx: Transaction) -> object:
+                assert caller is not None
+                loop.call_soon_threadsafe(caller.cancel)  # the caller gives up meanwhile
+                return tx.append(EntryKind.CONFIG_CHANGED, {"n": 0})
+
+            caller = asyncio.ensure_future(store.run_async(unit))
             with pytest.raises(asyncio.CancelledError):
-                await task
+                await caller
             # The unit committed all the same; the writer answers the next caller.
             entry = await asyncio.wait_for(
                 store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1})), 10
@@ -221,9 +255,12 @@ def test_a_reopened_store_carries_on_the_same_chain(database_url: str, signer: L
 
 def test_a_closed_store_refuses_work(database_url: str, signer: LogSigner) -> None:
     store = open_store(database_url, signer)
+    asyncio.run(store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 0})))
     store.close()
     with pytest.raises(StoreError, match="closed"):
         store.submit(lambda tx: None)
+    with pytest.raises(StoreError, match="closed"):
+        asyncio.run(store.run_async(lambda tx: None))
 
 
 @pytest.mark.parametrize(
