@@ -154,15 +154,16 @@ def _canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
 
 def _plain(value: object) -> bool:
     """Whether ``value`` holds only what json.dumps writes canonically (see _canonical_json)."""
-    if value is None or isinstance(value, str | bool):
+    # Exact str first: most values of an entry are strings (cards, hex), and this runs on each.
+    if type(value) is str or value is None or isinstance(value, str | bool):
         return True
     if isinstance(value, int):
         return -MAX_INDEX <= value <= MAX_INDEX
     if isinstance(value, list):
-        return all(_plain(item) for item in value)
+        return all(type(item) is str or _plain(item) for item in value)
     if isinstance(value, dict):
-        return all(
-            isinstance(key, str) and key.isascii() and _plain(item) for key, item in value.items()
+        return all(type(key) is str and key.isascii() for key in value) and all(
+            type(item) is str or _plain(item) for item in value.values()
         )
     return False
 

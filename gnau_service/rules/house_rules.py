@@ -110,10 +110,8 @@ class HouseRules:
     def as_dict(self) -> dict[str, bool | str | int]:
         """The rules as plain JSON values, every key present, in declaration order."""
         return {
-            field.name: (
-                str(value) if isinstance(value := getattr(self, field.name), StrEnum) else value
-            )
-            for field in dataclasses.fields(self)
+            key: str(value) if isinstance(value := getattr(self, key), StrEnum) else value
+            for key in _KEYS
         }
 
 

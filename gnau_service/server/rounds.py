@@ -291,7 +291,7 @@ class Dealer:
                 updated_at=tx.time,
                 log_indices=(entry.index,),
             )
-            text = record.to_json()
+            text = _written(record)
             try:
                 insert_round(tx, _stored(record, committed.server_seed, text))
             except OpenRoundExists as busy:
@@ -385,7 +385,7 @@ class Dealer:
         stored = read_round(self.store, round_id)
         if stored is None:
             raise RoundNotFound(round_id)
-        return view_of(RoundRecord.from_json(stored.record), bytes.fromhex(stored.server_seed))
+        return view_of(_parsed(stored.record), bytes.fromhex(stored.server_seed))
 
     def list(self, table_id: str, page_size: int, page_token: str) -> tuple[list[RoundView], str]:
         """A table's rounds, newest first, and the token of the next page ("" at the end)."""
@@ -396,8 +396,7 @@ class Dealer:
         after = _read_page_token(page_token) if page_token else None
         rows = list_rounds(self.store, table_id, limit + 1, after)
         views = [
-            view_of(RoundRecord.from_json(row.record), bytes.fromhex(row.server_seed))
-            for row in rows[:limit]
+            view_of(_parsed(row.record), bytes.fromhex(row.server_seed)) for row in rows[:limit]
         ]
         next_token = ""
         if len(rows) > limit:
@@ -462,7 +461,7 @@ def _replay(
     """The original answer to a retried request (refused if it is not the same request)."""
     if (request.operation, request.fingerprint) != (operation, idempotency.fingerprint):
         raise RequestConflict(idempotency.request_id, request.operation)
-    record = RoundRecord.from_json(request.response)
+    record = _parsed(request.response)
     current = load_round(tx, record.round_id)
     assert current is not None
     return view_of(record, bytes.fromhex(current.server_seed))
@@ -482,7 +481,7 @@ def _start(
         return _replay(tx, idempotency, operation, request)
     if stored is None:
         raise RoundNotFound(round_id)
-    record = RoundRecord.from_json(stored.record)
+    record = _parsed(stored.record)
     if record.state not in allowed:
         raise WrongState(round_id, record.state, operation)
     return record, bytes.fromhex(stored.server_seed)
@@ -501,7 +500,7 @@ def _save(
     *,
     settlement: Settlement | None = None,
 ) -> RoundView:
-    text = record.to_json()
+    text = _written(record)
     update_round(tx, record.round_id, str(record.state), text, record.updated_at)
     return _answer(tx, idempotency, operation, record, seed, text=text, settlement=settlement)
 
@@ -532,6 +531,26 @@ def _stored(record: RoundRecord, seed: bytes, text: str) -> StoredRound:
         created_at=record.created_at,
         updated_at=record.updated_at,
     )
+
+
+#: Round records by the JSON text they were written as. Each step reads back the text the step
+#: before it wrote, and parsing and validating that again cost more than the step's SQL. Keyed by
+#: the whole text, so it cannot go stale; cleared when full.
+_RECORDS_BY_TEXT: dict[str, RoundRecord] = {}
+_MAX_RECORDS_BY_TEXT: Final = 4096
+
+
+def _written(record: RoundRecord) -> str:
+    """``record`` as the JSON text to store, remembered for :func:`_parsed`."""
+    text = record.to_json()
+    if len(_RECORDS_BY_TEXT) >= _MAX_RECORDS_BY_TEXT:
+        _RECORDS_BY_TEXT.clear()
+    _RECORDS_BY_TEXT[text] = record
+    return text
+
+
+def _parsed(text: str) -> RoundRecord:
+    return _RECORDS_BY_TEXT.get(text) or RoundRecord.from_json(text)
 
 
 def _check_id(name: str, value: str) -> None:

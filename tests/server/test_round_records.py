@@ -1,0 +1,59 @@
+"""The rounds table's record of a round: its JSON text reads back as the same record, whether
+parsed or remembered from when it was written."""
+
+from dataclasses import replace
+
+import pytest
+
+from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.server import rounds
+from gnau_service.server.rounds import RoundRecord, RoundState
+
+SHUFFLED = RoundRecord(
+    round_id="r-0123456789abcdef01234567",
+    table_id="table 7",
+    state=RoundState.SHUFFLED,
+    rules=HouseRules(),
+    commitment=bytes(range(32)),
+    key_id="0a1b2c3d",
+    created_at="2026-11-29T12:00:00.000001Z",
+    updated_at="2026-11-29T12:00:00.000001Z",
+    log_indices=(4,),
+)
+DEALT = replace(
+    SHUFFLED,
+    state=RoundState.DEALT,
+    rules=HouseRules(ten_is_duke=True, tie=TieRule.PUSH, payout=PayoutTable.MULTIPLIER, decks=2),
+    seats=(
+        LockedSeat(1, "alice", 100),
+        LockedSeat(9, "bób ♠", 10**12, client_seed=b"\x00\xff" * 32),
+    ),
+    beacon=Beacon("drand/quicknet/round/1234567", bytes(32)),
+    transcript_hash=bytes(range(32, 64)),
+    updated_at="2026-11-29T12:00:01Z",
+    log_indices=(4, 9),
+)
+VOIDED = replace(
+    DEALT, state=RoundState.VOIDED, void_reason='table closed: "power cut"', log_indices=(4, 9, 12)
+)
+
+
+@pytest.mark.parametrize("record", [SHUFFLED, DEALT, VOIDED], ids=["shuffled", "dealt", "voided"])
+def test_a_record_reads_back_from_its_text_parsed_or_remembered(record: RoundRecord) -> None:
+    text = record.to_json()
+    assert RoundRecord.from_json(text) == record
+    rounds._RECORDS_BY_TEXT.clear()
+    assert rounds._parsed(text) == record  # parsed: nothing remembered
+    written = rounds._written(record)
+    assert written == text
+    assert rounds._parsed(written) is record  # remembered
+
+
+def test_the_remembered_records_are_bounded() -> None:
+    rounds._RECORDS_BY_TEXT.clear()
+    for n in range(rounds._MAX_RECORDS_BY_TEXT + 10):
+        rounds._written(replace(SHUFFLED, log_indices=(n,)))
+    assert len(rounds._RECORDS_BY_TEXT) <= rounds._MAX_RECORDS_BY_TEXT
+    last = replace(SHUFFLED, log_indices=(rounds._MAX_RECORDS_BY_TEXT + 9,))
+    assert rounds._parsed(last.to_json()) == last
