@@ -99,6 +99,12 @@ class Backend(ABC):
         if rows:
             connection.cursor().executemany(self.sql(text), rows)
 
+    def reset(self, connection: Any) -> Any:
+        """A connection for a batch's careful rerun, after its optimistic run failed: this one,
+        rolled back."""
+        _rollback_quietly(self, connection)
+        return connection
+
     def pipelined(self, connection: Any) -> AbstractContextManager[Any]:
         """Send the statements run inside it without waiting for each answer, where the
         database can (writes are not awaited; reads wait for everything before them)."""
@@ -447,9 +453,7 @@ class Store(LogReader):
                 connection = self._connect_or_fail(batch)
                 if connection is None:
                     continue
-            if not self._commit_batch(connection, batch):
-                _close_quietly(connection)
-                connection = None
+            connection = self._commit_batch(connection, batch)
         if connection is not None:
             connection.close()
 
@@ -462,27 +466,29 @@ class Store(LogReader):
             _deliver([(item, None, failure) for item in batch])
             return None
 
-    def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> bool:
-        """Run, write and commit one batch; False if the connection should be replaced."""
+    def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> Any:
+        """Run, write and commit one batch; the connection to carry on with, or None if it
+        should be replaced."""
         # A caller that stopped waiting before its unit started (a cancelled call) gets nothing
         # done; a retry with the same request runs it then.
         batch = [item for item in batch if not item.future.done()]
         if not batch:
-            return True
+            return connection
         try:
             try:
                 outcomes = self._run_batch(connection, batch, careful=False)
             except Exception:
-                _rollback_quietly(self.backend, connection)
+                connection = self.backend.reset(connection)
                 outcomes = self._run_batch(connection, batch, careful=True)
         except Exception as error:
             log.exception("store batch failed; nothing in it was committed")
             _rollback_quietly(self.backend, connection)
+            _close_quietly(connection)
             failure = StoreError(f"the database refused the write: {error}")
             _deliver([(item, None, failure) for item in batch])
-            return False
+            return None
         _deliver(outcomes)
-        return True
+        return connection
 
     def _run_batch(
         self, connection: Any, batch: list[_Queued[Any]], *, careful: bool
@@ -636,7 +642,7 @@ class _LoopWriter:
                 store._committed_batch(ran)
                 outcomes = ran.outcomes
             except Exception:
-                await asyncio.to_thread(_rollback_quietly, backend, connection)
+                connection = self._connection = await asyncio.to_thread(backend.reset, connection)
                 outcomes = await asyncio.to_thread(
                     store._run_batch, connection, batch, careful=True
                 )

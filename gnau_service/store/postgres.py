@@ -62,9 +62,13 @@ class PostgresBackend(Backend):
         )
 
     def connect(self) -> psycopg.Connection[Any]:
-        # No server-side prepared statements for the writer: a pipeline cut short by an error
-        # skips a statement's preparation that psycopg has already counted as done.
-        return psycopg.connect(self.url, autocommit=True, prepare_threshold=None)
+        return psycopg.connect(self.url, autocommit=True)
+
+    def reset(self, connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+        # A pipeline cut short by an error skips the preparation of statements that psycopg
+        # has already counted as prepared: only a new connection is sure to be in step.
+        connection.close()
+        return self.connect()
 
     @contextmanager
     def reader(self) -> Iterator[psycopg.Connection[Any]]:
