@@ -17,6 +17,10 @@ Run: ``.venv/bin/python bench/bench_service.py`` (about a minute and a half with
    the same loop, at the same concurrency and for the same time.
 4. After each real run the log is exported and verified offline (``gnau audit export`` and
    ``gnau audit verify --key <the log key>``): it must be VALID, and every round played settled.
+5. Where the time goes: ``gnau serve`` once more (this file, ``--front-server``) with the
+   dealer's four steps answered from memory, so nothing is stored, signed or dealt: everything
+   else (interceptor, tokens, request ids, logs, idempotency fingerprints, protobuf conversion)
+   runs as in the real service. It bounds what any store could reach in one process.
 
 The machine is shared and noisy, so compare the ratios, not absolute figures across runs. The
 last thing printed is a markdown block for the README.
@@ -38,7 +42,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -46,6 +50,13 @@ from typing import Any, Final
 import grpc
 import psycopg
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
+
+from gnau_service.cli.main import main as gnau_main
+from gnau_service.fairness.round import CommittedRound
+from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.server.rounds import Dealer, RoundRecord, RoundState, view_of
+from gnau_service.store.base import utc_now
 
 RPCS: Final = ("Shuffle", "Deal", "Reveal", "Settle")
 SHUFFLE, DEAL, REVEAL, SETTLE = range(4)
@@ -55,6 +66,7 @@ START_TIMEOUT: Final = 60.0
 STOP_TIMEOUT: Final = 20.0
 SIZE_ROUNDS: Final = 5
 TARGET_RATIO: Final = 0.5
+FRONT_ONLY: Final = "gRPC side only"
 BARE_SERVICE: Final = "bench.v1.BareService"
 DEFAULT_POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/postgres"
 GNAU: Final = str(Path(sys.executable).parent / "gnau")
@@ -323,6 +335,43 @@ async def serve_bare(port: int, response_sizes: Sequence[int]) -> None:
     await server.stop(1.0)
 
 
+def serve_front(serve_arguments: Sequence[str]) -> int:
+    """``gnau serve`` whose dealer answers Shuffle, Deal, Reveal and Settle with the views of one
+    round dealt at start-up: the service's gRPC side, measured alone."""
+    rules = HouseRules()
+    committed = CommittedRound(f"r-{secrets.token_hex(12)}", rules, secrets.token_bytes(32))
+    seats = [LockedSeat(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)]
+    locked = committed.lock(seats)
+    now = utc_now()
+    shuffled = RoundRecord(
+        committed.round_id, "bench", RoundState.SHUFFLED, rules, committed.commitment,
+        "00000000", now, now, log_indices=(1,),
+    )  # fmt: skip
+    dealt = replace(
+        shuffled,
+        state=RoundState.DEALT,
+        seats=locked.seats,
+        transcript_hash=locked.transcript_hash,
+        log_indices=(1, 2),
+    )
+    views = {
+        "shuffle": shuffled,
+        "deal": dealt,
+        "reveal": replace(dealt, state=RoundState.REVEALED, log_indices=(1, 2, 3)),
+        "settle": replace(dealt, state=RoundState.SETTLED, log_indices=(1, 2, 3, 4)),
+    }
+    for step, record in views.items():
+        setattr(Dealer, step, _answer(view_of(record, committed.server_seed)))
+    return gnau_main(["serve", *serve_arguments])
+
+
+def _answer(view: Any) -> Callable[..., Awaitable[Any]]:
+    async def step(self: Any, *arguments: Any) -> Any:
+        return view
+
+    return step
+
+
 # --- one backend --------------------------------------------------------------------------------
 
 
@@ -401,16 +450,24 @@ async def bench_backend(
     directory: Path,
     arguments: argparse.Namespace,
     sizes: list[tuple[list[int], list[int], int]],
+    *,
+    front_only: bool = False,
 ) -> BackendResult:
     """Start ``gnau serve`` on ``database``, measure its sizes if not yet known, drive it,
-    stop it, then export and verify its log."""
-    data_dir = directory / f"data-{label.lower()}"
+    stop it, then export and verify its log. ``front_only``: the gRPC side alone (step 5),
+    which logs no rounds to verify."""
+    name = label.lower().replace(" ", "-")
+    data_dir = directory / f"data-{name}"
     port = free_port()
+    command = (
+        [sys.executable, str(Path(__file__).resolve()), "--front-server"]
+        if front_only
+        else [GNAU, "serve"]
+    )
     server = ServerProcess(
-        f"gnau-{label.lower()}",
+        f"gnau-{name}",
         [
-            GNAU,
-            "serve",
+            *command,
             "--listen",
             f"127.0.0.1:{port}",
             "--data-dir",
@@ -430,7 +487,7 @@ async def bench_backend(
         tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
         token = next(t for t, role in tokens.items() if role == "operator")
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            play = real_player(channel, token, label.lower())
+            play = real_player(channel, token, name)
             extra = 0
             if not sizes:
                 sizes.append(await measure_sizes(play))
@@ -448,9 +505,9 @@ async def bench_backend(
         status = server.stop()
     if status not in (0, None):
         print(f"  {label}: gnau serve exited with status {status}: {server.tail()}")
-    verification = verify_log(
-        database, vkey, directory / f"{label.lower()}.bundle", run.rounds_played
-    )
+    if front_only:
+        return BackendResult(label, run)
+    verification = verify_log(database, vkey, directory / f"{name}.bundle", run.rounds_played)
     return BackendResult(label, run, verification)
 
 
@@ -549,6 +606,7 @@ def print_table(runs: Sequence[RunResult]) -> None:
 def markdown(
     arguments: argparse.Namespace,
     results: Sequence[BackendResult],
+    front: BackendResult,
     sizes: tuple[list[int], list[int]],
 ) -> str:
     lines = [
@@ -583,6 +641,12 @@ def markdown(
                 + " | ".join(latency_cells(run))
                 + f" | {run.server_ms_per_round:.1f} | {note} |"
             )
+    if front.run is not None and front.bare is not None:
+        lines.append(
+            f"| {FRONT_ONLY} | {front.run.rounds_per_second:,.0f} | {front.ratio:.2f} | "
+            + " | ".join(latency_cells(front.run))
+            + f" | {front.run.server_ms_per_round:.1f} | nothing logged |"
+        )
     requests, responses = sizes
     lines += [
         "",
@@ -651,11 +715,26 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
             report_bare(postgres.bare)
         results.append(postgres)
 
+        print("\n5. The service's gRPC side alone: the four steps answered from memory")
+        front = await bench_backend(
+            FRONT_ONLY,
+            f"sqlite:///{directory / 'front.db'}",
+            directory,
+            arguments,
+            sizes_found,
+            front_only=True,
+        )
+        front.bare = postgres.bare or sqlite.bare
+        report_backend(front)
+
     print(
         f"\nResults ({time.monotonic() - started:.0f} s in all; "
         f"load average now {os.getloadavg()[0]:.1f})"
     )
-    print_table([run for r in results for run in (r.run, r.bare) if run is not None])
+    print_table(
+        [run for r in results for run in (r.run, r.bare) if run is not None]
+        + [run for run in (front.run,) if run is not None]
+    )
     failures = 0
     for result in results:
         if result.run is None or result.bare is None:
@@ -675,12 +754,19 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
         )
         failures += bool(result.run.errors) + bool(result.bare.errors)
         failures += result.verification is None or not result.verification.ok
-    for run in (run for r in results for run in (r.run, r.bare) if run is not None):
+    assert front.run is not None and front.bare is not None
+    print(
+        f"  {FRONT_ONLY}: {front.run.rounds_per_second:,.0f} rounds/s = {front.ratio:.2f} of "
+        f"{front.bare.label}, {front.run.server_ms_per_round:.1f} ms of server CPU per round: "
+        "the ceiling of one service process, whatever its store costs"
+    )
+    failures += bool(front.run.errors)
+    for run in (run for r in [*results, front] for run in (r.run, r.bare) if run is not None):
         for error in run.errors[:3]:
             print(f"  {run.label} error: {error}")
 
     print("\nMarkdown for the README:\n")
-    print(markdown(arguments, results, (requests, responses)))
+    print(markdown(arguments, results, front, (requests, responses)))
     return 1 if failures else 0
 
 
@@ -725,6 +811,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--front-server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--response-sizes", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.tables < 1 or arguments.seconds <= 0 or arguments.warmup < 0:
@@ -734,6 +821,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = parse_arguments(argv)
+    if arguments.front_server is not None:
+        sys.exit(serve_front(arguments.front_server))
     if arguments.bare_server is not None:
         sizes = [int(size) for size in arguments.response_sizes.split(",")]
         asyncio.run(serve_bare(arguments.bare_server, sizes))

@@ -5,6 +5,7 @@ Only shapes change here; every rule of the game and of the round lifecycle lives
 
 from __future__ import annotations
 
+import functools
 from typing import Final
 
 from gnau.v1 import round_pb2, types_pb2
@@ -181,6 +182,13 @@ def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
 
 
 def _timestamp(text: str) -> Timestamp:
+    seconds, nanos = _epoch(text)
+    return Timestamp(seconds=seconds, nanos=nanos)
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch(text: str) -> tuple[int, int]:
+    # A round's times recur in each of its answers; parsing is most of converting them.
     stamp = Timestamp()
     stamp.FromDatetime(parse_utc_timestamp(text))
-    return stamp
+    return stamp.seconds, stamp.nanos
