@@ -21,6 +21,9 @@ Run: ``.venv/bin/python bench/bench_service.py`` (about a minute and a half with
    dealer's four steps answered from memory, so nothing is stored, signed or dealt: everything
    else (interceptor, tokens, request ids, logs, idempotency fingerprints, protobuf conversion)
    runs as in the real service. It bounds what any store could reach in one process.
+6. The other half: the dealer and the store alone, no gRPC (this file, ``--dealer-alone``, in a
+   child process): the same tables, seats and four steps, on a fresh SQLite file and a scratch
+   PostgreSQL database.
 
 The machine is shared and noisy, so compare the ratios, not absolute figures across runs. The
 last thing printed is a markdown block for the README.
@@ -49,13 +52,23 @@ from typing import Any, Final
 
 import grpc
 import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
 
+from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.rounds import Dealer, RoundRecord, RoundState, view_of
+from gnau_service.server.rounds import (
+    Dealer,
+    Idempotency,
+    RoundRecord,
+    RoundState,
+    SeatRequest,
+    view_of,
+)
+from gnau_service.store import open_store
 from gnau_service.store.base import utc_now
 
 RPCS: Final = ("Shuffle", "Deal", "Reveal", "Settle")
@@ -363,6 +376,64 @@ def serve_front(serve_arguments: Sequence[str]) -> int:
     for step, record in views.items():
         setattr(Dealer, step, _answer(view_of(record, committed.server_seed)))
     return gnau_main(["serve", *serve_arguments])
+
+
+async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, float]:
+    """Rounds per second and CPU per round of the dealer on a fresh store, without gRPC."""
+    signer = LogSigner.from_private_key("bench/dealer-alone", Ed25519PrivateKey.generate())
+    store = open_store(database, signer)
+    dealer = Dealer(store)
+    rules = HouseRules()
+    rounds = 0
+    deadline = time.perf_counter() + seconds
+
+    def fresh() -> Idempotency:
+        return Idempotency(request_id(), secrets.token_hex(32))
+
+    async def table_loop(table: int) -> None:
+        nonlocal rounds
+        while time.perf_counter() < deadline:
+            view = await dealer.shuffle(f"alone-{table}", rules, fresh())
+            round_id = view.record.round_id
+            seats = [
+                SeatRequest(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)
+            ]
+            await dealer.deal(round_id, seats, None, fresh())
+            await dealer.reveal(round_id, fresh())
+            await dealer.settle(round_id, fresh())
+            rounds += 1
+
+    started, cpu = time.perf_counter(), time.process_time()
+    try:
+        await asyncio.gather(*(table_loop(table) for table in range(tables)))
+    finally:
+        store.close()
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"rounds_per_second": rounds / wall, "cpu_ms_per_round": cpu * 1000 / max(rounds, 1)}
+
+
+def run_dealer_alone(database: str, arguments: argparse.Namespace) -> dict[str, float] | str:
+    """:func:`dealer_alone` in a child process: its figures, or why it failed."""
+    child = subprocess.run(
+        [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--dealer-alone",
+            database,
+            "--tables",
+            str(arguments.tables),
+            "--seconds",
+            str(arguments.seconds),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=START_TIMEOUT + arguments.seconds * 3,
+        check=False,
+    )
+    if child.returncode != 0:
+        return f"failed ({child.returncode}): {child.stderr.strip()[-300:]}"
+    figures: dict[str, float] = json.loads(child.stdout.strip().splitlines()[-1])
+    return figures
 
 
 def _answer(view: Any) -> Callable[..., Awaitable[Any]]:
@@ -727,6 +798,22 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
         front.bare = postgres.bare or sqlite.bare
         report_backend(front)
 
+        print("\n6. The dealer and the store alone, no gRPC (child process)")
+        alone: dict[str, dict[str, float] | str] = {
+            "SQLite": run_dealer_alone(f"sqlite:///{directory / 'alone.db'}", arguments)
+        }
+        if not arguments.no_postgres:
+            scratch = scratch_postgres(arguments.postgres_url)
+            if isinstance(scratch, str):
+                alone["PostgreSQL"] = scratch
+            else:
+                try:
+                    alone["PostgreSQL"] = run_dealer_alone(scratch[1], arguments)
+                finally:
+                    drop_postgres(arguments.postgres_url, scratch[0])
+        for label, figures in alone.items():
+            print(f"  {label}: {_alone_text(figures)}")
+
     print(
         f"\nResults ({time.monotonic() - started:.0f} s in all; "
         f"load average now {os.getloadavg()[0]:.1f})"
@@ -761,13 +848,30 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
         "the ceiling of one service process, whatever its store costs"
     )
     failures += bool(front.run.errors)
+    for label, figures in alone.items():
+        print(f"  dealer + store alone, {label}: {_alone_text(figures)}")
+        failures += isinstance(figures, str)
     for run in (run for r in [*results, front] for run in (r.run, r.bare) if run is not None):
         for error in run.errors[:3]:
             print(f"  {run.label} error: {error}")
 
     print("\nMarkdown for the README:\n")
     print(markdown(arguments, results, front, (requests, responses)))
+    print(
+        "\nThe dealer and the store alone (no gRPC): "
+        + "; ".join(f"{label} {_alone_text(figures)}" for label, figures in alone.items())
+        + "."
+    )
     return 1 if failures else 0
+
+
+def _alone_text(figures: dict[str, float] | str) -> str:
+    if isinstance(figures, str):
+        return figures
+    return (
+        f"{figures['rounds_per_second']:,.0f} rounds/s, "
+        f"{figures['cpu_ms_per_round']:.2f} ms of CPU per round"
+    )
 
 
 def report_bare(run: RunResult) -> None:
@@ -812,6 +916,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL")
     parser.add_argument("--bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--front-server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("--dealer-alone", metavar="DATABASE", help=argparse.SUPPRESS)
     parser.add_argument("--response-sizes", help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if arguments.tables < 1 or arguments.seconds <= 0 or arguments.warmup < 0:
@@ -821,6 +926,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = parse_arguments(argv)
+    if arguments.dealer_alone is not None:
+        figures = asyncio.run(
+            dealer_alone(arguments.dealer_alone, arguments.tables, arguments.seconds)
+        )
+        print(json.dumps(figures))
+        return
     if arguments.front_server is not None:
         sys.exit(serve_front(arguments.front_server))
     if arguments.bare_server is not None:
