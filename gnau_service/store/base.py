@@ -599,20 +599,19 @@ class _LoopWriter:
         self.store = store
         self.loop = loop
         self._pending: list[_Queued[Any]] = []
-        self._draining = False
+        self._draining: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
         self._connection: Any = None
 
     def close(self) -> None:
         """Let the connection go: now if idle, else when the batch in hand ends."""
-        if not self._draining and self._connection is not None:
+        if self._draining is None and self._connection is not None:
             _close_quietly(self._connection)
             self._connection = None
 
     def add(self, queued: _Queued[Any]) -> None:
         self._pending.append(queued)
-        if not self._draining:
-            self._draining = True
-            self.loop.create_task(self._drain())
+        if self._draining is None:
+            self._draining = self.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
         try:
@@ -621,7 +620,7 @@ class _LoopWriter:
                 batch, self._pending = self._pending[:size], self._pending[size:]
                 await self._commit(batch)
         finally:
-            self._draining = False
+            self._draining = None
             if self.store._closed and self._connection is not None:
                 _close_quietly(self._connection)
                 self._connection = None
