@@ -33,6 +33,8 @@ log = structlog.get_logger("gnau.rpc")
 class CallInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, credentials: Credentials) -> None:
         self._credentials = credentials
+        # Each method's wrapped handler, made on its first call rather than on every call.
+        self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
 
     async def intercept_service(
         self,
@@ -41,10 +43,18 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         ],
         handler_call_details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
         method: str = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            handler = await continuation(handler_call_details)
+            if handler is None:
+                return None
+            wrapped = self._wrapped[method] = self._wrap(method, handler)
+        return wrapped
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, handler.unary_unary),
