@@ -312,6 +312,35 @@ def spawn_appender(url: str, key_file: Path, count: int, name: str) -> subproces
     )
 
 
+def test_writers_sharing_a_database_never_lose_an_update(
+    database_url: str, signer: LogSigner
+) -> None:
+    # Two stores are two writers, as two processes would be: each unit must see every change
+    # committed before it and append after it, so the counter and the log agree.
+    with open_store(database_url, signer) as first, open_store(database_url, signer) as second:
+        first.run(
+            lambda tx: (
+                tx.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY, value INTEGER)"),
+                tx.execute("INSERT INTO counter (id, value) VALUES (1, 0)"),
+            )
+        )
+
+        def advance(tx: Transaction) -> None:
+            value = tx.execute("SELECT value FROM counter WHERE id = 1")[0][0]
+            tx.execute("UPDATE counter SET value = ? WHERE id = 1", (value + 1,))
+            tx.append(EntryKind.CONFIG_CHANGED, {"from": value})
+
+        futures = [store.submit(advance) for _ in range(100) for store in (first, second)]
+        for future in futures:
+            future.result()
+        entries = first.entries(0, 1000)
+        assert sorted(decode_entry(d, signer.verifier).payload["from"] for d in entries) == list(
+            range(200)
+        )
+        assert first.query("SELECT value FROM counter WHERE id = 1") == [(200,)]
+        assert check_chain(entries, signer.verifier) is None
+
+
 def test_several_processes_share_one_log(
     database_url: str, signer: LogSigner, key_file: Path
 ) -> None:
