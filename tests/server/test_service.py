@@ -190,6 +190,41 @@ async def test_one_unfinished_round_per_table(service: Service) -> None:
     await shuffle(service, "table-free")  # other tables are not affected
 
 
+async def test_racing_calls_on_one_round_or_table_have_one_winner(service: Service) -> None:
+    # Sent together, they land in one batch or a few: each unit must see what the units before
+    # it did, so exactly one wins and the others are refused by name.
+    outcomes = await asyncio.gather(
+        *(shuffle(service, "table-race") for _ in range(6)), return_exceptions=True
+    )
+    winners = [o for o in outcomes if isinstance(o, round_pb2.Round)]
+    assert len(winners) == 1
+    losers = [o for o in outcomes if isinstance(o, grpc.aio.AioRpcError)]
+    assert len(losers) == 5
+    assert all(details(error)[1] == "TABLE_BUSY" for error in losers)
+    seat = round_pb2.Seat(seat_number=1, player_id="alice", stake=10)
+    deals = await asyncio.gather(
+        *(
+            service.call(
+                "dealer",
+                "Deal",
+                dealer_pb2.DealRequest(
+                    request_id=rid(), round_id=winners[0].round_id, seats=[seat]
+                ),
+            )
+            for _ in range(6)
+        ),
+        return_exceptions=True,
+    )
+    dealt = [d for d in deals if isinstance(d, dealer_pb2.DealResponse)]
+    assert len(dealt) == 1
+    refused = [d for d in deals if isinstance(d, grpc.aio.AioRpcError)]
+    assert [error.code() for error in refused] == [grpc.StatusCode.FAILED_PRECONDITION] * 5
+    entries = await service.call(
+        "audit", "VerifyRound", audit_pb2.VerifyRoundRequest(round_id=winners[0].round_id)
+    )
+    assert entries.ok and "2 signed entries" in entries.summary
+
+
 @pytest.mark.parametrize(
     ("seats", "fields"),
     [
