@@ -135,7 +135,12 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
         raise EntryError(f"entry {index}: key_id must be 8 lower-case hex digits")
 
 
-def _canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
+def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
+    """The RFC 8785 bytes of a JSON object (``index`` names the entry in errors).
+
+    >>> canonical_json({"b": [1, "é"], "a": None}, index=0).decode()
+    '{"a":null,"b":[1,"é"]}'
+    """
     if _plain(value):
         # For these values json.dumps writes exactly the RFC 8785 bytes: ASCII keys sort the
         # same by code point as by UTF-16 unit, integers within 2**53 print alike, and both
@@ -153,7 +158,7 @@ def _canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
 
 
 def _plain(value: object) -> bool:
-    """Whether ``value`` holds only what json.dumps writes canonically (see _canonical_json)."""
+    """Whether ``value`` holds only what json.dumps writes canonically (see canonical_json)."""
     # Exact str first: most values of an entry are strings (cards, hex), and this runs on each.
     if type(value) is str or value is None or isinstance(value, str | bool):
         return True
@@ -198,7 +203,7 @@ def encode_entry(
         "key_id": signer.key_id.hex(),
     }
     _check_signed_fields(signed)
-    unsigned = _canonical_json(signed, index)
+    unsigned = canonical_json(signed, index)
     signature = signer.sign(unsigned).hex()
     # Canonical JSON of the whole entry is these bytes with the signature member inserted where
     # sorting puts it: just before "time", the last member. Splicing it in saves a second pass of
@@ -250,7 +255,7 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     if obj.keys() != _ALL_FIELDS:
         missing, unknown = sorted(_ALL_FIELDS - obj.keys()), sorted(obj.keys() - _ALL_FIELDS)
         raise EntryError(f"entry {index}: missing members {missing}, unknown members {unknown}")
-    if _canonical_json(obj, index) != data:
+    if canonical_json(obj, index) != data:
         raise EntryError(f"entry {index}: bytes are not RFC 8785 canonical JSON")
     try:
         kind = EntryKind(obj["kind"])
