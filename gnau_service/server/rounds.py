@@ -18,7 +18,7 @@ import binascii
 import functools
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Final
@@ -307,11 +307,7 @@ class Dealer:
         beacon: tuple[str, bytes] | None,
         idempotency: Idempotency,
     ) -> RoundView:
-        def unit(tx: Transaction) -> RoundView:
-            step = _start(tx, idempotency, "Deal", round_id, RoundState.SHUFFLED)
-            if isinstance(step, RoundView):
-                return step
-            record, seed = step
+        def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             locked, locked_beacon = self._lock(record.rules, seats, beacon)
             dealt = _deal(round_id, record.rules, seed, locked, locked_beacon)
             entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
@@ -326,28 +322,20 @@ class Dealer:
             )
             return _save(tx, idempotency, "Deal", record, seed)
 
-        return await self.store.run_async(unit)
+        return await self._step(round_id, idempotency, "Deal", (RoundState.SHUFFLED,), to_dealt)
 
     async def reveal(self, round_id: str, idempotency: Idempotency) -> RoundView:
-        def unit(tx: Transaction) -> RoundView:
-            step = _start(tx, idempotency, "Reveal", round_id, RoundState.DEALT)
-            if isinstance(step, RoundView):
-                return step
-            record, seed = step
+        def to_revealed(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             entry = tx.append(
                 EntryKind.ROUND_REVEALED, revealed_payload(_dealt(record, seed)), round_id=round_id
             )
             record = _advance(record, RoundState.REVEALED, tx.time, entry.index)
             return _save(tx, idempotency, "Reveal", record, seed)
 
-        return await self.store.run_async(unit)
+        return await self._step(round_id, idempotency, "Reveal", (RoundState.DEALT,), to_revealed)
 
     async def settle(self, round_id: str, idempotency: Idempotency) -> RoundView:
-        def unit(tx: Transaction) -> RoundView:
-            step = _start(tx, idempotency, "Settle", round_id, RoundState.REVEALED)
-            if isinstance(step, RoundView):
-                return step
-            record, seed = step
+        def to_settled(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             settlement = settle_round(_dealt(record, seed).reveal())
             entry = tx.append(
                 EntryKind.ROUND_SETTLED, settled_payload(settlement), round_id=round_id
@@ -355,7 +343,7 @@ class Dealer:
             record = _advance(record, RoundState.SETTLED, tx.time, entry.index)
             return _save(tx, idempotency, "Settle", record, seed, settlement=settlement)
 
-        return await self.store.run_async(unit)
+        return await self._step(round_id, idempotency, "Settle", (RoundState.REVEALED,), to_settled)
 
     async def void(self, round_id: str, reason: str, idempotency: Idempotency) -> RoundView:
         if not reason.strip() or len(reason) > MAX_REASON_LENGTH:
@@ -363,11 +351,7 @@ class Dealer:
                 [("reason", f"must be 1 to {MAX_REASON_LENGTH} characters saying why")]
             )
 
-        def unit(tx: Transaction) -> RoundView:
-            step = _start(tx, idempotency, "VoidRound", round_id, *OPEN_STATES)
-            if isinstance(step, RoundView):
-                return step
-            record, seed = step
+        def to_voided(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             committed = CommittedRound(round_id, record.rules, seed)
             entry = tx.append(
                 EntryKind.ROUND_VOIDED,
@@ -378,6 +362,31 @@ class Dealer:
                 _advance(record, RoundState.VOIDED, tx.time, entry.index), void_reason=reason
             )
             return _save(tx, idempotency, "VoidRound", record, seed)
+
+        return await self._step(round_id, idempotency, "VoidRound", OPEN_STATES, to_voided)
+
+    async def _step(
+        self,
+        round_id: str,
+        idempotency: Idempotency,
+        operation: str,
+        allowed: Collection[RoundState],
+        advance: Callable[[Transaction, RoundRecord, bytes], RoundView],
+    ) -> RoundView:
+        """One step of an existing round, as a unit of work: the original answer if the request
+        is a retry, else ``advance`` applied to the round and its seed, refused unless the round
+        is in one of the ``allowed`` states."""
+
+        def unit(tx: Transaction) -> RoundView:
+            request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
+            if request is not None:
+                return _replay(tx, idempotency, operation, request)
+            if stored is None:
+                raise RoundNotFound(round_id)
+            record = _parsed(stored.record)
+            if record.state not in allowed:
+                raise WrongState(round_id, record.state, operation)
+            return advance(tx, record, bytes.fromhex(stored.server_seed))
 
         return await self.store.run_async(unit)
 
@@ -465,26 +474,6 @@ def _replay(
     current = load_round(tx, record.round_id)
     assert current is not None
     return view_of(record, bytes.fromhex(current.server_seed))
-
-
-def _start(
-    tx: Transaction,
-    idempotency: Idempotency,
-    operation: str,
-    round_id: str,
-    *allowed: RoundState,
-) -> RoundView | tuple[RoundRecord, bytes]:
-    """Where a step of an existing round starts: the original answer if the request is a retry,
-    else the round and its seed, refused unless the round is in one of the ``allowed`` states."""
-    request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
-    if request is not None:
-        return _replay(tx, idempotency, operation, request)
-    if stored is None:
-        raise RoundNotFound(round_id)
-    record = _parsed(stored.record)
-    if record.state not in allowed:
-        raise WrongState(round_id, record.state, operation)
-    return record, bytes.fromhex(stored.server_seed)
 
 
 def _advance(record: RoundRecord, state: RoundState, time: str, index: int) -> RoundRecord:
