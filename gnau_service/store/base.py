@@ -95,6 +95,13 @@ class Backend(ABC):
         cursor = connection.execute(self.sql(text), tuple(params))
         return list(cursor.fetchall()) if is_query(text) else []
 
+    def run_queries(
+        self, connection: Any, queries: Sequence[tuple[str, Sequence[object]]]
+    ) -> list[list[Row]]:
+        """Run several SELECTs, then fetch the rows of each: in a pipeline, one round trip."""
+        cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
+        return [list(cursor.fetchall()) for cursor in cursors]
+
     def run_many(self, connection: Any, text: str, rows: Sequence[Sequence[object]]) -> None:
         if rows:
             connection.cursor().executemany(self.sql(text), rows)
@@ -144,11 +151,7 @@ class Transaction:
     def query_all(self, *queries: tuple[str, Sequence[object]]) -> list[list[Row]]:
         """Run several SELECTs and return the rows of each: on PostgreSQL, one round trip."""
         try:
-            cursors = [
-                self._connection.execute(self._backend.sql(text), tuple(params))
-                for text, params in queries
-            ]
-            return [list(cursor.fetchall()) for cursor in cursors]
+            return self._backend.run_queries(self._connection, queries)
         except Exception:
             self.touched = True
             raise
@@ -383,21 +386,21 @@ class Store(LogReader):
         each loop once per batch."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        queued = _Queued(work, future, loop)
-        if not self.backend.runs_in_process:
-            self._enqueue(queued)
-        else:
-            if self._closed:
-                raise StoreError("the store is closed")
-            if self._loop_writer is None or self._loop_writer.loop is not loop:
-                self._loop_writer = _LoopWriter(self, loop)
-            self._loop_writer.add(queued)
+        self._enqueue(_Queued(work, future, loop))
         return await future
 
     def _enqueue(self, queued: _Queued[Any]) -> None:
+        """Hand a unit to its writer: its event loop's, for a loop over an in-process database;
+        else the writer thread."""
         if self._closed:
             raise StoreError("the store is closed")
-        self._queue.put(queued)
+        loop = queued.loop
+        if loop is None or not self.backend.runs_in_process:
+            self._queue.put(queued)
+            return
+        if self._loop_writer is None or self._loop_writer.loop is not loop:
+            self._loop_writer = _LoopWriter(self, loop)
+        self._loop_writer.add(queued)
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
