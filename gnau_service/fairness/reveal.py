@@ -41,7 +41,7 @@ from gnau_service.fairness.deal import SeatHand, require_hands_fit
 from gnau_service.fairness.errors import RevealFormatError
 from gnau_service.fairness.transcript import Beacon, LockedSeat, canonical_seats
 from gnau_service.rules.cards import Card, parse_card
-from gnau_service.rules.errors import RulesError
+from gnau_service.rules.errors import RulesError, quoted
 from gnau_service.rules.house_rules import HouseRules
 
 REVEALED_ROUND_FORMAT: Final = "gnau-dealer/revealed-round/v1"
@@ -136,7 +136,7 @@ class RevealedRound:
         """Read the JSON form (as parsed by :mod:`json`) of a revealed round."""
         top = _JsonObject(obj, "", _TOP_LEVEL_FIELDS)
         if (found := top.text("format")) != REVEALED_ROUND_FORMAT:
-            top.fail("format", f"must be {REVEALED_ROUND_FORMAT!r}, got {found!r}")
+            top.fail("format", f"must be {REVEALED_ROUND_FORMAT!r}, got {quoted(found)}")
         beacon = top.get("beacon", default=None)
         return cls(
             round_id=top.text("round_id"),
@@ -224,7 +224,7 @@ class _JsonObject:
         """Bytes written as hex; an ``optional`` field that is absent reads as no bytes."""
         value = self.get(key, default="") if optional else self.get(key)
         if not isinstance(value, str) or not _HEX.fullmatch(value):
-            self.fail(key, f"must be a string of hex digit pairs, got {value!r}")
+            self.fail(key, f"must be a string of hex digit pairs, got {quoted(value)}")
         return bytes.fromhex(value)
 
     def array(self, key: str) -> list[object]:

@@ -13,6 +13,7 @@ gnau_service.fairness.errors.LockError: seat 2: stake must be an integer from 1 
 from __future__ import annotations
 
 from gnau_service.fairness.errors import FairnessError
+from gnau_service.rules.errors import quoted
 
 
 def require_int(
@@ -27,7 +28,7 @@ def require_int(
     """An ``int`` (``bool`` is not accepted, though Python counts it as one) within bounds."""
     if not isinstance(value, int) or isinstance(value, bool) or not minimum <= value <= maximum:
         raise error(
-            f"{where}{field} must be an integer from {minimum} to {maximum}, got {value!r}",
+            f"{where}{field} must be an integer from {minimum} to {maximum}, got {quoted(value)}",
             field=field,
         )
 
@@ -46,12 +47,12 @@ def require_text(
     has no UTF-8 form) is refused here rather than failing later inside a hash.
     """
     if not isinstance(value, str) or not value:
-        raise error(f"{where}{field} must be a non-empty string, got {value!r}", field=field)
+        raise error(f"{where}{field} must be a non-empty string, got {quoted(value)}", field=field)
     try:
         size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise error(
-            f"{where}{field} must be valid Unicode text, got {value!r}", field=field
+            f"{where}{field} must be valid Unicode text, got {quoted(value)}", field=field
         ) from None
     if size > max_bytes:
         raise error(

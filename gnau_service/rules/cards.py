@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from gnau_service.rules.errors import CardError
+from gnau_service.rules.errors import CardError, quoted
 
 
 class Suit(StrEnum):
@@ -139,7 +139,7 @@ def parse_card(token: str) -> Card:
     card = _BY_TEXT.get(text)
     if card is None:
         raise CardError(
-            f"not a card: {token!r} (rank A 2-9 T/10 J Q K, then suit C D H S)", token=token
+            f"not a card: {quoted(token)} (rank A 2-9 T/10 J Q K, then suit C D H S)", token=token
         )
     return card
 

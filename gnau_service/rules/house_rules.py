@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from gnau_service.rules.errors import HouseRulesError
+from gnau_service.rules.errors import HouseRulesError, quoted
 
 MAX_DECKS: Final = 8
 
@@ -63,7 +63,8 @@ class HouseRules:
             value = getattr(self, key)
             if not isinstance(value, enum):
                 raise HouseRulesError(
-                    f"house rule {key!r} must be one of {_choices(enum)}, got {value!r}", key=key
+                    f"house rule {key!r} must be one of {_choices(enum)}, got {quoted(value)}",
+                    key=key,
                 )
         if (
             not isinstance(self.decks, int)
@@ -85,7 +86,7 @@ class HouseRules:
         for key, value in values.items():
             if key not in _KEYS:
                 raise HouseRulesError(
-                    f"unknown house rule {key!r} (known: {', '.join(_KEYS)})", key=key
+                    f"unknown house rule {quoted(key)} (known: {', '.join(_KEYS)})", key=key
                 )
             if key == "tie":
                 fields[key] = _enum_value(TieRule, key, value)
@@ -103,7 +104,9 @@ class HouseRules:
             key, sep, text = assignment.partition("=")
             key = key.strip()
             if not sep:
-                raise HouseRulesError(f"house rule must be KEY=VALUE, got {assignment!r}", key=key)
+                raise HouseRulesError(
+                    f"house rule must be KEY=VALUE, got {quoted(assignment)}", key=key
+                )
             values[key] = _parse_text(key, text.strip())
         return cls.from_mapping(values)
 
@@ -131,7 +134,7 @@ def _enum_value(enum: type[StrEnum], key: str, value: object) -> StrEnum:
             if member.value == value:
                 return member
     raise HouseRulesError(
-        f"house rule {key!r} must be one of {_choices(enum)}, got {value!r}", key=key
+        f"house rule {key!r} must be one of {_choices(enum)}, got {quoted(value)}", key=key
     )
 
 
@@ -141,13 +144,15 @@ def _parse_text(key: str, text: str) -> object:
         lowered = text.lower()
         if lowered in ("true", "false"):
             return lowered == "true"
-        raise HouseRulesError(f"house rule {key!r} must be true or false, got {text!r}", key=key)
+        raise HouseRulesError(
+            f"house rule {key!r} must be true or false, got {quoted(text)}", key=key
+        )
     if key == "decks":
         try:
             return int(text)
         except ValueError:
             raise HouseRulesError(
-                f"house rule 'decks' must be an integer from 1 to {MAX_DECKS}, got {text!r}",
+                f"house rule 'decks' must be an integer from 1 to {MAX_DECKS}, got {quoted(text)}",
                 key=key,
             ) from None
     return text

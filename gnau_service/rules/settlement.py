@@ -157,6 +157,23 @@ def payout_units(evaluation: Evaluation, rules: HouseRules) -> int:
     return units
 
 
+def largest_payout(rules: HouseRules) -> int:
+    """The most stake multiples one seat can win or lose under ``rules``: the table's top entry,
+    doubled when suited hands pay double. A settlement's deltas are bounded by it: each seat's by
+    its stake times it, the dealer's by the sum of the stakes times it.
+
+    >>> largest_payout(HouseRules()), largest_payout(HouseRules(suited_double=True))
+    (10, 20)
+    >>> largest_payout(HouseRules(payout=PayoutTable.MULTIPLIER))
+    7
+    """
+    return max(PAYOUTS[rules.payout].values()) * (2 if rules.suited_double else 1)
+
+
+#: The most stake multiples a seat can win or lose under any house rules.
+LARGEST_PAYOUT: Final = max(max(table.values()) for table in PAYOUTS.values()) * 2
+
+
 def _player_delta(
     stake: int, player: Evaluation, dealer: Evaluation, outcome: Outcome, rules: HouseRules
 ) -> int:
