@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-START_TIMEOUT = 30.0  # seconds until the server prints its log key, its last start-up line
+START_TIMEOUT = 30.0  # seconds until the server logs "serving", its last start-up line
 GRACE_SECONDS = 10.0  # the server's shutdown grace for calls in flight
 START_ATTEMPTS = 3  # a free port can be taken by someone else before the server binds it
 
@@ -107,19 +107,16 @@ def _start(data_dir: Path, stderr_path: Path, extra: tuple[str, ...]) -> Served:
             cwd=REPO,
         )  # fmt: skip
     served = Served(process, f"127.0.0.1:{port}", data_dir, stderr_path)
-    ready = threading.Event()
 
     def pump() -> None:
         assert process.stdout is not None
-        for line in process.stdout:
-            served.stdout_lines.append(line)
-            if line.startswith("gnau: log key "):
-                served.vkey = line.removeprefix("gnau: log key ").strip()
-                ready.set()
+        served.stdout_lines.extend(process.stdout)
 
     threading.Thread(target=pump, daemon=True).start()
     deadline = time.monotonic() + START_TIMEOUT
-    while not ready.wait(0.1):
+    while not served.vkey:
+        time.sleep(0.05)
+        served.vkey = _serving_key(stderr_path)
         if process.poll() is not None:
             return served  # exited (a port race, say): the caller tries again
         if time.monotonic() > deadline:
@@ -128,3 +125,13 @@ def _start(data_dir: Path, stderr_path: Path, extra: tuple[str, ...]) -> Served:
     tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
     served.token = next(token for token, role in tokens.items() if role == "operator")
     return served
+
+
+def _serving_key(stderr_path: Path) -> str:
+    """The log key in the JSON "serving" line, the last line of a start, once it is written."""
+    for line in stderr_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if '"serving"' in line:
+            event = json.loads(line)
+            if event.get("event") == "serving":
+                return str(event["key"])
+    return ""

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import grpc
+import structlog
 from gnau.v1 import round_pb2
 from gnau_client import GnauClient, Seat  # the client package, as other teams use it
 
@@ -21,8 +22,11 @@ from gnau_service.server.app import App, configure_logging, serve
 from gnau_service.server.auth import load_tokens
 from gnau_service.server.config import SETTINGS, ConfigError, Settings, load_settings
 from gnau_service.server.convert import revealed_round_from_proto
+from gnau_service.store import redacted_url
 
 SUIT_WIDTH = 4
+
+log = structlog.get_logger("gnau.serve")
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,35 +57,59 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    # Every file the service creates (database, its -wal and -shm, keys, tokens) is private.
+    os.umask(0o077)
     flags = {name: getattr(args, name) for name in SETTINGS if hasattr(args, name)}
     config_file = args.config or (
         Path(os.environ["GNAU_CONFIG"]) if "GNAU_CONFIG" in os.environ else None
     )
+    # Until the settings are read, log as asked on the command line or in the environment.
+    configure_logging(
+        "console"
+        if flags.get("log_format", os.environ.get("GNAU_LOG_FORMAT")) == "console"
+        else "json"
+    )
     try:
         settings = load_settings(config_file, os.environ, flags)
     except ConfigError as error:
-        print(f"gnau serve: {error}", file=sys.stderr)
-        return 2
+        return _cannot_start(error)
     configure_logging(settings.log_format)
     try:
         asyncio.run(serve(settings, on_started=_announce))
     except (ValueError, OSError, RuntimeError) as error:
-        # Key files, token files, database URLs, ports in use: named, never a traceback.
-        print(f"gnau serve: cannot start: {error}", file=sys.stderr)
-        return 2
+        # Key files, token files, database URLs and stores, ports in use: named, one line.
+        return _cannot_start(error)
     return 0
 
 
+def _cannot_start(error: Exception) -> int:
+    """One line saying why, in the log's format (JSON unless the console was asked for)."""
+    log.error("cannot start", error=str(error))
+    return 2
+
+
 def _announce(app: App) -> None:
+    """Tell the operator where the service is, and about a token it has just made.
+
+    A new operator token is shown only on a terminal: under systemd, Docker or Kubernetes
+    stdout is a log, and a token in a log is a leaked token. Elsewhere the file is named."""
     settings: Settings = app.settings
-    print(f"gnau: serving on {settings.listen} (database {settings.database_url})", flush=True)
+    token = app.new_operator_token
+    if settings.log_format == "json":  # every line JSON: the "serving" line says the rest
+        if token is not None:
+            log.warning("new local operator token written", path=str(settings.tokens_path))
+        return
+    print(
+        f"gnau: serving on {settings.listen} (database {redacted_url(settings.database_url)})",
+        flush=True,
+    )
     print(f"gnau: log key {app.store.signer.vkey}", flush=True)
-    if app.new_operator_token is not None:
-        print(
-            f"gnau: new local operator token (kept in {settings.tokens_path}):\n"
-            f"      {app.new_operator_token}",
-            flush=True,
-        )
+    if token is None:
+        return
+    if sys.stdout.isatty():
+        print(f"gnau: new local operator token (kept in {settings.tokens_path}):\n      {token}")
+    else:
+        print(f"gnau: new local operator token written to {settings.tokens_path}", flush=True)
 
 
 def run_play(args: argparse.Namespace) -> int:

@@ -1,5 +1,7 @@
-"""Wiring: the log key, the tokens, the store, the servicers, health, reflection, TLS, limits,
-and a graceful shutdown (health NOT_SERVING first, then the calls in flight finish).
+"""Wiring: the port, the log key, the tokens, the store, the servicers, health, reflection, TLS,
+limits, and a graceful shutdown (:mod:`~gnau_service.server.shutdown`).
+
+The port is bound first: a service that cannot serve creates no key, token file or database.
 
 >>> # In tests:  async with running(settings) as app: ... app.port ...
 """
@@ -10,6 +12,9 @@ import asyncio
 import logging
 import signal
 import sys
+import threading
+import time
+import types
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,35 +35,69 @@ from gnau_service.server.config import Settings
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.rounds import Dealer
 from gnau_service.server.servicers import AuditServicer, DealerServicer
-from gnau_service.store import Store, open_store
+from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
+from gnau_service.server.storage import StorageHealth
+from gnau_service.server.streams import StreamSlots
+from gnau_service.store import LogTail, Store, open_store, redacted_url
 
-SERVICE_NAMES: Final = (
-    dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name,
-    audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name,
-)
+DEALER_SERVICE: Final = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
+AUDIT_SERVICE: Final = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
+SERVICE_NAMES: Final = (DEALER_SERVICE, AUDIT_SERVICE)
 
 log = structlog.get_logger("gnau.server")
 
 
 def configure_logging(log_format: str) -> None:
-    """Structured logs on stderr: one JSON object per line (or a console rendering)."""
+    """Structured logs on stderr: one JSON object per line (or a console rendering).
+
+    In JSON mode every line is JSON: the service's own, the standard library's (grpc, asyncio,
+    psycopg, warnings) through the same processors, and exceptions as structured data
+    (structlog's ``dict_tracebacks``), uncaught ones included.
+    """
+    json_lines = log_format == "json"
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
-        if log_format == "json"
+        if json_lines
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    stamped: list[structlog.types.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    exceptions: list[structlog.types.Processor] = (
+        [structlog.processors.dict_tracebacks] if json_lines else []
+    )
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[structlog.contextvars.merge_contextvars, *stamped, *exceptions, renderer],
         logger_factory=_StderrLogger,
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    handler = logging.StreamHandler(_CurrentStderr())
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[structlog.stdlib.add_logger_name, *stamped],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                *exceptions,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(logging.WARNING)
+    logging.captureWarnings(True)
+    if json_lines:
+        sys.excepthook = _log_uncaught
+        threading.excepthook = lambda hook: _log_uncaught(
+            hook.exc_type, hook.exc_value or hook.exc_type(), hook.exc_traceback
+        )
+
+
+def _log_uncaught(
+    kind: type[BaseException], error: BaseException, traceback: types.TracebackType | None
+) -> None:
+    structlog.get_logger("gnau").critical("uncaught exception", exc_info=(kind, error, traceback))
 
 
 class _StderrLogger:
@@ -75,21 +114,50 @@ class _StderrLogger:
     log = debug = info = warning = warn = error = critical = exception = fatal = msg
 
 
+class _CurrentStderr:
+    """A stream for logging's handler that is ``sys.stderr`` as it is at each write."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 @dataclass
 class App:
-    """A started service: its gRPC server, port, store and health servicer."""
+    """A started service: its gRPC server, port, store, and the parts that stop it."""
 
     server: grpc.aio.Server
     port: int
     store: Store
+    tail: LogTail
     health: health.aio.HealthServicer
+    streams: StreamSlots
+    shutdown: Shutdown
+    storage: StorageHealth
+    interceptor: CallInterceptor
     settings: Settings
     new_operator_token: str | None = None
 
     async def stop(self) -> None:
-        """Graceful shutdown: NOT_SERVING first, calls in flight get the grace period."""
+        """Graceful shutdown, in the order of :mod:`~gnau_service.server.shutdown`."""
+        grace, notice = self.settings.grace_seconds, self.settings.shutdown_notice_seconds
+        began = time.monotonic()
+
+        def left(seconds: float) -> float:
+            return max(seconds - (time.monotonic() - began), 0)
+
         await self.health.enter_graceful_shutdown()
-        await self.server.stop(self.settings.grace_seconds)
+        self.shutdown.begin()
+        await asyncio.sleep(min(notice, STREAMS_END_SECONDS))
+        self.streams.end_all()
+        await self.shutdown.calls_finished(left(grace))
+        await asyncio.sleep(left(notice))
+        # Calls still running now have overrun the grace period; the transport cancels them.
+        await self.server.stop(left(grace))
+        await self.storage.stop()
+        await self.tail.stop()
         self.store.close()
         log.info("stopped")
 
@@ -112,10 +180,24 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None]:
 
 
 async def start(settings: Settings) -> App:
-    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    signer = open_signer(settings)
-    credentials, new_token = open_credentials(settings)
-    store = open_store(settings.database_url, signer)
+    streams = StreamSlots(settings.max_streams, settings.max_streams_per_peer)
+    shutdown = Shutdown()
+    interceptor = CallInterceptor(Credentials({}, {}), streams, shutdown)
+    server = grpc.aio.server(
+        interceptors=[interceptor],
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        options=_channel_options(settings),
+    )
+    port = _bind(server, settings)  # before anything is created: a busy port creates nothing
+    try:
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        signer = open_signer(settings)
+        interceptor.credentials, new_token = open_credentials(settings)
+        store = open_store(settings.database_url, signer)
+    except BaseException:
+        await server.stop(None)
+        raise
+    tail = LogTail(store)
     try:
         await store.run_async(
             lambda tx: tx.append(
@@ -123,15 +205,13 @@ async def start(settings: Settings) -> App:
                 {"software": software_identity(), "origin": signer.origin, "key": signer.vkey},
             )
         )
-        server = grpc.aio.server(
-            interceptors=[CallInterceptor(credentials)],
-            maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
-            options=_channel_options(settings),
-        )
+        await tail.start()
+        health_servicer = health.aio.HealthServicer()
+        storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
+        interceptor.on_storage_failure = storage.failed
         dealer = Dealer(store, max_stake=settings.max_stake)
         dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(dealer), server)
-        audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store), server)
-        health_servicer = health.aio.HealthServicer()
+        audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, tail), server)
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -139,9 +219,10 @@ async def start(settings: Settings) -> App:
             reflection.enable_server_reflection(
                 (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
             )
-        port = _bind(server, settings)
         await server.start()
     except BaseException:
+        await server.stop(None)
+        await tail.stop()
         store.close()
         raise
     log.info(
@@ -149,14 +230,38 @@ async def start(settings: Settings) -> App:
         listen=settings.listen,
         port=port,
         version=__version__,
-        database=_redacted(settings.database_url),
+        database=redacted_url(settings.database_url),
         origin=signer.origin,
         key=signer.vkey,
         tls=settings.tls_cert is not None,
         mtls=settings.tls_client_ca is not None,
         reflection=settings.reflection,
     )
-    return App(server, port, store, health_servicer, settings, new_token)
+    return App(
+        server,
+        port,
+        store,
+        tail,
+        health_servicer,
+        streams,
+        shutdown,
+        storage,
+        interceptor,
+        settings,
+        new_token,
+    )
+
+
+async def _set_dealing(servicer: health.aio.HealthServicer, serving: bool) -> None:
+    """The health of everything that needs to write: the server as a whole and DealerService.
+    AuditService only reads, and may still answer."""
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", DEALER_SERVICE):
+        await servicer.set(name, status)
 
 
 @asynccontextmanager
@@ -207,12 +312,3 @@ def _bind(server: grpc.aio.Server, settings: Settings) -> int:
         require_client_auth=root is not None,
     )
     return server.add_secure_port(settings.listen, credentials)
-
-
-def _redacted(url: str) -> str:
-    """A database URL without its password, for logs."""
-    scheme, sep, rest = url.partition("://")
-    if "@" not in rest:
-        return url
-    credentials, _, host = rest.rpartition("@")
-    return f"{scheme}{sep}{credentials.split(':')[0]}:***@{host}"

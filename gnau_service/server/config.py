@@ -15,7 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from gnau_service.rules.errors import quoted
+from gnau_service.rules.settlement import LARGEST_PAYOUT
 from gnau_service.server.auth import Role
+from gnau_service.server.limits import (
+    DEFAULT_MAX_STAKE,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_MAX_STREAMS_PER_PEER,
+    LARGEST_MAX_STAKE,
+    MOST_SEATS,
+)
 
 
 class ConfigError(ValueError):
@@ -37,8 +46,11 @@ class Settings:
     reflection: bool = True
     max_message_bytes: int = 1024 * 1024
     max_concurrent_rpcs: int = 1000
-    max_stake: int = 10**12
+    max_streams: int = DEFAULT_MAX_STREAMS
+    max_streams_per_peer: int = DEFAULT_MAX_STREAMS_PER_PEER
+    max_stake: int = DEFAULT_MAX_STAKE
     grace_seconds: float = 10.0
+    shutdown_notice_seconds: float = 1.0
     keepalive_seconds: float = 30.0
     log_format: str = "json"
 
@@ -74,11 +86,30 @@ SETTINGS: Final = {
         "GNAU_MAX_CONCURRENT_RPCS",
         "then RESOURCE_EXHAUSTED",
     ),
-    "max_stake": ("--max-stake", "GNAU_MAX_STAKE", "largest stake, in minor units"),
+    "max_streams": (
+        "--max-streams",
+        "GNAU_MAX_STREAMS",
+        "streams open at once (under max_concurrent_rpcs), then RESOURCE_EXHAUSTED",
+    ),
+    "max_streams_per_peer": (
+        "--max-streams-per-peer",
+        "GNAU_MAX_STREAMS_PER_PEER",
+        "streams open at once from one address, then RESOURCE_EXHAUSTED",
+    ),
+    "max_stake": (
+        "--max-stake",
+        "GNAU_MAX_STAKE",
+        f"largest stake, in minor units; at most {LARGEST_MAX_STAKE}",
+    ),
     "grace_seconds": (
         "--grace-seconds",
         "GNAU_GRACE_SECONDS",
         "shutdown grace for calls in flight",
+    ),
+    "shutdown_notice_seconds": (
+        "--shutdown-notice-seconds",
+        "GNAU_SHUTDOWN_NOTICE_SECONDS",
+        "on SIGTERM, how long health says NOT_SERVING before the port closes (0 or more)",
     ),
     "keepalive_seconds": ("--keepalive-seconds", "GNAU_KEEPALIVE_SECONDS", "HTTP/2 ping interval"),
     "log_format": ("--log-format", "GNAU_LOG_FORMAT", "json or console"),
@@ -121,8 +152,21 @@ def _typed(values: Mapping[str, Any]) -> Settings:
         raise ConfigError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key")
     if settings.log_format not in ("json", "console"):
         raise ConfigError(
-            f"setting 'log_format' must be json or console, not {settings.log_format!r}"
+            f"setting 'log_format' must be json or console, not {quoted(settings.log_format)}"
         )
+    if settings.max_stake > LARGEST_MAX_STAKE:
+        raise ConfigError(
+            f"setting 'max_stake' (--max-stake) is {settings.max_stake}, more than "
+            f"{LARGEST_MAX_STAKE}: {MOST_SEATS} seats at that stake, paid {LARGEST_PAYOUT}x, "
+            "would settle beyond 2^53-1, the largest integer the audit log holds"
+        )
+    if settings.max_streams >= settings.max_concurrent_rpcs:
+        raise ConfigError(
+            "setting 'max_streams' (--max-streams) must be less than 'max_concurrent_rpcs', "
+            "so that streams never take every call the server allows"
+        )
+    if settings.max_streams_per_peer > settings.max_streams:
+        raise ConfigError("setting 'max_streams_per_peer' must be at most 'max_streams'")
     return settings
 
 
@@ -134,10 +178,13 @@ def _convert(name: str, kind: str, value: Any) -> Any:
             return value
         if str(value).lower() in ("true", "false"):
             return str(value).lower() == "true"
-        raise ValueError(f"must be true or false, not {value!r}")
+        raise ValueError(f"must be true or false, not {quoted(value)}")
     if kind in ("int", "float"):
         number = int(value) if kind == "int" else float(value)
-        if number <= 0:
+        if name in _MAY_BE_ZERO:
+            if not number >= 0:
+                raise ValueError(f"must be 0 or more, not {number}")
+        elif not number > 0:
             raise ValueError(f"must be positive, not {number}")
         return number
     if kind == "dict[str, Role]":
@@ -148,10 +195,14 @@ def _convert(name: str, kind: str, value: Any) -> Any:
         for pair in pairs:
             name_, sep, role = str(pair).partition("=")
             if not sep:
-                raise ValueError(f"expected CN=ROLE, got {pair!r}")
+                raise ValueError(f"expected CN=ROLE, got {quoted(pair)}")
             roles[name_.strip()] = Role(role.strip())
         return roles
     return str(value)
+
+
+#: Settings for which 0 is a sensible value; every other number must be positive.
+_MAY_BE_ZERO: Final = frozenset({"shutdown_notice_seconds"})
 
 
 def environment() -> Mapping[str, str]:

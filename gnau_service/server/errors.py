@@ -1,21 +1,35 @@
 """Refusals as gRPC statuses with ``google.rpc`` details, so clients can act on them by field.
 
-Bad fields are INVALID_ARGUMENT with a ``BadRequest`` naming each field; a round in the wrong
-state or a busy table is FAILED_PRECONDITION with a ``PreconditionFailure``; an unknown round is
-NOT_FOUND; a reused request id is ALREADY_EXISTS. Each also carries an ``ErrorInfo`` reason.
-Messages name the problem and never include a server seed (none is in any error).
+Every refusal carries an ``ErrorInfo`` (domain ``gnau.dealer``) whose ``reason`` a client can
+switch on; bad fields are INVALID_ARGUMENT with a ``BadRequest`` naming each field; a round in
+the wrong state or a busy table is FAILED_PRECONDITION with a ``PreconditionFailure``; too many
+streams is RESOURCE_EXHAUSTED with a ``QuotaFailure``. Anything the service did not expect is
+INTERNAL, saying only the request id to quote: never a Python message.
+
+Every status is bounded (``server/limits.py``): the message, each field path and description,
+each metadata value are cut with a marker, at most a fixed number of field violations are listed
+and the message says how many more there were, so that a refusal's trailers stay under 4 KiB
+whatever the request held. Messages never include a server seed, a token or a password.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from gnau_service.rules.errors import RulesError
+from gnau_service.server.limits import (
+    MAX_ERROR_MESSAGE_BYTES,
+    MAX_FIELD_PATH_BYTES,
+    MAX_FIELD_VIOLATIONS,
+    MAX_VIOLATION_BYTES,
+)
 from gnau_service.server.rounds import (
     DealerError,
     InvalidRequest,
@@ -25,36 +39,78 @@ from gnau_service.server.rounds import (
     TableBusy,
     WrongState,
 )
+from gnau_service.store import StoreUnavailable
 
 DOMAIN: Final = "gnau.dealer"
+#: An ErrorInfo metadata value, at most this many bytes.
+MAX_METADATA_BYTES: Final = 128
 
 
-def status_of(error: DealerError | RulesError) -> grpc.Status:
+# -- refusals made at the edge, before or around the servicers --------------------------------
+
+
+class EdgeRefusal(Exception):  # noqa: N818  (a refusal, not an error of the service)
+    """A call refused by the service's edge: its status code, ErrorInfo reason and message."""
+
+    code: grpc.StatusCode = grpc.StatusCode.FAILED_PRECONDITION
+    reason: str = "REFUSED"
+
+    def __init__(self, message: str, **metadata: str) -> None:
+        super().__init__(message)
+        self.metadata = metadata
+
+
+class Undecodable(EdgeRefusal):
+    code, reason = grpc.StatusCode.INVALID_ARGUMENT, "UNDECODABLE_REQUEST"
+
+    def __init__(self) -> None:
+        super().__init__("the request could not be decoded")
+
+
+class Unauthenticated(EdgeRefusal):
+    code, reason = grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"
+
+    def __init__(self) -> None:
+        super().__init__("the authorization header must be 'Bearer <token>' with a known token")
+
+
+class PermissionDenied(EdgeRefusal):
+    code, reason = grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"
+
+    def __init__(self, role: str, method: str) -> None:
+        super().__init__(f"the {role} role may not call {method}", role=role)
+
+
+class ShuttingDown(EdgeRefusal):
+    code, reason = grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN"
+
+    def __init__(self) -> None:
+        super().__init__("the server is shutting down; retry (another replica will answer)")
+
+
+class TooManyStreams(EdgeRefusal):
+    """A stream over the limit: ``scope`` says whose (the peer's, or the server's)."""
+
+    code, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS"
+
+    def __init__(self, scope: str, limit: int) -> None:
+        super().__init__(
+            f"{scope} already has {limit} streams open, the most allowed; close one first",
+            limit=str(limit),
+        )
+        self.scope = scope
+
+
+# -- statuses --------------------------------------------------------------------------------------
+
+
+def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) -> grpc.Status:
     """The status (with details) that reports ``error`` to the client."""
     if isinstance(error, InvalidRequest):
-        return _status(
-            code_pb2.INVALID_ARGUMENT,
-            str(error),
-            "INVALID_ARGUMENT",
-            error_details_pb2.BadRequest(
-                field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=path, description=problem)
-                    for path, problem in error.violations
-                ]
-            ),
-        )
+        return bad_request(error.violations)
     if isinstance(error, RulesError):
         field = getattr(error, "key", None) or getattr(error, "field", None) or "cards"
-        return _status(
-            code_pb2.INVALID_ARGUMENT,
-            str(error),
-            "INVALID_ARGUMENT",
-            error_details_pb2.BadRequest(
-                field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(field=field, description=str(error))
-                ]
-            ),
-        )
+        return bad_request([(str(field), str(error))])
     if isinstance(error, WrongState):
         return _precondition("ROUND_STATE", error.round_id, str(error), {"state": str(error.state)})
     if isinstance(error, TableBusy):
@@ -70,12 +126,63 @@ def status_of(error: DealerError | RulesError) -> grpc.Status:
         return _status(code_pb2.OUT_OF_RANGE, str(error), "OUT_OF_RANGE")
     if isinstance(error, RequestConflict):
         return _status(code_pb2.ALREADY_EXISTS, str(error), "REQUEST_ID_REUSED")
+    if isinstance(error, StoreUnavailable):
+        # The cause stays in the server's log (once per episode): it may name paths or hosts.
+        return _status(
+            code_pb2.UNAVAILABLE,
+            "the store cannot be used right now; retry with the same request_id",
+            "STORAGE_UNAVAILABLE",
+        )
+    if isinstance(error, TooManyStreams):
+        quota = error_details_pb2.QuotaFailure(
+            violations=[
+                error_details_pb2.QuotaFailure.Violation(
+                    subject=_clip(error.scope, MAX_FIELD_PATH_BYTES),
+                    description=_clip(str(error), MAX_VIOLATION_BYTES),
+                )
+            ]
+        )
+        return _status(error.code.value[0], str(error), error.reason, quota, error.metadata)
+    if isinstance(error, EdgeRefusal):
+        return _status(error.code.value[0], str(error), error.reason, None, error.metadata)
     return _status(code_pb2.FAILED_PRECONDITION, str(error), "REFUSED")
+
+
+def internal_error(request_id: str) -> grpc.Status:
+    """What a client learns of a fault inside the service: only the request id to quote."""
+    return _status(
+        code_pb2.INTERNAL,
+        f"internal error; quote request id {request_id}",
+        "INTERNAL",
+        metadata={"request_id": request_id},
+    )
+
+
+def bad_request(violations: Sequence[tuple[str, str]]) -> grpc.Status:
+    """INVALID_ARGUMENT naming each bad field, the first MAX_FIELD_VIOLATIONS of them."""
+    shown = [
+        (_clip(path, MAX_FIELD_PATH_BYTES), _clip(problem, MAX_VIOLATION_BYTES))
+        for path, problem in violations[:MAX_FIELD_VIOLATIONS]
+    ]
+    more = len(violations) - len(shown)
+    message = "; ".join(f"{path}: {problem}" for path, problem in shown)
+    if more:
+        message = f"{message}; and {more} more"
+    detail = error_details_pb2.BadRequest(
+        field_violations=[
+            error_details_pb2.BadRequest.FieldViolation(field=path, description=problem)
+            for path, problem in shown
+        ]
+    )
+    metadata = {"more_violations": str(more)} if more else None
+    return _status(code_pb2.INVALID_ARGUMENT, message, "INVALID_ARGUMENT", detail, metadata)
 
 
 def _precondition(kind: str, subject: str, message: str, metadata: dict[str, str]) -> grpc.Status:
     violation = error_details_pb2.PreconditionFailure.Violation(
-        type=kind, subject=subject, description=message
+        type=kind,
+        subject=_clip(subject, MAX_FIELD_PATH_BYTES * 2),
+        description=_clip(message, MAX_VIOLATION_BYTES),
     )
     return _status(
         code_pb2.FAILED_PRECONDITION,
@@ -90,15 +197,43 @@ def _status(
     code: int,
     message: str,
     reason: str,
-    detail: object | None = None,
-    metadata: dict[str, str] | None = None,
+    detail: Message | None = None,
+    metadata: Mapping[str, str] | None = None,
 ) -> grpc.Status:
     details = []
     if detail is not None:
         packed = any_pb2.Any()
-        packed.Pack(detail)  # type: ignore[arg-type]
+        packed.Pack(detail)
         details.append(packed)
     info = any_pb2.Any()
-    info.Pack(error_details_pb2.ErrorInfo(reason=reason, domain=DOMAIN, metadata=metadata or {}))
+    info.Pack(
+        error_details_pb2.ErrorInfo(
+            reason=reason,
+            domain=DOMAIN,
+            metadata={
+                key: _clip(value, MAX_METADATA_BYTES) for key, value in (metadata or {}).items()
+            },
+        )
+    )
     details.append(info)
-    return rpc_status.to_status(status_pb2.Status(code=code, message=message, details=details))
+    return rpc_status.to_status(
+        status_pb2.Status(
+            code=code, message=_clip(message, MAX_ERROR_MESSAGE_BYTES), details=details
+        )
+    )
+
+
+def _clip(text: str, max_bytes: int) -> str:
+    """``text`` if its UTF-8 form fits ``max_bytes``, else its longest fitting prefix (whole
+    characters) with a marker saying how many bytes were cut.
+
+    >>> _clip("abc", 3), _clip("abcdefghijklmnopqrstuvwxyz" * 4, 20)
+    ('abc', 'abcde…(+99 bytes)')
+    """
+    # A lone surrogate has no UTF-8 form and would fail the status's serialisation: replace it.
+    data = text.encode("utf-8", "replace")
+    if len(data) <= max_bytes:
+        return data.decode("utf-8")
+    marker_bytes = len(f"…(+{len(data)} bytes)".encode())
+    kept = data[: max(max_bytes - marker_bytes, 0)].decode("utf-8", "ignore")
+    return f"{kept}…(+{len(data) - len(kept.encode())} bytes)"

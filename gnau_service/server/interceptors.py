@@ -1,7 +1,25 @@
-"""One interceptor for every call: request id, authorisation, error mapping, one log line.
+"""One interceptor for every call: request id, decoding, shutdown, authorisation, stream slots,
+error mapping, one log line.
 
-Values set in ``intercept_service`` itself do not reach the handler (grpc/grpc#33071), so all of
-it happens *inside* the wrapped handler, where contextvars (structlog's included) propagate.
+It wraps each method's handler once, whatever its shape (unary or streaming requests, unary or
+streaming responses, and a streaming response produced by an async generator or written with
+``context.write``, as the health service's Watch does), with grpc's own handler factories. The
+wrapped handler runs every step below *inside* the call, where contextvars (structlog's
+included) propagate: values set in ``intercept_service`` itself do not reach the handler
+(grpc/grpc#33071).
+
+1. The request id: the client's ``x-request-id`` if it is short printable ASCII, else a fresh
+   one; bound to every log line of the call and returned in the trailers.
+2. A request that did not decode is refused (INVALID_ARGUMENT) before anything else, with at
+   most one warning per peer per minute: the deserializer never raises (grpc would answer
+   UNKNOWN and log a traceback), it hands over :data:`UNDECODABLE` instead.
+3. During shutdown, every call but a health check is refused (UNAVAILABLE).
+4. The caller's role, from a bearer token or an mTLS name, must be allowed the method.
+5. A stream takes a slot (:mod:`~gnau_service.server.streams`); a unary call is counted so that
+   shutdown can wait for it.
+6. Refusals become statuses with details (:mod:`~gnau_service.server.errors`); anything else
+   raised is INTERNAL with the request id (logged with its traceback, as structured data); a
+   failure after the client went away is nobody's business and ends quietly.
 """
 
 from __future__ import annotations
@@ -10,17 +28,33 @@ import contextvars
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import grpc
 import structlog
 
 from gnau_service.rules.errors import RulesError
 from gnau_service.server.auth import Credentials, Role, allowed
-from gnau_service.server.errors import status_of
+from gnau_service.server.errors import (
+    EdgeRefusal,
+    PermissionDenied,
+    ShuttingDown,
+    Unauthenticated,
+    Undecodable,
+    internal_error,
+    status_of,
+)
+from gnau_service.server.limits import MAX_REQUEST_ID_HEADER_CHARS
+from gnau_service.server.peers import PeerWarnings, peer_address
 from gnau_service.server.rounds import DealerError
+from gnau_service.server.shutdown import Shutdown
+from gnau_service.server.streams import StreamSlots
+from gnau_service.store import StoreUnavailable
 
-REQUEST_ID_HEADER = "x-request-id"
+REQUEST_ID_HEADER: Final = "x-request-id"
+HEALTH_PREFIX: Final = "/grpc.health.v1."
+#: At most one warning about undecodable requests per peer per this many seconds.
+UNDECODABLE_WARNING_SECONDS: Final = 60.0
 
 #: The caller's role, for the servicers' finer checks (public GetRound).
 current_role: contextvars.ContextVar[Role] = contextvars.ContextVar(
@@ -29,10 +63,48 @@ current_role: contextvars.ContextVar[Role] = contextvars.ContextVar(
 
 log = structlog.get_logger("gnau.rpc")
 
+Context = grpc.aio.ServicerContext[Any, Any]
+Refusal = DealerError | RulesError | StoreUnavailable | EdgeRefusal
+_REFUSALS: Final = (DealerError, RulesError, StoreUnavailable, EdgeRefusal)
+
+
+class _Undecodable:
+    """What a request that failed to decode becomes (see the module's step 2)."""
+
+    def __repr__(self) -> str:
+        return "UNDECODABLE"
+
+
+UNDECODABLE: Final = _Undecodable()
+
+
+def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer``, but answering :data:`UNDECODABLE` where it would raise."""
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception:  # any failure to decode is the client's, and named as such
+            return UNDECODABLE
+
+    return deserialize
+
 
 class CallInterceptor(grpc.aio.ServerInterceptor):
-    def __init__(self, credentials: Credentials) -> None:
-        self._credentials = credentials
+    def __init__(
+        self,
+        credentials: Credentials,
+        streams: StreamSlots,
+        shutdown: Shutdown,
+        on_storage_failure: Callable[[StoreUnavailable], None] = lambda error: None,
+    ) -> None:
+        self.credentials = credentials
+        self._streams = streams
+        self._shutdown = shutdown
+        self.on_storage_failure = on_storage_failure
+        self.undecodable = PeerWarnings(UNDECODABLE_WARNING_SECONDS)
         # Each method's wrapped handler, made on its first call rather than on every call.
         self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
 
@@ -55,119 +127,167 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
     ) -> grpc.RpcMethodHandler[Any, Any]:
+        serializers = {
+            "request_deserializer": tolerant(handler.request_deserializer),
+            "response_serializer": handler.response_serializer,
+        }
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._unary_response(method, handler.unary_unary), **serializers
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary_response(method, handler.stream_unary), **serializers
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._stream(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                self._streamed_response(method, handler.unary_stream), **serializers
             )
-        return handler
+        assert handler.stream_stream is not None
+        return grpc.stream_stream_rpc_method_handler(
+            self._streamed_response(method, handler.stream_stream), **serializers
+        )
 
-    def _unary(self, method: str, behaviour: Any) -> Any:
-        async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-            started = await self._begin(method, context)
-            try:
-                response = await behaviour(request, context)
-            except (DealerError, RulesError) as error:
-                self._end(method, context, started, error=error)
-                await context.abort_with_status(status_of(error))
-            except Exception as error:
-                await self._internal(method, context, started, error)
-            self._end(method, context, started)
-            return response
+    def _unary_response(self, method: str, behaviour: Any) -> Any:
+        async def wrapped(request: Any, context: Context) -> Any:
+            request = self._checked_requests(request, context, method)
 
-        return wrapped
+            async def body() -> Any:
+                with self._shutdown.call():
+                    return await behaviour(request, context)
 
-    def _stream(self, method: str, behaviour: Any) -> Any:
-        async def wrapped(
-            request: Any, context: grpc.aio.ServicerContext[Any, Any]
-        ) -> AsyncIterator[Any]:
-            started = await self._begin(method, context)
-            try:
-                async for response in behaviour(request, context):
-                    yield response
-            except (DealerError, RulesError) as error:
-                self._end(method, context, started, error=error)
-                await context.abort_with_status(status_of(error))
-            except Exception as error:
-                await self._internal(method, context, started, error)
-            self._end(method, context, started)
+            return await self._handle(method, request, context, body, streaming=False)
 
         return wrapped
 
-    async def _begin(self, method: str, context: grpc.aio.ServicerContext[Any, Any]) -> float:
+    def _streamed_response(self, method: str, behaviour: Any) -> Any:
+        async def wrapped(request: Any, context: Context) -> None:
+            request = self._checked_requests(request, context, method)
+
+            async def body() -> None:
+                responses = behaviour(request, context)
+                if hasattr(responses, "__aiter__"):  # an async generator
+                    async for response in responses:
+                        await context.write(response)
+                else:  # a coroutine that writes with context.write itself
+                    await responses
+
+            await self._handle(method, request, context, body, streaming=True)
+
+        return wrapped
+
+    def _checked_requests(self, request: Any, context: Context, method: str) -> Any:
+        """A request stream whose undecodable message refuses the call (a unary request is
+        checked in :meth:`_handle`)."""
+        if not hasattr(request, "__aiter__"):
+            return request
+
+        async def checked() -> AsyncIterator[Any]:
+            async for message in request:
+                if message is UNDECODABLE:
+                    self._warn_undecodable(context, method)
+                    raise Undecodable()
+                yield message
+
+        return checked()
+
+    async def _handle(
+        self,
+        method: str,
+        request: Any,
+        context: Context,
+        body: Callable[[], Awaitable[Any]],
+        *,
+        streaming: bool,
+    ) -> Any:
+        request_id = _bind_request_id(method, context)
+        started = time.perf_counter()
+        try:
+            if request is UNDECODABLE:
+                self._warn_undecodable(context, method)
+                raise Undecodable()
+            if self._shutdown.begun and not method.startswith(HEALTH_PREFIX):
+                raise ShuttingDown()
+            current_role.set(self._role(method, context))
+            if streaming:
+                async with self._streams.slot(peer_address(context.peer())):
+                    response = await self._streams.run(body)
+            else:
+                response = await body()
+        except _REFUSALS as error:
+            await self._refuse(context, started, error)
+        except grpc.aio.AbortError:
+            raise  # the servicer aborted with a status of its own (health's NOT_FOUND)
+        except Exception as error:
+            if context.cancelled():
+                # The client went away while we answered (a write racing its cancel).
+                log.info("rpc cancelled by the client", ms=_ms(started))
+                return None
+            log.error("rpc failed", code="INTERNAL", error=type(error).__name__, exc_info=error)
+            await context.abort_with_status(internal_error(request_id))
+        log.info("rpc", code="OK", ms=_ms(started))
+        return response
+
+    async def _refuse(self, context: Context, started: float, error: Refusal) -> None:
+        status = status_of(error)
+        log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
+        if isinstance(error, StoreUnavailable):
+            self.on_storage_failure(error)
+        await context.abort_with_status(status)
+
+    def _role(self, method: str, context: Context) -> Role:
         metadata = dict(context.invocation_metadata() or ())
-        request_id = str(metadata.get(REQUEST_ID_HEADER) or uuid.uuid4())
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(request_id=request_id, method=method)
-        context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
-        role = await self._authenticate(metadata, context)
-        current_role.set(role)
+        role = self._authenticate(str(metadata.get("authorization", "")), context)
         if not allowed(method, role):
-            log.info("rpc refused", role=str(role), code="PERMISSION_DENIED")
-            await context.abort(
-                grpc.StatusCode.PERMISSION_DENIED, f"the {role} role may not call {method}"
-            )
-        return time.perf_counter()
+            raise PermissionDenied(str(role), method)
+        return role
 
-    async def _authenticate(
-        self, metadata: dict[str, Any], context: grpc.aio.ServicerContext[Any, Any]
-    ) -> Role:
-        header = str(metadata.get("authorization", ""))
+    def _authenticate(self, header: str, context: Context) -> Role:
         if header:
             scheme, _, token = header.partition(" ")
             role = (
-                self._credentials.role_of_token(token.strip())
+                self.credentials.role_of_token(token.strip())
                 if scheme.lower() == "bearer"
                 else None
             )
             if role is None:
-                log.info("rpc refused", code="UNAUTHENTICATED")
-                await context.abort(
-                    grpc.StatusCode.UNAUTHENTICATED,
-                    "the authorization header must be 'Bearer <token>' with a known token",
-                )
-            assert role is not None
+                raise Unauthenticated()
             return role
-        names = context.auth_context().get("x509_common_name", [])
-        for name in names:
-            role = self._credentials.mtls_names.get(name.decode())
+        for name in context.auth_context().get("x509_common_name", []):
+            role = self.credentials.mtls_names.get(name.decode("utf-8", "replace"))
             if role is not None:
                 return role
         return Role.PUBLIC
 
-    @staticmethod
-    def _end(
-        method: str,
-        context: grpc.aio.ServicerContext[Any, Any],
-        started: float,
-        *,
-        error: DealerError | RulesError | None = None,
-    ) -> None:
-        elapsed_ms = round((time.perf_counter() - started) * 1000, 3)
-        if error is None:
-            log.info("rpc", code="OK", ms=elapsed_ms)
-        else:
-            code = status_of(error).code
-            log.info("rpc refused", code=code.name, reason=str(error), ms=elapsed_ms)
+    def _warn_undecodable(self, context: Context, method: str) -> None:
+        peer = peer_address(context.peer())
+        count = self.undecodable.due(peer)
+        if count is not None:
+            log.warning(
+                "undecodable requests",
+                peer=peer,
+                method=method,
+                count=count,
+                total=self.undecodable.total,
+                per_seconds=UNDECODABLE_WARNING_SECONDS,
+            )
 
-    @staticmethod
-    async def _internal(
-        method: str,
-        context: grpc.aio.ServicerContext[Any, Any],
-        started: float,
-        error: Exception,
-    ) -> None:
-        if isinstance(error, grpc.aio.AbortError) or context.done():
-            raise error
-        log.exception("rpc failed", code="INTERNAL")
-        request_id = structlog.contextvars.get_contextvars().get("request_id")
-        await context.abort(
-            grpc.StatusCode.INTERNAL, f"internal error; quote request id {request_id}"
-        )
+
+def _bind_request_id(method: str, context: Context) -> str:
+    """The call's request id (the client's, if usable), bound to its log lines and trailers."""
+    given = ""
+    for key, value in context.invocation_metadata() or ():
+        if key == REQUEST_ID_HEADER:
+            given = str(value)
+    usable = (
+        0 < len(given) <= MAX_REQUEST_ID_HEADER_CHARS and given.isascii() and given.isprintable()
+    )
+    request_id = given if usable else str(uuid.uuid4())
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=request_id, method=method)
+    context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
+    return request_id
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -17,6 +17,7 @@ import base64
 import binascii
 import functools
 import json
+import re
 import secrets
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,8 +39,19 @@ from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat,
 from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.cards import Card
+from gnau_service.rules.errors import quoted
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.rules.settlement import Settlement
+from gnau_service.rules.settlement import Settlement, largest_payout
+from gnau_service.server.limits import (
+    DEFAULT_MAX_STAKE,
+    DEFAULT_PAGE_SIZE,
+    MAX_JSON_INTEGER,
+    MAX_PAGE_SIZE,
+    MAX_PAGE_TOKEN_CHARS,
+    MAX_ROUND_ID_BYTES,
+    MAX_TABLE_ID_BYTES,
+    MAX_VOID_REASON_BYTES,
+)
 from gnau_service.store import Store, Transaction
 from gnau_service.store.rounds import (
     OpenRoundExists,
@@ -54,12 +66,6 @@ from gnau_service.store.rounds import (
     save_request,
     update_round,
 )
-
-MAX_STAKE: Final = 10**12  # minor units; a Five Dukes win doubled stays far inside int64
-MAX_ID_LENGTH: Final = 64
-MAX_REASON_LENGTH: Final = 500
-DEFAULT_PAGE_SIZE: Final = 50
-MAX_PAGE_SIZE: Final = 1000
 
 
 class RoundState(StrEnum):
@@ -83,7 +89,7 @@ class DealerError(Exception):
 
 class RoundNotFound(DealerError):  # noqa: N818
     def __init__(self, round_id: str) -> None:
-        super().__init__(f"there is no round {round_id!r}")
+        super().__init__(f"there is no round {quoted(round_id)}")
         self.round_id = round_id
 
 
@@ -96,7 +102,7 @@ class WrongState(DealerError):  # noqa: N818
 class TableBusy(DealerError):  # noqa: N818
     def __init__(self, table_id: str, round_id: str, state: str) -> None:
         super().__init__(
-            f"table {table_id!r} already has an unfinished round {round_id} ({state}); "
+            f"table {quoted(table_id)} already has an unfinished round {round_id} ({state}); "
             "settle or void it first"
         )
         self.table_id, self.round_id, self.state = table_id, round_id, state
@@ -105,7 +111,7 @@ class TableBusy(DealerError):  # noqa: N818
 class RequestConflict(DealerError):  # noqa: N818
     def __init__(self, request_id: str, operation: str) -> None:
         super().__init__(
-            f"request id {request_id!r} was already used by another request ({operation}); "
+            f"request id {quoted(request_id)} was already used by another request ({operation}); "
             "a retry must repeat the same request exactly"
         )
         self.request_id = request_id
@@ -262,13 +268,13 @@ class Dealer:
     """Runs rounds on tables, one unit of work per change."""
 
     store: Store
-    max_stake: int = MAX_STAKE
+    max_stake: int = DEFAULT_MAX_STAKE
     _ids: Any = field(default=secrets.token_hex, repr=False)
 
     async def shuffle(
         self, table_id: str, rules: HouseRules, idempotency: Idempotency
     ) -> RoundView:
-        _check_id("table_id", table_id)
+        check_table_id(table_id)
 
         def unit(tx: Transaction) -> RoundView:
             request = find_request(tx, idempotency.request_id)
@@ -346,9 +352,9 @@ class Dealer:
         return await self._step(round_id, idempotency, "Settle", (RoundState.REVEALED,), to_settled)
 
     async def void(self, round_id: str, reason: str, idempotency: Idempotency) -> RoundView:
-        if not reason.strip() or len(reason) > MAX_REASON_LENGTH:
+        if not reason.strip() or len(reason.encode()) > MAX_VOID_REASON_BYTES:
             raise InvalidRequest(
-                [("reason", f"must be 1 to {MAX_REASON_LENGTH} characters saying why")]
+                [("reason", f"must be 1 to {MAX_VOID_REASON_BYTES} bytes of UTF-8 saying why")]
             )
 
         def to_voided(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
@@ -376,6 +382,7 @@ class Dealer:
         """One step of an existing round, as a unit of work: the original answer if the request
         is a retry, else ``advance`` applied to the round and its seed, refused unless the round
         is in one of the ``allowed`` states."""
+        check_round_id(round_id)
 
         def unit(tx: Transaction) -> RoundView:
             request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
@@ -391,26 +398,29 @@ class Dealer:
         return await self.store.run_async(unit)
 
     def get(self, round_id: str) -> RoundView:
+        check_round_id(round_id)
         stored = read_round(self.store, round_id)
         if stored is None:
             raise RoundNotFound(round_id)
         return view_of(_parsed(stored.record), bytes.fromhex(stored.server_seed))
 
     def list(self, table_id: str, page_size: int, page_token: str) -> tuple[list[RoundView], str]:
-        """A table's rounds, newest first, and the token of the next page ("" at the end)."""
-        _check_id("table_id", table_id)
+        """The rounds of a table (every table's if ``table_id`` is empty), newest first, and the
+        token of the next page ("" at the end)."""
+        if table_id:
+            check_table_id(table_id)
         if page_size < 0:
             raise InvalidRequest([("page_size", "must not be negative")])
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        after = _read_page_token(page_token) if page_token else None
-        rows = list_rounds(self.store, table_id, limit + 1, after)
+        after = _read_page_token(page_token, table_id) if page_token else None
+        rows = list_rounds(self.store, table_id or None, limit + 1, after)
         views = [
             view_of(_parsed(row.record), bytes.fromhex(row.server_seed)) for row in rows[:limit]
         ]
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_token = _page_token(last.created_at, last.round_id)
+            next_token = _page_token(table_id, last.created_at, last.round_id)
         return views, next_token
 
     def _lock(
@@ -430,18 +440,25 @@ class Dealer:
             )
         locked: list[LockedSeat] = []
         seen: set[int] = set()
+        payout = largest_payout(rules)
         for i, seat in enumerate(seats):
             path = f"seats[{i}]"
-            if not 1 <= seat.seat_number <= most:
-                violations.append(
-                    (f"{path}.seat_number", f"must be from 1 to {most}, got {seat.seat_number}")
-                )
-            elif seat.seat_number in seen:
+            # LockedSeat checks each field's range (seat numbers 1 to 2^31-1, gaps allowed).
+            if seat.seat_number in seen:
                 violations.append((f"{path}.seat_number", f"seat {seat.seat_number} is repeated"))
             seen.add(seat.seat_number)
             if not 1 <= seat.stake <= self.max_stake:
                 violations.append(
                     (f"{path}.stake", f"must be from 1 to {self.max_stake:,}, got {seat.stake}")
+                )
+                continue
+            if seat.stake * payout > MAX_JSON_INTEGER:
+                violations.append(
+                    (
+                        f"{path}.stake",
+                        f"{seat.stake:,} x the largest payout ({payout}) exceeds 2^53-1, "
+                        "the most the audit log can hold",
+                    )
                 )
                 continue
             try:
@@ -450,6 +467,15 @@ class Dealer:
                 )
             except FairnessError as error:
                 violations.append((f"{path}.{error.field}", str(error)))
+        exposure = sum(seat.stake for seat in locked) * payout
+        if exposure > MAX_JSON_INTEGER and len(locked) == len(seats):
+            violations.append(
+                (
+                    "seats",
+                    f"the stakes sum to {exposure // payout:,}; x the largest payout ({payout}), "
+                    "the dealer's result could exceed 2^53-1, the most the audit log can hold",
+                )
+            )
         locked_beacon = None
         if beacon is not None:
             try:
@@ -542,20 +568,51 @@ def _parsed(text: str) -> RoundRecord:
     return _RECORDS_BY_TEXT.get(text) or RoundRecord.from_json(text)
 
 
-def _check_id(name: str, value: str) -> None:
-    if not value or len(value) > MAX_ID_LENGTH or not value.isprintable() or value != value.strip():
+def check_table_id(table_id: str) -> None:
+    """A table id: 1 to 128 bytes of UTF-8, no control character, no space at either end."""
+    if (
+        not table_id
+        or len(table_id.encode()) > MAX_TABLE_ID_BYTES
+        or _CONTROL.search(table_id)
+        or table_id != table_id.strip(" ")
+    ):
         raise InvalidRequest(
-            [(name, f"must be 1 to {MAX_ID_LENGTH} printable characters without outer spaces")]
+            [
+                (
+                    "table_id",
+                    f"must be 1 to {MAX_TABLE_ID_BYTES} bytes of UTF-8, with no control "
+                    "character and no space at either end",
+                )
+            ]
         )
 
 
-def _page_token(created_at: str, round_id: str) -> str:
-    return base64.urlsafe_b64encode(json.dumps([created_at, round_id]).encode()).decode()
+def check_round_id(round_id: str) -> None:
+    """A round id a round could have: 1 to 128 bytes of UTF-8 (unknown ones are NOT_FOUND)."""
+    if not round_id or len(round_id.encode()) > MAX_ROUND_ID_BYTES:
+        raise InvalidRequest([("round_id", f"must be 1 to {MAX_ROUND_ID_BYTES} bytes of UTF-8")])
 
 
-def _read_page_token(token: str) -> tuple[str, str]:
+#: C0 and C1 control characters and DEL.
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _page_token(table_id: str, created_at: str, round_id: str) -> str:
+    # The table is inside, so a token is refused for another table (AIP-158).
+    return base64.urlsafe_b64encode(json.dumps([table_id, created_at, round_id]).encode()).decode()
+
+
+def _read_page_token(token: str, table_id: str) -> tuple[str, str]:
     try:
-        created_at, round_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if len(token) > MAX_PAGE_TOKEN_CHARS:
+            raise ValueError("too long")
+        token_table, created_at, round_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if not all(isinstance(value, str) for value in (token_table, created_at, round_id)):
+            raise TypeError("not a token")
     except (ValueError, TypeError, binascii.Error):
         raise InvalidRequest([("page_token", "is not a token this service returned")]) from None
-    return str(created_at), str(round_id)
+    if token_table != table_id:
+        raise InvalidRequest(
+            [("page_token", "was returned for another table_id; page with the same table_id")]
+        )
+    return created_at, round_id

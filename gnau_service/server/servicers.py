@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Any
 
 import grpc
 from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
@@ -21,6 +21,11 @@ from gnau_service.rules.evaluation import Evaluator
 from gnau_service.server.auth import Role
 from gnau_service.server.convert import evaluation_to_proto, house_rules_from_proto, round_to_proto
 from gnau_service.server.interceptors import current_role
+from gnau_service.server.limits import (
+    ENTRIES_PER_MESSAGE,
+    MAX_ENTRIES_PER_CALL,
+    MAX_REQUEST_ID_CHARS,
+)
 from gnau_service.server.rounds import (
     SEED_IS_PUBLIC,
     Dealer,
@@ -29,13 +34,10 @@ from gnau_service.server.rounds import (
     OutOfRange,
     RoundNotFound,
     SeatRequest,
+    check_round_id,
 )
-from gnau_service.store import Store
-
-MAX_REQUEST_ID_LENGTH: Final = 36
-ENTRIES_PER_MESSAGE: Final = 100
-MAX_ENTRIES_PER_CALL: Final = 10_000
-WATCH_POLL_SECONDS: Final = 1.0
+from gnau_service.server.watch import follow
+from gnau_service.store import LogTail, Store
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -44,7 +46,7 @@ def idempotency_of(request: Any) -> Idempotency:
     """The request id and a fingerprint of everything else in the request."""
     request_id = request.request_id
     if (
-        not 1 <= len(request_id) <= MAX_REQUEST_ID_LENGTH
+        not 1 <= len(request_id) <= MAX_REQUEST_ID_CHARS
         or not request_id.isascii()
         or not request_id.isprintable()
     ):
@@ -52,7 +54,7 @@ def idempotency_of(request: Any) -> Idempotency:
             [
                 (
                     "request_id",
-                    f"must be 1 to {MAX_REQUEST_ID_LENGTH} printable ASCII characters, "
+                    f"must be 1 to {MAX_REQUEST_ID_CHARS} printable ASCII characters, "
                     "unique per change (a uuid4 fits)",
                 )
             ]
@@ -136,8 +138,9 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, tail: LogTail) -> None:
         self._store = store
+        self._tail = tail
 
     async def GetCheckpoint(
         self, request: audit_pb2.GetCheckpointRequest, context: Context
@@ -165,16 +168,8 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     ) -> AsyncIterator[audit_pb2.WatchEntriesResponse]:
         if request.start_index < 0:
             raise InvalidRequest([("start_index", "must not be negative")])
-        next_index = request.start_index
-        while not context.done():
-            size = await asyncio.to_thread(
-                self._store.wait_for_size, next_index, WATCH_POLL_SECONDS
-            )
-            while next_index < size:
-                stop = min(next_index + ENTRIES_PER_MESSAGE, size)
-                data = await asyncio.to_thread(self._store.entries, next_index, stop)
-                yield audit_pb2.WatchEntriesResponse(entries=_entries(next_index, data))
-                next_index += len(data)
+        async for start, data in follow(self._tail, request.start_index):
+            yield audit_pb2.WatchEntriesResponse(entries=_entries(start, data))
 
     async def GetInclusionProof(
         self, request: audit_pb2.GetInclusionProofRequest, context: Context
@@ -212,6 +207,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def VerifyRound(
         self, request: audit_pb2.VerifyRoundRequest, context: Context
     ) -> audit_pb2.VerifyRoundResponse:
+        check_round_id(request.round_id)
         entries = await asyncio.to_thread(self._store.round_entries, request.round_id)
         if not entries:
             raise RoundNotFound(request.round_id)

@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.store.base import Backend, LogReader, Store, StoreError, Transaction
+from gnau_service.store.base import (
+    Backend,
+    LogReader,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    Transaction,
+)
 from gnau_service.store.postgres import PostgresBackend
 from gnau_service.store.sqlite import SqliteBackend
+from gnau_service.store.tail import LogTail
+from gnau_service.store.urls import redacted_url
 
 
 class DatabaseUrlError(ValueError):
@@ -20,12 +29,14 @@ def open_backend(url: str) -> Backend:
     if url.startswith("sqlite:///"):
         path = url.removeprefix("sqlite:///")
         if not path:
-            raise DatabaseUrlError(f"{url!r} names no file: use sqlite:///path/to/gnau.db")
+            raise DatabaseUrlError(
+                f"{redacted_url(url)!r} names no file: use sqlite:///path/to/gnau.db"
+            )
         return SqliteBackend(Path(path))
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(url)
     raise DatabaseUrlError(
-        f"unsupported database URL {url!r}: use sqlite:///path or postgresql://..."
+        f"unsupported database URL {redacted_url(url)!r}: use sqlite:///path or postgresql://..."
     )
 
 
@@ -37,7 +48,7 @@ def open_store(url: str, signer: LogSigner) -> Store:
 def open_reader(url: str) -> LogReader:
     """Open an existing store at ``url`` for reading only."""
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
-        raise DatabaseUrlError(f"there is no database at {url!r}")
+        raise DatabaseUrlError(f"there is no database at {redacted_url(url)!r}")
     return LogReader(open_backend(url))
 
 
@@ -48,9 +59,12 @@ __all__ = [
     "Backend",
     "DatabaseUrlError",
     "LogReader",
+    "LogTail",
     "Store",
     "StoreError",
+    "StoreUnavailable",
     "Transaction",
     "open_reader",
     "open_store",
+    "redacted_url",
 ]

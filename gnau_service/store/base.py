@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, InvalidStateError
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +54,12 @@ log = logging.getLogger(__name__)
 
 class StoreError(RuntimeError):
     """The store could not do what was asked (a database failure, or a store already closed)."""
+
+
+class StoreUnavailable(StoreError):  # noqa: N818  (a condition a caller retries)
+    """The database cannot be used right now (unreachable, read-only, full, or the store is
+    closed): nothing was done, and the same call may succeed later. The message names the cause,
+    for the operator's log; it may hold paths or host names, so it is not for clients."""
 
 
 def utc_now() -> str:
@@ -89,6 +96,31 @@ class Backend(ABC):
     def sql(self, text: str) -> str:
         """``text`` with its ``?`` placeholders in the backend's style."""
         return text
+
+    def announce_size(self, connection: Any, size: int) -> None:  # noqa: B027  (most have none)
+        """Tell other processes, when this transaction commits, that the log has grown to
+        ``size`` (PostgreSQL's NOTIFY). Processes of a database without it learn by polling."""
+
+    async def watch_sizes(self) -> AsyncIterator[int]:
+        """The log's size each time another process grows it, for as long as the caller listens
+        (PostgreSQL's LISTEN); a database that cannot say so yields nothing and returns."""
+        return
+        yield  # an async generator that yields nothing
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        """Whether ``error`` means the database cannot be used right now (unreachable, read-only,
+        full, busy), rather than that it refused this statement."""
+        return False
+
+    @contextlib.contextmanager
+    def unavailable_as_store_error(self) -> Iterator[None]:
+        """Let the database's "cannot be used right now" errors out as StoreUnavailable."""
+        try:
+            yield
+        except Exception as error:
+            if self.is_unavailable(error):
+                raise StoreUnavailable(f"the database cannot be used: {error}") from error
+            raise
 
     def run(self, connection: Any, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement; a SELECT's rows are fetched (which waits for them in a pipeline)."""
@@ -143,7 +175,8 @@ class Transaction:
         if not is_query(text):
             self.touched = True
         try:
-            return self._backend.run(self._connection, text, params)
+            with self._backend.unavailable_as_store_error():
+                return self._backend.run(self._connection, text, params)
         except Exception:
             self.touched = True
             raise
@@ -151,7 +184,8 @@ class Transaction:
     def query_all(self, *queries: tuple[str, Sequence[object]]) -> list[list[Row]]:
         """Run several SELECTs and return the rows of each: on PostgreSQL, one round trip."""
         try:
-            return self._backend.run_queries(self._connection, queries)
+            with self._backend.unavailable_as_store_error():
+                return self._backend.run_queries(self._connection, queries)
         except Exception:
             self.touched = True
             raise
@@ -179,6 +213,8 @@ class Transaction:
 
 
 Work = Callable[[Transaction], T]
+#: Told of each durable batch that grows the log: its first entry's index, and every entry.
+CommitListener = Callable[[int, list[bytes]], None]
 
 
 @dataclass
@@ -226,7 +262,7 @@ class LogReader:
 
     def query(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run a read-only statement (``?`` placeholders) on a reader connection."""
-        with self.backend.reader() as connection:
+        with self.backend.unavailable_as_store_error(), self.backend.reader() as connection:
             return self.backend.run(connection, text, params)
 
     def head(self) -> LogHead:
@@ -280,7 +316,7 @@ class LogReader:
     def frontier(self, size: int) -> Frontier:
         """The Merkle frontier of the first ``size`` entries (O(log n) reads)."""
         self._check_size(size)
-        with self.backend.reader() as connection:
+        with self.backend.unavailable_as_store_error(), self.backend.reader() as connection:
             return Frontier.from_reader(_NodeReader(self.backend, connection), size)
 
     def entries_of_kind(self, kind: EntryKind) -> list[bytes]:
@@ -314,13 +350,13 @@ class LogReader:
     def inclusion_proof(self, index: int, size: int) -> list[bytes]:
         """The RFC 6962 inclusion proof of entry ``index`` in the tree of ``size`` entries."""
         self._check_size(size)
-        with self.backend.reader() as connection:
+        with self.backend.unavailable_as_store_error(), self.backend.reader() as connection:
             return inclusion_proof(_NodeReader(self.backend, connection), index, size)
 
     def consistency_proof(self, size1: int, size2: int) -> list[bytes]:
         """The RFC 6962 consistency proof from the tree of ``size1`` to that of ``size2``."""
         self._check_size(size2)
-        with self.backend.reader() as connection:
+        with self.backend.unavailable_as_store_error(), self.backend.reader() as connection:
             return consistency_proof(_NodeReader(self.backend, connection), size1, size2)
 
     def _check_size(self, size: int) -> None:
@@ -346,7 +382,7 @@ class Store(LogReader):
         self._max_batch = max_batch
         self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
         self._closed = False
-        self._committed = threading.Condition()
+        self._listeners: list[CommitListener] = []
         self._loop_writer: _LoopWriter | None = None
         connection = backend.connect()
         try:
@@ -393,12 +429,14 @@ class Store(LogReader):
         """Hand a unit to its writer: its event loop's, for a loop over an in-process database;
         else the writer thread."""
         if self._closed:
-            raise StoreError("the store is closed")
+            raise StoreUnavailable("the store is closed")
         loop = queued.loop
         if loop is None or not self.backend.runs_in_process:
             self._queue.put(queued)
             return
         if self._loop_writer is None or self._loop_writer.loop is not loop:
+            if self._loop_writer is not None:
+                self._loop_writer.close()
             self._loop_writer = _LoopWriter(self, loop)
         self._loop_writer.add(queued)
 
@@ -412,15 +450,11 @@ class Store(LogReader):
         """Rotate the log key (see :meth:`Transaction.rotate_key`) and wait until it is durable."""
         return self.run(lambda tx: tx.rotate_key(new))
 
-    def wait_for_size(self, size: int, timeout: float) -> int:
-        """Block until the log holds more than ``size`` entries or ``timeout`` passes; return the
-        size. Commits by this process wake waiters at once; other processes' within ``timeout``."""
-        current = self.size()
-        if current > size:
-            return current
-        with self._committed:
-            self._committed.wait(timeout)
-        return self.size()
+    def listen(self, listener: CommitListener) -> None:
+        """Call ``listener(first_index, entries)`` after each batch that grows the log is durable,
+        with the index of its first entry and every entry's bytes. It is called on the thread
+        that committed (the writer thread, or an event loop), so it must only hand them on."""
+        self._listeners.append(listener)
 
     def close(self) -> None:
         """Finish the queued work, stop the writer and release the connections."""
@@ -464,8 +498,8 @@ class Store(LogReader):
         try:
             return self.backend.connect()
         except Exception as error:
-            log.exception("store writer cannot connect")
-            failure = StoreError(f"the database is unavailable: {error}")
+            log.warning("store writer cannot connect: %s", error)
+            failure = StoreUnavailable(f"the database is unavailable: {error}")
             _deliver([(item, None, failure) for item in batch])
             return None
 
@@ -484,10 +518,11 @@ class Store(LogReader):
                 connection = self.backend.reset(connection)
                 outcomes = self._run_batch(connection, batch, careful=True)
         except Exception as error:
-            log.exception("store batch failed; nothing in it was committed")
+            # The server reports it, once per outage; a traceback here would repeat per batch.
+            log.warning("store batch failed; nothing in it was committed: %s", error)
             _rollback_quietly(self.backend, connection)
             _close_quietly(connection)
-            failure = StoreError(f"the database refused the write: {error}")
+            failure = StoreUnavailable(f"the database refused the write: {error}")
             _deliver([(item, None, failure) for item in batch])
             return None
         _deliver(outcomes)
@@ -528,11 +563,12 @@ class Store(LogReader):
         self.backend.run(connection, "COMMIT")
 
     def _committed_batch(self, ran: _RanBatch) -> None:
-        """What follows a durable batch: a rotation in it takes effect; watchers wake."""
+        """What follows a durable batch: a rotation in it takes effect; listeners hear of it."""
         self.signer = ran.appender.signer
         if ran.appended:
-            with self._committed:
-                self._committed.notify_all()
+            entries = [entry.data for entry in ran.appended]
+            for listener in self._listeners:
+                listener(ran.appended[0].index, entries)
 
     def _run_unit(
         self,
@@ -584,6 +620,7 @@ class Store(LogReader):
             "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
             (size, prev_hash, frontier),
         )
+        backend.announce_size(connection, size)
         backend.run(
             connection,
             "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
@@ -595,7 +632,9 @@ class _LoopWriter:
     """Group commit on an event loop, for an in-process database (see :meth:`Store.run_async`).
 
     Units queue while a batch commits; the next batch takes them all. Its steps are the writer
-    thread's, so a batch ends the same way on either path, the careful rerun included.
+    thread's, so a batch ends the same way on either path, the careful rerun included. What may
+    block (taking the write lock, COMMIT) runs on a thread of its own: on the loop's shared
+    default executor it would queue behind every other ``asyncio.to_thread`` caller.
     """
 
     def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
@@ -604,12 +643,23 @@ class _LoopWriter:
         self._pending: list[_Queued[Any]] = []
         self._draining: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
         self._connection: Any = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="gnau-store-commit")
 
     def close(self) -> None:
         """Let the connection go: now if idle, else when the batch in hand ends."""
-        if self._draining is None and self._connection is not None:
+        if self._draining is None:
+            self._release()
+
+    def _release(self) -> None:
+        if self._connection is not None:
             _close_quietly(self._connection)
             self._connection = None
+        self._thread.shutdown(wait=False)
+
+    async def _blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self.loop.run_in_executor(
+            self._thread, functools.partial(function, *args, **kwargs)
+        )
 
     def add(self, queued: _Queued[Any]) -> None:
         self._pending.append(queued)
@@ -624,9 +674,8 @@ class _LoopWriter:
                 await self._commit(batch)
         finally:
             self._draining = None
-            if self.store._closed and self._connection is not None:
-                _close_quietly(self._connection)
-                self._connection = None
+            if self.store._closed:
+                self._release()
 
     async def _commit(self, batch: list[_Queued[Any]]) -> None:
         store, backend = self.store, self.store.backend
@@ -635,26 +684,24 @@ class _LoopWriter:
             return
         try:
             if self._connection is None:
-                self._connection = await asyncio.to_thread(backend.connect)
+                self._connection = await self._blocking(backend.connect)
             connection = self._connection
             try:
-                head = await asyncio.to_thread(store._begin, connection)
+                head = await self._blocking(store._begin, connection)
                 ran = store._run_units(connection, head, batch, careful=False)
-                await asyncio.to_thread(store._write_and_commit, connection, ran)
+                await self._blocking(store._write_and_commit, connection, ran)
                 store._committed_batch(ran)
                 outcomes = ran.outcomes
             except Exception:
-                connection = self._connection = await asyncio.to_thread(backend.reset, connection)
-                outcomes = await asyncio.to_thread(
-                    store._run_batch, connection, batch, careful=True
-                )
+                connection = self._connection = await self._blocking(backend.reset, connection)
+                outcomes = await self._blocking(store._run_batch, connection, batch, careful=True)
         except Exception as error:
-            log.exception("store batch failed; nothing in it was committed")
+            log.warning("store batch failed; nothing in it was committed: %s", error)
             if self._connection is not None:
-                await asyncio.to_thread(_rollback_quietly, backend, self._connection)
+                await self._blocking(_rollback_quietly, backend, self._connection)
                 _close_quietly(self._connection)
                 self._connection = None
-            failure = StoreError(f"the database refused the write: {error}")
+            failure = StoreUnavailable(f"the database refused the write: {error}")
             outcomes = [(item, None, failure) for item in batch]
         for outcome in outcomes:
             _settle(outcome)

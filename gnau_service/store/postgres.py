@@ -7,12 +7,12 @@ locks (those break under transaction-pooling proxies).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gnau_service.audit.entries import GENESIS_PREV_HASH
 from gnau_service.store.base import Backend
@@ -21,6 +21,8 @@ from gnau_service.store.schema import APPEND_ONLY_TABLES, common_tables
 # Schema changes from several processes at once would race on the catalog: a transaction-level
 # advisory lock (released at commit, so safe behind a pooler) makes them take turns.
 SCHEMA_LOCK: Final = 0x676E6175  # "gnau"
+#: The NOTIFY channel on which each batch that grows the log announces the new size.
+HEAD_CHANNEL: Final = "gnau_log_head"
 
 SCHEMA: Final = (
     f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK});"
@@ -87,3 +89,26 @@ class PostgresBackend(Backend):
 
     def close(self) -> None:
         self._pool.close()
+
+    def announce_size(self, connection: psycopg.Connection[Any], size: int) -> None:
+        # NOTIFY takes no parameters; the size is an integer the store computed.
+        connection.execute(f"NOTIFY {HEAD_CHANNEL}, '{size:d}'".encode())
+
+    async def watch_sizes(self) -> AsyncIterator[int]:
+        # Its own connection: LISTEN is a session's, and a pooled one would be handed on.
+        async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as connection:
+            await connection.execute(f"LISTEN {HEAD_CHANNEL}".encode())
+            async for notification in connection.notifies():
+                if notification.payload.isdigit():
+                    yield int(notification.payload)
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        # OperationalError: lost connections, class 53 (disk full, too many connections), 57
+        # (shutdown), 40 (serialisation, deadlock: try again); a standby refuses writes.
+        return isinstance(
+            error,
+            psycopg.OperationalError
+            | psycopg.InterfaceError
+            | psycopg.errors.ReadOnlySqlTransaction
+            | PoolTimeout,
+        )

@@ -83,23 +83,22 @@ def read_round(reader: LogReader, round_id: str) -> StoredRound | None:
 
 
 def list_rounds(
-    reader: LogReader, table_id: str, limit: int, after: tuple[str, str] | None = None
+    reader: LogReader, table_id: str | None, limit: int, after: tuple[str, str] | None = None
 ) -> list[StoredRound]:
-    """A table's rounds, newest first, ``limit`` at a time; ``after`` is the (created_at,
-    round_id) of the last round of the previous page."""
-    if after is None:
-        rows = reader.query(
-            f"SELECT {_COLUMNS} FROM rounds WHERE table_id = ?"
-            " ORDER BY created_at DESC, round_id DESC LIMIT ?",
-            (table_id, limit),
-        )
-    else:
-        rows = reader.query(
-            f"SELECT {_COLUMNS} FROM rounds WHERE table_id = ?"
-            " AND (created_at < ? OR (created_at = ? AND round_id < ?))"
-            " ORDER BY created_at DESC, round_id DESC LIMIT ?",
-            (table_id, after[0], after[0], after[1], limit),
-        )
+    """A table's rounds (every table's if ``table_id`` is None), newest first, ``limit`` at a
+    time; ``after`` is the (created_at, round_id) of the last round of the previous page."""
+    conditions, params = [], []
+    if table_id is not None:
+        conditions.append("table_id = ?")
+        params.append(table_id)
+    if after is not None:
+        conditions.append("(created_at < ? OR (created_at = ? AND round_id < ?))")
+        params += [after[0], after[0], after[1]]
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    rows = reader.query(
+        f"SELECT {_COLUMNS} FROM rounds{where} ORDER BY created_at DESC, round_id DESC LIMIT ?",
+        (*params, limit),
+    )
     return [_round(row) for row in rows]
 
 

@@ -62,3 +62,15 @@ class SqliteBackend(Backend):
 
     def create_schema(self, connection: sqlite3.Connection) -> None:
         connection.executescript(SCHEMA)
+
+    def is_unavailable(self, error: BaseException) -> bool:
+        return (
+            isinstance(error, sqlite3.OperationalError)
+            and error.sqlite_errorcode & 0xFF in _UNAVAILABLE_CODES
+        )
+
+
+#: SQLite's primary result codes that mean the file cannot be used now: BUSY, LOCKED, NOMEM,
+#: READONLY, IOERR, FULL, CANTOPEN, PROTOCOL (https://sqlite.org/rescode.html). Others (a
+#: syntax error, a constraint) are a refusal of the statement itself.
+_UNAVAILABLE_CODES: Final = frozenset({5, 6, 7, 8, 10, 13, 14, 15})

@@ -56,7 +56,11 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setting
     configure_logging("json")
     tokens = write_tokens(tmp_path / "tokens.json")
     base = Settings(
-        listen="127.0.0.1:0", data_dir=tmp_path / "data", tokens=tokens, grace_seconds=1
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        tokens=tokens,
+        grace_seconds=1,
+        shutdown_notice_seconds=0,
     )
     if request.param == "sqlite":
         yield base

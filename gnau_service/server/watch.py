@@ -1,0 +1,34 @@
+"""Following the log as it grows: what a WatchEntries stream sends, and when.
+
+A stream sends what the log already holds, a page at a time, then waits on the log's tail
+(an asyncio event: no thread, no poll) for more. Once caught up it sends at most one message per
+:data:`~gnau_service.server.limits.WATCH_INTERVAL_SECONDS`, with every entry appended meanwhile,
+so that hundreds of streams cost the dealer little however often the log grows. A client that
+does not read holds its stream at its current write: HTTP/2 flow control stops it, so nothing
+queues in memory for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from gnau_service.server.limits import ENTRIES_PER_MESSAGE, WATCH_INTERVAL_SECONDS
+from gnau_service.store import LogTail
+
+
+async def follow(
+    tail: LogTail, start: int, *, interval: float = WATCH_INTERVAL_SECONDS
+) -> AsyncIterator[tuple[int, list[bytes]]]:
+    """Pages ``(first index, entries)`` of the log from entry ``start`` on, for ever."""
+    next_index = start
+    while True:
+        size = await tail.wait_beyond(next_index)
+        while next_index < size:
+            stop = min(next_index + ENTRIES_PER_MESSAGE, size)
+            page = await tail.read(next_index, stop)
+            if not page:  # nothing there after all (a store restored from a backup?)
+                break
+            yield next_index, page
+            next_index += len(page)
+        await asyncio.sleep(interval)
