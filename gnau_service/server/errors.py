@@ -164,10 +164,12 @@ def bad_request(violations: Sequence[tuple[str, str]]) -> grpc.Status:
         (_clip(path, MAX_FIELD_PATH_BYTES), _clip(problem, MAX_VIOLATION_BYTES))
         for path, problem in violations[:MAX_FIELD_VIOLATIONS]
     ]
+    # The message names the first violation and counts the rest, so the count is never cut.
+    others = len(violations) - 1
+    suffix = f" (and {others} more)" if others else ""
+    path, problem = shown[0] if shown else ("request", "is invalid")
+    message = _clip(f"{path}: {problem}", MAX_ERROR_MESSAGE_BYTES - len(suffix)) + suffix
     more = len(violations) - len(shown)
-    message = "; ".join(f"{path}: {problem}" for path, problem in shown)
-    if more:
-        message = f"{message}; and {more} more"
     detail = error_details_pb2.BadRequest(
         field_violations=[
             error_details_pb2.BadRequest.FieldViolation(field=path, description=problem)

@@ -24,6 +24,7 @@ included) propagate: values set in ``intercept_service`` itself do not reach the
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import time
 import uuid
@@ -224,7 +225,7 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 log.info("rpc cancelled by the client", ms=_ms(started))
                 return None
             log.error("rpc failed", code="INTERNAL", error=type(error).__name__, exc_info=error)
-            await context.abort_with_status(internal_error(request_id))
+            await _abort(context, internal_error(request_id))
         log.info("rpc", code="OK", ms=_ms(started))
         return response
 
@@ -233,7 +234,7 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
         if isinstance(error, StoreUnavailable):
             self.on_storage_failure(error)
-        await context.abort_with_status(status)
+        await _abort(context, status)
 
     def _role(self, method: str, context: Context) -> Role:
         metadata = dict(context.invocation_metadata() or ())
@@ -271,6 +272,22 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 total=self.undecodable.total,
                 per_seconds=UNDECODABLE_WARNING_SECONDS,
             )
+
+
+async def _abort(context: Context, status: grpc.Status) -> None:
+    """End the call with ``status`` (raises grpc's AbortError, as ``abort_with_status`` does).
+
+    A status cannot be sent while a write is still pending: a stream whose client stopped
+    reading, ended at shutdown. Such a call ends as cancelled, which grpc does without a word;
+    the transport closes it when the server stops.
+    """
+    try:
+        await context.abort_with_status(status)
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        log.info("rpc ended without its status: the client is not reading", code=status.code.name)
+        raise asyncio.CancelledError from None
 
 
 def _bind_request_id(method: str, context: Context) -> str:
