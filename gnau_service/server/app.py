@@ -52,21 +52,21 @@ def configure_logging(log_format: str) -> None:
 
     In JSON mode every line is JSON: the service's own, the standard library's (grpc, asyncio,
     psycopg, warnings) through the same processors, and exceptions as structured data
-    (structlog's ``dict_tracebacks``), uncaught ones included.
+    (structlog's exception dictionaries, without local variables), uncaught ones included.
     """
     json_lines = log_format == "json"
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if json_lines
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback
+        )
     )
     stamped: list[structlog.types.Processor] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    exceptions: list[structlog.types.Processor] = (
-        [structlog.processors.dict_tracebacks] if json_lines else []
-    )
+    exceptions: list[structlog.types.Processor] = [_STRUCTURED_TRACEBACKS] if json_lines else []
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *stamped, *exceptions, renderer],
         logger_factory=_StderrLogger,
@@ -92,6 +92,13 @@ def configure_logging(log_format: str) -> None:
         threading.excepthook = lambda hook: _log_uncaught(
             hook.exc_type, hook.exc_value or hook.exc_type(), hook.exc_traceback
         )
+
+
+#: Exceptions as structured data, without the frames' local variables: a local may be a seed,
+#: a token or a password, and none of them may reach a log.
+_STRUCTURED_TRACEBACKS: Final = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
 
 
 def _log_uncaught(

@@ -89,7 +89,8 @@ async def test_a_fault_inside_a_handler_is_internal_with_only_the_request_id(
     service: Service, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(self: Dealer, round_id: str) -> None:
-        raise RuntimeError("secret internals: /var/lib/gnau, token op-token")
+        server_seed = "5eed" * 16  # a local a traceback could show
+        raise RuntimeError(f"secret internals: /var/lib/gnau {len(server_seed)}")
 
     monkeypatch.setattr(Dealer, "get", broken)
     request_id = str(uuid.uuid4())
@@ -105,9 +106,12 @@ async def test_a_fault_inside_a_handler_is_internal_with_only_the_request_id(
     error = caught.value
     assert error.code() == grpc.StatusCode.INTERNAL
     assert error.details() == f"internal error; quote request id {request_id}"
+    assert "secret" not in str(error.debug_error_string())
     info = error_info(error)
     assert (info.reason, info.metadata["request_id"]) == ("INTERNAL", request_id)
-    failed = [line for line in log_lines(capsys.readouterr().err) if line["event"] == "rpc failed"]
+    err = capsys.readouterr().err
+    assert "5eed5eed" not in err, "a traceback in the log showed a local variable"
+    failed = [line for line in log_lines(err) if line["event"] == "rpc failed"]
     assert len(failed) == 1 and failed[0]["request_id"] == request_id
     assert failed[0]["error"] == "RuntimeError"  # the traceback is there, as structured data
     assert isinstance(failed[0]["exception"], list)
