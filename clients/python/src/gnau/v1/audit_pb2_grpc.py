@@ -28,12 +28,23 @@ if _version_not_supported:
 class AuditServiceStub:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is public and read-only. A client should trust nothing it has not checked:
-    open the checkpoint with a pinned verifier key, check entries against it with inclusion
-    proofs, and check each new checkpoint against the last one it saw with a consistency proof.
+    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
+    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
+    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
+    operator) role: entries name players and stakes. A client should trust nothing it has not
+    checked: open the checkpoint with a pinned verifier key, check entries against it with
+    inclusion proofs, and check each new checkpoint against the last one it saw with a
+    consistency proof.
 
-    Errors: INVALID_ARGUMENT for a malformed request, OUT_OF_RANGE for an index or size beyond
-    the log, NOT_FOUND for an unknown round, UNAVAILABLE when the call may be retried.
+    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
+    default) and --max-streams-per-peer from one client address (50); another is refused with
+    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
+    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
+    with UNAVAILABLE (SHUTTING_DOWN).
+
+    Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
+    request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
+    UNAVAILABLE when the call may be retried.
     """
 
     def __init__(self, channel):
@@ -82,12 +93,23 @@ class AuditServiceStub:
 class AuditServiceServicer:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is public and read-only. A client should trust nothing it has not checked:
-    open the checkpoint with a pinned verifier key, check entries against it with inclusion
-    proofs, and check each new checkpoint against the last one it saw with a consistency proof.
+    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
+    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
+    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
+    operator) role: entries name players and stakes. A client should trust nothing it has not
+    checked: open the checkpoint with a pinned verifier key, check entries against it with
+    inclusion proofs, and check each new checkpoint against the last one it saw with a
+    consistency proof.
 
-    Errors: INVALID_ARGUMENT for a malformed request, OUT_OF_RANGE for an index or size beyond
-    the log, NOT_FOUND for an unknown round, UNAVAILABLE when the call may be retried.
+    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
+    default) and --max-streams-per-peer from one client address (50); another is refused with
+    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
+    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
+    with UNAVAILABLE (SHUTTING_DOWN).
+
+    Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
+    request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
+    UNAVAILABLE when the call may be retried.
     """
 
     def GetCheckpoint(self, request, context):
@@ -98,7 +120,8 @@ class AuditServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def GetEntries(self, request, context):
-        """Streams the entries with indices in [start, end), in index order.
+        """Streams the entries with indices in [start, end), in index order, 100 a message and at
+        most 10,000 a call.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -126,9 +149,11 @@ class AuditServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def WatchEntries(self, request, context):
-        """Streams entries from a start index on: first those already in the log, then each new one
-        as it is appended, until the client cancels. To resume after a broken stream, call again
-        with start_index = the last index received + 1.
+        """Streams entries from a start index on: first those already in the log, 100 a message, then
+        the new ones as they are appended, until the client cancels. Once caught up, it sends at
+        most one message every 0.25 s, with every entry appended meanwhile. To resume after a
+        broken stream (or UNAVAILABLE at a server's shutdown), call again with start_index = the
+        last index received + 1.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -190,12 +215,23 @@ def add_AuditServiceServicer_to_server(servicer, server):
 class AuditService:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is public and read-only. A client should trust nothing it has not checked:
-    open the checkpoint with a pinned verifier key, check entries against it with inclusion
-    proofs, and check each new checkpoint against the last one it saw with a consistency proof.
+    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
+    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
+    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
+    operator) role: entries name players and stakes. A client should trust nothing it has not
+    checked: open the checkpoint with a pinned verifier key, check entries against it with
+    inclusion proofs, and check each new checkpoint against the last one it saw with a
+    consistency proof.
 
-    Errors: INVALID_ARGUMENT for a malformed request, OUT_OF_RANGE for an index or size beyond
-    the log, NOT_FOUND for an unknown round, UNAVAILABLE when the call may be retried.
+    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
+    default) and --max-streams-per-peer from one client address (50); another is refused with
+    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
+    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
+    with UNAVAILABLE (SHUTTING_DOWN).
+
+    Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
+    request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
+    UNAVAILABLE when the call may be retried.
     """
 
     @staticmethod

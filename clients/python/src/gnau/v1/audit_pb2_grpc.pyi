@@ -31,12 +31,23 @@ GRPC_VERSION: str
 class AuditServiceStub:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is public and read-only. A client should trust nothing it has not checked:
-    open the checkpoint with a pinned verifier key, check entries against it with inclusion
-    proofs, and check each new checkpoint against the last one it saw with a consistency proof.
+    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
+    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
+    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
+    operator) role: entries name players and stakes. A client should trust nothing it has not
+    checked: open the checkpoint with a pinned verifier key, check entries against it with
+    inclusion proofs, and check each new checkpoint against the last one it saw with a
+    consistency proof.
 
-    Errors: INVALID_ARGUMENT for a malformed request, OUT_OF_RANGE for an index or size beyond
-    the log, NOT_FOUND for an unknown round, UNAVAILABLE when the call may be retried.
+    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
+    default) and --max-streams-per-peer from one client address (50); another is refused with
+    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
+    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
+    with UNAVAILABLE (SHUTTING_DOWN).
+
+    Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
+    request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
+    UNAVAILABLE when the call may be retried.
     """
 
     @_typing.overload
@@ -46,7 +57,9 @@ class AuditServiceStub:
     GetCheckpoint: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetCheckpointRequest, _audit_pb2.GetCheckpointResponse]
     """Returns the latest signed checkpoint of the log."""
     GetEntries: _grpc.UnaryStreamMultiCallable[_audit_pb2.GetEntriesRequest, _audit_pb2.GetEntriesResponse]
-    """Streams the entries with indices in [start, end), in index order."""
+    """Streams the entries with indices in [start, end), in index order, 100 a message and at
+    most 10,000 a call.
+    """
     GetInclusionProof: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetInclusionProofRequest, _audit_pb2.GetInclusionProofResponse]
     """Returns the RFC 9162 inclusion proof of one entry in the tree of a given size."""
     GetConsistencyProof: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetConsistencyProofRequest, _audit_pb2.GetConsistencyProofResponse]
@@ -54,9 +67,11 @@ class AuditServiceStub:
     GetPublicKeys: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetPublicKeysRequest, _audit_pb2.GetPublicKeysResponse]
     """Returns the log's verifier keys and key rotation statements."""
     WatchEntries: _grpc.UnaryStreamMultiCallable[_audit_pb2.WatchEntriesRequest, _audit_pb2.WatchEntriesResponse]
-    """Streams entries from a start index on: first those already in the log, then each new one
-    as it is appended, until the client cancels. To resume after a broken stream, call again
-    with start_index = the last index received + 1.
+    """Streams entries from a start index on: first those already in the log, 100 a message, then
+    the new ones as they are appended, until the client cancels. Once caught up, it sends at
+    most one message every 0.25 s, with every entry appended meanwhile. To resume after a
+    broken stream (or UNAVAILABLE at a server's shutdown), call again with start_index = the
+    last index received + 1.
     """
     VerifyRound: _grpc.UnaryUnaryMultiCallable[_audit_pb2.VerifyRoundRequest, _audit_pb2.VerifyRoundResponse]
     """Recomputes one round from the log (commitment, lock, deck, hands) and reports each check."""
@@ -65,19 +80,32 @@ class AuditServiceStub:
 class AuditServiceAsyncStub(AuditServiceStub):
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is public and read-only. A client should trust nothing it has not checked:
-    open the checkpoint with a pinned verifier key, check entries against it with inclusion
-    proofs, and check each new checkpoint against the last one it saw with a consistency proof.
+    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
+    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
+    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
+    operator) role: entries name players and stakes. A client should trust nothing it has not
+    checked: open the checkpoint with a pinned verifier key, check entries against it with
+    inclusion proofs, and check each new checkpoint against the last one it saw with a
+    consistency proof.
 
-    Errors: INVALID_ARGUMENT for a malformed request, OUT_OF_RANGE for an index or size beyond
-    the log, NOT_FOUND for an unknown round, UNAVAILABLE when the call may be retried.
+    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
+    default) and --max-streams-per-peer from one client address (50); another is refused with
+    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
+    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
+    with UNAVAILABLE (SHUTTING_DOWN).
+
+    Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
+    request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
+    UNAVAILABLE when the call may be retried.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetCheckpoint: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetCheckpointRequest, _audit_pb2.GetCheckpointResponse]  # type: ignore[assignment]
     """Returns the latest signed checkpoint of the log."""
     GetEntries: _aio.UnaryStreamMultiCallable[_audit_pb2.GetEntriesRequest, _audit_pb2.GetEntriesResponse]  # type: ignore[assignment]
-    """Streams the entries with indices in [start, end), in index order."""
+    """Streams the entries with indices in [start, end), in index order, 100 a message and at
+    most 10,000 a call.
+    """
     GetInclusionProof: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetInclusionProofRequest, _audit_pb2.GetInclusionProofResponse]  # type: ignore[assignment]
     """Returns the RFC 9162 inclusion proof of one entry in the tree of a given size."""
     GetConsistencyProof: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetConsistencyProofRequest, _audit_pb2.GetConsistencyProofResponse]  # type: ignore[assignment]
@@ -85,9 +113,11 @@ class AuditServiceAsyncStub(AuditServiceStub):
     GetPublicKeys: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetPublicKeysRequest, _audit_pb2.GetPublicKeysResponse]  # type: ignore[assignment]
     """Returns the log's verifier keys and key rotation statements."""
     WatchEntries: _aio.UnaryStreamMultiCallable[_audit_pb2.WatchEntriesRequest, _audit_pb2.WatchEntriesResponse]  # type: ignore[assignment]
-    """Streams entries from a start index on: first those already in the log, then each new one
-    as it is appended, until the client cancels. To resume after a broken stream, call again
-    with start_index = the last index received + 1.
+    """Streams entries from a start index on: first those already in the log, 100 a message, then
+    the new ones as they are appended, until the client cancels. Once caught up, it sends at
+    most one message every 0.25 s, with every entry appended meanwhile. To resume after a
+    broken stream (or UNAVAILABLE at a server's shutdown), call again with start_index = the
+    last index received + 1.
     """
     VerifyRound: _aio.UnaryUnaryMultiCallable[_audit_pb2.VerifyRoundRequest, _audit_pb2.VerifyRoundResponse]  # type: ignore[assignment]
     """Recomputes one round from the log (commitment, lock, deck, hands) and reports each check."""
@@ -95,12 +125,23 @@ class AuditServiceAsyncStub(AuditServiceStub):
 class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is public and read-only. A client should trust nothing it has not checked:
-    open the checkpoint with a pinned verifier key, check entries against it with inclusion
-    proofs, and check each new checkpoint against the last one it saw with a consistency proof.
+    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
+    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
+    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
+    operator) role: entries name players and stakes. A client should trust nothing it has not
+    checked: open the checkpoint with a pinned verifier key, check entries against it with
+    inclusion proofs, and check each new checkpoint against the last one it saw with a
+    consistency proof.
 
-    Errors: INVALID_ARGUMENT for a malformed request, OUT_OF_RANGE for an index or size beyond
-    the log, NOT_FOUND for an unknown round, UNAVAILABLE when the call may be retried.
+    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
+    default) and --max-streams-per-peer from one client address (50); another is refused with
+    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
+    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
+    with UNAVAILABLE (SHUTTING_DOWN).
+
+    Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
+    request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
+    UNAVAILABLE when the call may be retried.
     """
 
     @_abc_1.abstractmethod
@@ -117,7 +158,9 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _audit_pb2.GetEntriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_audit_pb2.GetEntriesResponse], _abc.AsyncIterator[_audit_pb2.GetEntriesResponse]]:
-        """Streams the entries with indices in [start, end), in index order."""
+        """Streams the entries with indices in [start, end), in index order, 100 a message and at
+        most 10,000 a call.
+        """
 
     @_abc_1.abstractmethod
     def GetInclusionProof(
@@ -149,9 +192,11 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _audit_pb2.WatchEntriesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_abc.Iterator[_audit_pb2.WatchEntriesResponse], _abc.AsyncIterator[_audit_pb2.WatchEntriesResponse]]:
-        """Streams entries from a start index on: first those already in the log, then each new one
-        as it is appended, until the client cancels. To resume after a broken stream, call again
-        with start_index = the last index received + 1.
+        """Streams entries from a start index on: first those already in the log, 100 a message, then
+        the new ones as they are appended, until the client cancels. Once caught up, it sends at
+        most one message every 0.25 s, with every entry appended meanwhile. To resume after a
+        broken stream (or UNAVAILABLE at a server's shutdown), call again with start_index = the
+        last index received + 1.
         """
 
     @_abc_1.abstractmethod

@@ -32,7 +32,10 @@ class ShuffleRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     table_id: _builtins.str
-    """The table the round is played at: non-empty, at most 128 bytes of UTF-8."""
+    """The table the round is played at: 1 to 128 bytes of UTF-8, with no control character
+    (U+0000 to U+001F, U+007F to U+009F) and no space at either end. A table has at most one
+    round that is not settled or voided.
+    """
     @_builtins.property
     def house_rules(self) -> _types_pb2.HouseRules:
         """The house rules of the round; unset fields (or no message) take their defaults."""
@@ -89,10 +92,14 @@ class DealRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to deal; it must be in state ROUND_STATE_SHUFFLED."""
+    """The round to deal (1 to 128 bytes of UTF-8); it must be in state ROUND_STATE_SHUFFLED."""
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[_round_pb2.Seat]:
-        """The seats, at least one, in any order. 5 x (seats + 1) cards must fit the round's decks."""
+        """The seats, at least one, in any order, with distinct seat numbers. Their hands and the
+        dealer's, 5 x (seats + 1) cards, must fit the round's decks: at most 9 seats with one deck,
+        82 with eight. The stakes times the round's largest payout must sum to at most 2^53-1
+        (see Seat.stake).
+        """
 
     @_builtins.property
     def beacon(self) -> _round_pb2.Beacon:
@@ -149,7 +156,7 @@ class RevealRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to reveal; it must be in state ROUND_STATE_DEALT."""
+    """The round to reveal (1 to 128 bytes of UTF-8); it must be in state ROUND_STATE_DEALT."""
     def __init__(
         self,
         *,
@@ -199,7 +206,7 @@ class SettleRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to settle; it must be in state ROUND_STATE_REVEALED."""
+    """The round to settle (1 to 128 bytes of UTF-8); it must be in state ROUND_STATE_REVEALED."""
     def __init__(
         self,
         *,
@@ -250,9 +257,9 @@ class VoidRoundRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to void; it must not be settled or voided already."""
+    """The round to void (1 to 128 bytes of UTF-8); it must not be settled or voided already."""
     reason: _builtins.str
-    """Why the round is voided: non-empty, at most 1024 bytes of UTF-8. Logged."""
+    """Why the round is voided: 1 to 1024 bytes of UTF-8, not only white space. Logged."""
     def __init__(
         self,
         *,
@@ -300,7 +307,9 @@ class GetRoundRequest(_message.Message):
 
     ROUND_ID_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
-    """The round's id."""
+    """The round's id: 1 to 128 bytes of UTF-8 (INVALID_ARGUMENT otherwise; NOT_FOUND if there
+    is no such round, or, to the public role, if its seed is not public yet).
+    """
     def __init__(
         self,
         *,
@@ -354,8 +363,9 @@ class ListRoundsRequest(_message.Message):
     treated as 1000; negative values are refused.
     """
     page_token: _builtins.str
-    """A `next_page_token` from a previous call with the same `table_id`; empty for the first
-    page. Opaque to clients.
+    """A `next_page_token` from a previous call with the same `table_id` (a token of another
+    `table_id` is refused with INVALID_ARGUMENT, as AIP-158 asks); empty for the first page.
+    Opaque to clients; at most 1024 characters.
     """
     def __init__(
         self,

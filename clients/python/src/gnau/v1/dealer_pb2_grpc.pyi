@@ -40,10 +40,18 @@ class DealerServiceStub:
     retry a call whose outcome it did not learn (UNAVAILABLE, DEADLINE_EXCEEDED) with the same
     request_id and never act twice.
 
-    Errors: INVALID_ARGUMENT for a bad field (the message names it), NOT_FOUND for an unknown
-    round, FAILED_PRECONDITION for a call the round's state does not allow (e.g. Settle before
-    Reveal), UNAUTHENTICATED / PERMISSION_DENIED for a missing or insufficient bearer token,
-    UNAVAILABLE when the call may be retried.
+    Errors carry a google.rpc.ErrorInfo (domain "gnau.dealer") whose reason a client can act on:
+    INVALID_ARGUMENT for a bad field, with a google.rpc.BadRequest naming at most 5 of them (the
+    message counts the rest), or for a request that could not be decoded (UNDECODABLE_REQUEST);
+    NOT_FOUND for an unknown round; FAILED_PRECONDITION for a call the round's state does not
+    allow (ROUND_STATE, e.g. Settle before Reveal) or a busy table (TABLE_BUSY); ALREADY_EXISTS
+    for a request_id reused with another request; UNAUTHENTICATED / PERMISSION_DENIED for a
+    missing or insufficient bearer token; RESOURCE_EXHAUSTED when the server is at its limit of
+    calls; UNAVAILABLE when the call may be retried with the same request_id: the store cannot
+    be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
+    INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
+    and details are bounded: echoed values are cut with a marker, and all its trailers stay
+    under 4 KiB. A refused call changes nothing and logs nothing.
     """
 
     @_typing.overload
@@ -82,10 +90,18 @@ class DealerServiceAsyncStub(DealerServiceStub):
     retry a call whose outcome it did not learn (UNAVAILABLE, DEADLINE_EXCEEDED) with the same
     request_id and never act twice.
 
-    Errors: INVALID_ARGUMENT for a bad field (the message names it), NOT_FOUND for an unknown
-    round, FAILED_PRECONDITION for a call the round's state does not allow (e.g. Settle before
-    Reveal), UNAUTHENTICATED / PERMISSION_DENIED for a missing or insufficient bearer token,
-    UNAVAILABLE when the call may be retried.
+    Errors carry a google.rpc.ErrorInfo (domain "gnau.dealer") whose reason a client can act on:
+    INVALID_ARGUMENT for a bad field, with a google.rpc.BadRequest naming at most 5 of them (the
+    message counts the rest), or for a request that could not be decoded (UNDECODABLE_REQUEST);
+    NOT_FOUND for an unknown round; FAILED_PRECONDITION for a call the round's state does not
+    allow (ROUND_STATE, e.g. Settle before Reveal) or a busy table (TABLE_BUSY); ALREADY_EXISTS
+    for a request_id reused with another request; UNAUTHENTICATED / PERMISSION_DENIED for a
+    missing or insufficient bearer token; RESOURCE_EXHAUSTED when the server is at its limit of
+    calls; UNAVAILABLE when the call may be retried with the same request_id: the store cannot
+    be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
+    INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
+    and details are bounded: echoed values are cut with a marker, and all its trailers stay
+    under 4 KiB. A refused call changes nothing and logs nothing.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -120,10 +136,18 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
     retry a call whose outcome it did not learn (UNAVAILABLE, DEADLINE_EXCEEDED) with the same
     request_id and never act twice.
 
-    Errors: INVALID_ARGUMENT for a bad field (the message names it), NOT_FOUND for an unknown
-    round, FAILED_PRECONDITION for a call the round's state does not allow (e.g. Settle before
-    Reveal), UNAUTHENTICATED / PERMISSION_DENIED for a missing or insufficient bearer token,
-    UNAVAILABLE when the call may be retried.
+    Errors carry a google.rpc.ErrorInfo (domain "gnau.dealer") whose reason a client can act on:
+    INVALID_ARGUMENT for a bad field, with a google.rpc.BadRequest naming at most 5 of them (the
+    message counts the rest), or for a request that could not be decoded (UNDECODABLE_REQUEST);
+    NOT_FOUND for an unknown round; FAILED_PRECONDITION for a call the round's state does not
+    allow (ROUND_STATE, e.g. Settle before Reveal) or a busy table (TABLE_BUSY); ALREADY_EXISTS
+    for a request_id reused with another request; UNAUTHENTICATED / PERMISSION_DENIED for a
+    missing or insufficient bearer token; RESOURCE_EXHAUSTED when the server is at its limit of
+    calls; UNAVAILABLE when the call may be retried with the same request_id: the store cannot
+    be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
+    INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
+    and details are bounded: echoed values are cut with a marker, and all its trailers stay
+    under 4 KiB. A refused call changes nothing and logs nothing.
     """
 
     @_abc_1.abstractmethod

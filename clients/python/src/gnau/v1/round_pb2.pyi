@@ -100,11 +100,18 @@ class Seat(_message.Message):
     STAKE_FIELD_NUMBER: _builtins.int
     CLIENT_SEED_FIELD_NUMBER: _builtins.int
     seat_number: _builtins.int
-    """Seat number, 1 to 2^31-1, unique in the round. Cards are dealt in ascending seat order."""
+    """Seat number, 1 to 2^31-1, unique in the round; numbers may have gaps. Cards are dealt in
+    ascending seat order.
+    """
     player_id: _builtins.str
     """The player's id: non-empty, at most 128 bytes of UTF-8."""
     stake: _builtins.int
-    """The stake in minor currency units, 1 to 2^63-1."""
+    """The stake in minor currency units: 1 to the server's max stake (--max-stake: 10^12 by
+    default, 5,492,194,667,524 at most). Every amount a round can settle must fit an IEEE 754
+    double exactly, as the audit log's JSON holds it: the stake times the round's largest
+    payout (10 with PAYOUT_TABLE_POINTS, 7 with PAYOUT_TABLE_MULTIPLIER, doubled with
+    suited_double), and the sum of the round's stakes times it, must each be at most 2^53-1.
+    """
     client_seed: _builtins.bytes
     """The player's own contribution to the shuffle, 0 to 64 bytes; empty means none."""
     def __init__(
@@ -195,7 +202,9 @@ class SeatResult(_message.Message):
     outcome: Global___Outcome.ValueType
     """Win, lose or tie against the dealer."""
     delta: _builtins.int
-    """What the player gains (positive) or pays (negative), in minor currency units."""
+    """What the player gains (positive) or pays (negative), in minor currency units; within
+    ±(2^53-1).
+    """
     @_builtins.property
     def evaluation(self) -> _types_pb2.HandEvaluation:
         """The seat's hand, evaluated under the round's house rules."""
@@ -227,7 +236,9 @@ class Settlement(_message.Message):
     DEALER_EVALUATION_FIELD_NUMBER: _builtins.int
     DEALER_DELTA_FIELD_NUMBER: _builtins.int
     dealer_delta: _builtins.int
-    """What the dealer gains (positive) or pays (negative): minus the sum of the seats' deltas."""
+    """What the dealer gains (positive) or pays (negative): minus the sum of the seats' deltas;
+    within ±(2^53-1).
+    """
     @_builtins.property
     def seat_results(self) -> _containers.RepeatedCompositeFieldContainer[Global___SeatResult]:
         """One result per seat, in ascending seat number."""
