@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pty
+import select
+import socket
 import sqlite3
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.serving import gnau, served
+from tests.postgres import fresh_database
+from tests.serving import REPO, free_port, gnau, served
 
 
 def test_a_session_plays_verifies_and_leaves_a_log_that_verifies(tmp_path: Path) -> None:
@@ -71,3 +79,115 @@ def test_play_without_a_token_says_so(tmp_path: Path) -> None:
     played = gnau("play", "--tokens-file", str(tmp_path / "none.json"), env=env)
     assert played.returncode == 2
     assert "no operator token" in played.stderr
+
+
+# -- secrets hygiene and honest start-up failures ------------------------------------------------
+
+
+def test_every_file_the_service_creates_is_private(tmp_path: Path) -> None:
+    # The database outside the (0700) data directory, as the tester had it, and the test's own
+    # umask permissive: the service must not rely on either.
+    database = tmp_path / "elsewhere" / "gnau.db"
+    previous = os.umask(0o022)
+    try:
+        with served(tmp_path / "data", "--database", f"sqlite:///{database}") as service:
+            played = gnau("play", "--target", service.target, "--token", service.token)
+            assert played.returncode == 0, played.stderr
+            modes = {
+                path.name: stat.S_IMODE(path.stat().st_mode)
+                for path in [
+                    database,
+                    database.with_name("gnau.db-wal"),
+                    database.with_name("gnau.db-shm"),
+                    tmp_path / "data" / "log-signing-key.pem",
+                    tmp_path / "data" / "tokens.json",
+                ]
+            }
+    finally:
+        os.umask(previous)
+    assert modes == dict.fromkeys(modes, 0o600)
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+
+
+def test_a_new_token_is_not_printed_where_stdout_is_a_log(tmp_path: Path) -> None:
+    with served(tmp_path / "data") as service:
+        pass
+    output = service.output()
+    assert service.token not in output
+    events = [json.loads(line) for line in output.splitlines()]
+    written = [event for event in events if event["event"] == "new local operator token written"]
+    assert written == [dict(written[0], path=str(tmp_path / "data" / "tokens.json"))]
+
+
+def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
+    port = free_port()
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "gnau_service.cli.main", "serve", "--log-format", "console",
+            "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"),
+            "--shutdown-notice-seconds", "0",
+        ],
+        stdout=secondary,
+        stderr=subprocess.DEVNULL,
+        cwd=REPO,
+    )  # fmt: skip
+    os.close(secondary)
+    shown = b""
+    try:
+        while b"operator token" not in shown or shown.count(b"\n") < 4:
+            ready, _, _ = select.select([primary], [], [], 30)
+            assert ready, f"nothing on the terminal: {shown!r}"
+            shown += os.read(primary, 4096)
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        os.close(primary)
+    tokens = json.loads((tmp_path / "data" / "tokens.json").read_text())["tokens"]
+    assert next(iter(tokens)).encode() in shown
+
+
+def test_a_database_password_never_shows(tmp_path: Path) -> None:
+    with fresh_database() as url:
+        # Trust authentication ignores the password, so the service starts with it.
+        with_password = url.replace("postgres@", "postgres:sekrit-pw@")
+        with served(tmp_path / "data", "--database", with_password) as service:
+            pass
+        output = service.output()
+        assert "sekrit-pw" not in output
+        serving = next(json.loads(line) for line in output.splitlines() if '"serving"' in line)
+        assert serving["database"] == with_password.replace("sekrit-pw", "***")
+        console = gnau(
+            "serve", "--log-format", "console", "--data-dir", str(tmp_path / "data"),
+            "--listen", "127.0.0.1:0", "--database", "mysql://u:sekrit-pw@h/db",
+        )  # fmt: skip
+        assert console.returncode == 2 and "sekrit-pw" not in console.stderr + console.stdout
+        assert "mysql://u:***@h/db" in console.stderr
+
+
+def test_on_a_busy_port_nothing_is_created(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = gnau(
+            "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"),
+            timeout=60,
+        )  # fmt: skip
+    assert started.returncode == 2
+    assert not (tmp_path / "data").exists(), "a key, tokens or a database was created"
+    lines = [json.loads(line) for line in started.stderr.splitlines()]
+    assert [line["event"] for line in lines] == ["cannot start"]
+    assert started.stdout == ""
+
+
+def test_json_mode_writes_only_json_even_when_it_cannot_start(tmp_path: Path) -> None:
+    for args in (
+        ["--max-stake", "lots"],
+        ["--key", str(tmp_path / "missing.pem")],
+        ["--config", str(tmp_path / "missing.toml")],
+    ):
+        started = gnau("serve", "--data-dir", str(tmp_path / "data"), *args, timeout=60)
+        assert started.returncode == 2, args
+        for line in (started.stdout + started.stderr).splitlines():
+            assert json.loads(line)["level"] in ("error", "warning"), line
