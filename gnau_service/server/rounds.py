@@ -33,6 +33,7 @@ from gnau_service.audit.rounds import (
     settled_payload,
     voided_payload,
 )
+from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.deal import SeatHand, max_seats
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
@@ -570,12 +571,7 @@ def _parsed(text: str) -> RoundRecord:
 
 def check_table_id(table_id: str) -> None:
     """A table id: 1 to 128 bytes of UTF-8, no control character, no space at either end."""
-    if (
-        not table_id
-        or len(table_id.encode()) > MAX_TABLE_ID_BYTES
-        or _CONTROL.search(table_id)
-        or table_id != table_id.strip(" ")
-    ):
+    if not _is_name(table_id, MAX_TABLE_ID_BYTES) or table_id != table_id.strip(" "):
         raise InvalidRequest(
             [
                 (
@@ -588,9 +584,22 @@ def check_table_id(table_id: str) -> None:
 
 
 def check_round_id(round_id: str) -> None:
-    """A round id a round could have: 1 to 128 bytes of UTF-8 (unknown ones are NOT_FOUND)."""
-    if not round_id or len(round_id.encode()) > MAX_ROUND_ID_BYTES:
-        raise InvalidRequest([("round_id", f"must be 1 to {MAX_ROUND_ID_BYTES} bytes of UTF-8")])
+    """A round id a round could have: 1 to 128 bytes of UTF-8, no control character (a
+    well-formed id of no round is NOT_FOUND, later)."""
+    if not _is_name(round_id, MAX_ROUND_ID_BYTES):
+        raise InvalidRequest(
+            [
+                (
+                    "round_id",
+                    f"must be 1 to {MAX_ROUND_ID_BYTES} bytes of UTF-8, with no control character",
+                )
+            ]
+        )
+
+
+def _is_name(text: str, max_bytes: int) -> bool:
+    # No control character: NUL, in particular, no database text column can hold.
+    return bool(text) and len(text.encode()) <= max_bytes and not _CONTROL.search(text)
 
 
 #: C0 and C1 control characters and DEL.
@@ -609,7 +618,9 @@ def _read_page_token(token: str, table_id: str) -> tuple[str, str]:
         token_table, created_at, round_id = json.loads(base64.urlsafe_b64decode(token.encode()))
         if not all(isinstance(value, str) for value in (token_table, created_at, round_id)):
             raise TypeError("not a token")
-    except (ValueError, TypeError, binascii.Error):
+        parse_utc_timestamp(created_at)
+        check_round_id(round_id)
+    except (ValueError, TypeError, binascii.Error, InvalidRequest):
         raise InvalidRequest([("page_token", "is not a token this service returned")]) from None
     if token_table != table_id:
         raise InvalidRequest(

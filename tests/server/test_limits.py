@@ -35,9 +35,9 @@ STATED = [
     (DEALER_PROTO, "table_id = 2"),
     (DEALER_PROTO, f"1 to {limits.MAX_TABLE_ID_BYTES} bytes of UTF-8, with no control character"),
     (API_DOC, f"1 to {limits.MAX_TABLE_ID_BYTES} bytes of UTF-8, no control character"),
-    (DEALER_PROTO, f"(1 to {limits.MAX_ROUND_ID_BYTES} bytes of UTF-8)"),
-    (AUDIT_PROTO, f"(1 to {limits.MAX_ROUND_ID_BYTES} bytes of UTF-8)"),
-    (ROUND_PROTO, f"(1 to {limits.MAX_ROUND_ID_BYTES} bytes of UTF-8)"),
+    (DEALER_PROTO, f"(1 to {limits.MAX_ROUND_ID_BYTES} bytes of UTF-8, no control character)"),
+    (AUDIT_PROTO, f"(1 to {limits.MAX_ROUND_ID_BYTES} bytes of UTF-8, no control character)"),
+    (ROUND_PROTO, f"(1 to {limits.MAX_ROUND_ID_BYTES} bytes of UTF-8, no control character)"),
     (API_DOC, f"| `round_id` (every call that names one) | 1 to {limits.MAX_ROUND_ID_BYTES} bytes"),
     (ROUND_PROTO, "Seat number, 1 to 2^31-1, unique in the round; numbers may have gaps"),
     (API_DOC, f"1 to {limits.MAX_SEAT_NUMBER} (2^31-1), unique in the round; gaps allowed"),
@@ -251,7 +251,16 @@ async def test_an_empty_table_id_lists_every_table_and_a_token_keeps_its_table(
 
 @pytest.mark.parametrize(
     "token",
-    ["!!!", "x" * (limits.MAX_PAGE_TOKEN_CHARS + 1), "WyJhIl0=", "bnVsbA==", "W1tdLDEsMl0="],
+    [
+        "!!!",
+        "x" * (limits.MAX_PAGE_TOKEN_CHARS + 1),
+        "WyJhIl0=",  # ["a"]
+        "bnVsbA==",  # null
+        "W1tdLDEsMl0=",  # [[],1,2]
+        # ["", "2026-11-30T00:00:00Z", "r\u0000"]: a NUL that reached PostgreSQL (fuzz)
+        "WyIiLCAiMjAyNi0xMS0zMFQwMDowMDowMFoiLCAiclx1MDAwMCJd",
+        "WyIiLCAibm90IGEgdGltZSIsICJyLTEiXQ==",  # ["", "not a time", "r-1"]
+    ],
 )
 async def test_a_page_token_not_of_this_service_is_refused(service: Service, token: str) -> None:
     with pytest.raises(grpc.aio.AioRpcError) as caught:

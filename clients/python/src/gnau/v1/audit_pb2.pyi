@@ -350,7 +350,9 @@ class VerifyRoundRequest(_message.Message):
 
     ROUND_ID_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
-    """The round to verify (1 to 128 bytes of UTF-8); NOT_FOUND if it has no entries."""
+    """The round to verify (1 to 128 bytes of UTF-8, no control character); NOT_FOUND if it has no
+    entries.
+    """
     def __init__(
         self,
         *,

@@ -92,7 +92,9 @@ class DealRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to deal (1 to 128 bytes of UTF-8); it must be in state ROUND_STATE_SHUFFLED."""
+    """The round to deal (1 to 128 bytes of UTF-8, no control character); it must be in state
+    ROUND_STATE_SHUFFLED.
+    """
     @_builtins.property
     def seats(self) -> _containers.RepeatedCompositeFieldContainer[_round_pb2.Seat]:
         """The seats, at least one, in any order, with distinct seat numbers. Their hands and the
@@ -156,7 +158,9 @@ class RevealRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to reveal (1 to 128 bytes of UTF-8); it must be in state ROUND_STATE_DEALT."""
+    """The round to reveal (1 to 128 bytes of UTF-8, no control character); it must be in state
+    ROUND_STATE_DEALT.
+    """
     def __init__(
         self,
         *,
@@ -206,7 +210,9 @@ class SettleRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to settle (1 to 128 bytes of UTF-8); it must be in state ROUND_STATE_REVEALED."""
+    """The round to settle (1 to 128 bytes of UTF-8, no control character); it must be in state
+    ROUND_STATE_REVEALED.
+    """
     def __init__(
         self,
         *,
@@ -257,7 +263,9 @@ class VoidRoundRequest(_message.Message):
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
-    """The round to void (1 to 128 bytes of UTF-8); it must not be settled or voided already."""
+    """The round to void (1 to 128 bytes of UTF-8, no control character); it must not be settled or
+    voided already.
+    """
     reason: _builtins.str
     """Why the round is voided: 1 to 1024 bytes of UTF-8, not only white space. Logged."""
     def __init__(
@@ -307,8 +315,9 @@ class GetRoundRequest(_message.Message):
 
     ROUND_ID_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
-    """The round's id: 1 to 128 bytes of UTF-8 (INVALID_ARGUMENT otherwise; NOT_FOUND if there
-    is no such round, or, to the public role, if its seed is not public yet).
+    """The round's id: 1 to 128 bytes of UTF-8, no control character (INVALID_ARGUMENT
+    otherwise; NOT_FOUND if there is no such round, or, to the public role, if its seed is not
+    public yet).
     """
     def __init__(
         self,

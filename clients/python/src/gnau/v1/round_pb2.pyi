@@ -289,7 +289,9 @@ class Round(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     LOG_INDICES_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
-    """The round's id, assigned by the server at the shuffle (1 to 128 bytes of UTF-8)."""
+    """The round's id, assigned by the server at the shuffle (1 to 128 bytes of UTF-8, no control
+    character).
+    """
     table_id: _builtins.str
     """The table the round is played at."""
     state: Global___RoundState.ValueType
