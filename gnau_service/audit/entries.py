@@ -320,7 +320,7 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     except EntryError:
         raise
     except RecursionError:
-        raise EntryError(f"entry is nested more than {MAX_NESTING} levels deep") from None
+        raise EntryError(f"entry: nested more than {MAX_NESTING} levels deep") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise EntryError(f"entry is not UTF-8 JSON: {clip(str(error))}") from None
     # Nesting is at most the number of brackets, so most entries need no walk to bound it.
