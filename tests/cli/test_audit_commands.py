@@ -11,6 +11,7 @@ import pytest
 
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.signing import LogSigner
+from gnau_service.cli import audit_commands
 from gnau_service.store import Store, open_store
 from tests.audit.logs import new_signer, play_round
 from tests.cli.conftest import Run
@@ -280,3 +281,18 @@ def test_show_reports_an_entry_that_does_not_verify_without_a_traceback(
     assert run.status == 1
     assert "round round-voided: its entries do not verify: entry 14: " in run.out
     assert "Traceback" not in run.out + run.err
+
+
+def test_an_unexpected_error_is_one_line_naming_a_bug_not_a_traceback(
+    gnau: Gnau, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(args: object) -> int:
+        raise RecursionError("maximum recursion depth exceeded " + "x" * 10_000)
+
+    monkeypatch.setattr(audit_commands, "run_verify", broken)
+    run = gnau("audit", "verify", str(tmp_path / "any.jsonl"))
+    assert run.status == 2
+    assert run.out == ""
+    assert run.err == (
+        "gnau: internal error (RecursionError) in 'gnau audit': this is a bug, please report it\n"
+    )
