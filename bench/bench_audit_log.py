@@ -775,7 +775,7 @@ def bench_verification(summary: Summary, info: BundleInfo) -> None:
 
     reset_peak_memory()
     began = time.perf_counter()
-    with info.path.open(encoding="utf-8") as lines:
+    with info.path.open("rb") as lines:
         result = verify_bundle(lines, pinned_keys=[verifier], progress=progress, jobs=None)
     elapsed = time.perf_counter() - began
     peak_gb = peak_memory_gb()

@@ -1,20 +1,26 @@
 """Audit bundles: the log in one portable file, and the offline verification auditors run.
 
-A bundle is JSON lines (UTF-8), in this order:
+A bundle is UTF-8 JSON lines, each ending in LF (``docs/audit.md`` states every rule):
 
 1. a header: ``{"format": "gnau-dealer/audit-bundle/v1", "origin": ..., "public_keys": [vkey,
    ...], "first_index": F, "size": N, "left_frontier": [hex, ...]}``. The bundle holds entries
    ``F`` to ``N - 1``; ``left_frontier`` is the Merkle frontier of the entries before ``F`` (empty
    when ``F`` is 0), so the roots of the bundle's checkpoints can be recomputed from it alone;
-2. every signed checkpoint with a size in ``F + 1 .. N``: ``{"checkpoint": "<note text>"}``;
+2. every signed checkpoint with a size in ``F + 1 .. N``: ``{"checkpoint": "<note text>"}``, the
+   last of size ``N``;
 3. every entry in index order: ``{"entry": "<the entry's canonical JSON text>"}`` (its index is
    inside it).
 
-:func:`verify_bundle` checks, and reports the first failure of: each entry's canonical bytes and
-signature (by the key current at that point: a pinned key, then the keys it rotated to), the
-index sequence and hash chain, every checkpoint's signature and root, consistency with a pinned
-earlier checkpoint (truncation, rollback and forks), and then replays every round with the
-fairness verifier and the rules core (:mod:`gnau_service.audit.rounds`).
+:func:`verify_bundle` checks, and reports the first failure of: each line's form, each entry's
+canonical bytes and signature (by the key current at that point: a pinned key, then the keys it
+rotated to), the index sequence and hash chain, every checkpoint's signature and root,
+consistency with a pinned earlier checkpoint (truncation, rollback and forks), every round
+replayed with the fairness verifier and the rules core (:mod:`gnau_service.audit.rounds`), and
+last whether a signed root covers every entry (the bundle is *anchored*).
+
+It raises only :class:`CannotVerifyError`, when verification cannot start (the header, or an
+argument, is unusable); everything after the header is content, and a problem there is a
+:class:`Failure` in the report.
 """
 
 from __future__ import annotations
@@ -23,26 +29,34 @@ import itertools
 import json
 import multiprocessing
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from itertools import islice
 from multiprocessing.pool import AsyncResult
 from typing import Any, Final, Protocol, TextIO
 
 from gnau_service.audit.checkpoint import (
+    ORIGIN_PREFIX,
+    Checkpoint,
     CheckpointError,
     ForkEvidence,
     SignedCheckpoint,
     find_fork,
+    log_origin,
     open_checkpoint,
 )
 from gnau_service.audit.entries import (
     GENESIS_PREV_HASH,
+    MAX_INDEX,
     EntryError,
     EntryKind,
     LogEntry,
+    clip,
     decode_entry,
+    quoted,
 )
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
@@ -50,13 +64,30 @@ from gnau_service.audit.rounds import ReplayError, RoundCheck, RoundReplay, run_
 from gnau_service.audit.signing import RotationError, trusted_keys
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
+HEADER_MEMBERS: Final = ("format", "origin", "public_keys", "first_index", "size", "left_frontier")
 CHUNK: Final = 2_000
 CHECK_BATCH: Final = 500
 PARALLEL_FROM: Final = 20_000
+MAX_REASON: Final = 400  # characters of a failure's reason; lower layers may quote at length
+
+_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
+_BLANK: Final = re.compile(rb"[ \t]*")
 
 
-class BundleFormatError(ValueError):
-    """A bundle that cannot be read at all (not JSON lines, no header, a malformed line)."""
+class CannotVerifyError(ValueError):
+    """Verification cannot start: exit status 2. Everything else is a :class:`Failure`."""
+
+
+class BundleFormatError(CannotVerifyError):
+    """The bundle's first line is not a header of this format (or the file is empty)."""
+
+
+class PinnedCheckpointError(CannotVerifyError):
+    """The pinned checkpoint is not a well-formed signed checkpoint of the bundle's log."""
+
+
+class ExportError(ValueError):
+    """A bundle that cannot be written from the log as asked."""
 
 
 class LogSource(Protocol):
@@ -71,11 +102,14 @@ class LogSource(Protocol):
 def write_bundle(source: LogSource, out: TextIO, *, first_index: int = 0, end: int) -> int:
     """Write entries ``first_index`` to ``end - 1`` with their checkpoints; returns the count.
 
-    ``end`` should be the size of a checkpoint, so the bundle's last root can be checked.
+    ``end`` must be the size of a checkpoint, so that a signed root covers every entry written
+    (the bundle is anchored). ``out`` should not translate newlines (``newline="\\n"``).
     """
     notes = [note for note in source.checkpoints() if first_index < _note_size(note) <= end]
-    if not notes:
-        raise BundleFormatError(f"the log has no checkpoint of a size from {first_index + 1}")
+    if not notes or _note_size(notes[-1]) != end:
+        raise ExportError(
+            f"the log has no checkpoint of size {end:,}: a bundle must end at a signed size"
+        )
     header = {
         "format": BUNDLE_FORMAT,
         "origin": SignedNote.parse(notes[-1]).text.split("\n", 1)[0],
@@ -101,8 +135,20 @@ class Failure:
     reason: str
     index: int | None = None
 
+    def __post_init__(self) -> None:
+        # The one bound on every reason, whatever layer wrote it and however much it quotes.
+        object.__setattr__(self, "reason", clip(self.reason, MAX_REASON))
+
     def __str__(self) -> str:
         return self.reason if self.index is None else f"entry {self.index}: {self.reason}"
+
+
+class Verdict(StrEnum):
+    """What a bundle is. Only ``VALID`` is exit status 0."""
+
+    VALID = "VALID"
+    UNANCHORED = "UNANCHORED"  # every check passed, but no signed root covers the last entries
+    INVALID = "INVALID"
 
 
 @dataclass
@@ -110,19 +156,46 @@ class BundleReport:
     """What :func:`verify_bundle` found."""
 
     first_index: int = 0
+    size: int = 0
     entries: int = 0
     checkpoints: int = 0
     rounds_settled: int = 0
     rounds_voided: int = 0
     rounds_open: int = 0
     rounds_partial: int = 0
+    anchored_size: int | None = None  # the largest verified signed size, if any covers entries
+    allow_unanchored: bool = False
     failure: Failure | None = None
     fork: ForkEvidence | None = None
     warnings: list[str] = field(default_factory=list)
 
     @property
+    def unanchored(self) -> str | None:
+        """Which entries no verified signed root covers, if any do not."""
+        if self.anchored_size == self.size:
+            return None
+        if self.anchored_size is None:
+            covered = "no checkpoint was verified"
+            first = self.first_index
+        else:
+            covered = f"the largest verified checkpoint is of size {self.anchored_size:,}"
+            first = self.anchored_size
+        return (
+            f"entries {first:,} to {self.size - 1:,} are under no signed root ({covered}, the "
+            f"bundle's size is {self.size:,})"
+        )
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.failure is not None:
+            return Verdict.INVALID
+        if self.unanchored is not None and not self.allow_unanchored:
+            return Verdict.UNANCHORED
+        return Verdict.VALID
+
+    @property
     def ok(self) -> bool:
-        return self.failure is None
+        return self.verdict is Verdict.VALID
 
     def summary(self) -> str:
         last = self.first_index + self.entries - 1
@@ -137,12 +210,24 @@ class BundleReport:
                 else ""
             ),
         ]
+        unanchored = self.unanchored if self.failure is None else None
+        if unanchored is not None:
+            lines.append(f"unanchored: {unanchored}")
         lines += [f"warning: {warning}" for warning in self.warnings]
         if self.fork is not None:
             lines.append(f"FORK: {self.fork.reason}")
             lines.append(f"  checkpoint 1:\n{_indent(str(self.fork.older.note))}")
             lines.append(f"  checkpoint 2:\n{_indent(str(self.fork.newer.note))}")
-        lines.append("result: VALID" if self.ok else f"result: INVALID: {self.failure}")
+        verdict = self.verdict
+        if verdict is Verdict.INVALID:
+            lines.append(f"result: INVALID: {self.failure}")
+        elif verdict is Verdict.UNANCHORED:
+            lines.append(
+                "result: UNANCHORED: the entries verify, but nothing ties the last of them to a "
+                "signed tree (--allow-unanchored accepts this)"
+            )
+        else:
+            lines.append("result: VALID")
         return "\n".join(lines)
 
 
@@ -150,33 +235,292 @@ Progress = Callable[[int, int], None]
 
 
 def verify_bundle(
-    lines: Iterable[str],
+    lines: Iterable[bytes],
     *,
     pinned_keys: Sequence[Verifier] = (),
-    pinned_checkpoint: str | None = None,
+    pinned_checkpoint: bytes | str | None = None,
+    allow_unanchored: bool = False,
     progress: Progress | None = None,
     jobs: int | None = None,
 ) -> BundleReport:
-    """Verify a bundle read line by line. Raises :class:`BundleFormatError` if it is unreadable;
-    otherwise reports the first failure (or none) in a :class:`BundleReport`."""
-    objects = _json_lines(lines)
-    header = _read_header(next(objects, None))
+    """Verify a bundle read line by line as bytes, as a binary file iterates them (split at LF
+    only). Raises :class:`BundleFormatError` if the first line is not a header of this format
+    and :class:`PinnedCheckpointError` if ``pinned_checkpoint`` is unusable; otherwise reports
+    the first failure (or none) in a :class:`BundleReport`. ``allow_unanchored`` turns an
+    unanchored verdict into a valid one with a warning."""
+    numbered = _numbered_lines(lines)
+    header = _read_header(next(numbered, None))
+    pinned_size = None if pinned_checkpoint is None else _pinned_size(pinned_checkpoint, header)
     verification = _Verification(header, pinned_keys, progress, jobs)
-    notes: list[str] = []
-    first_entry: list[dict[str, Any]] = []
-    for obj in objects:
-        if "checkpoint" not in obj:
-            first_entry.append(obj)
+    verification.report.allow_unanchored = allow_unanchored
+    body = (_read_line(number, line) for number, line in numbered)
+    notes: list[tuple[int, str]] = []
+    first_entry: list[_Line] = []
+    for line in body:
+        if line.kind is not _LineKind.CHECKPOINT:
+            first_entry.append(line)
             break
-        notes.append(_text(obj, "checkpoint"))
-    verification.want_roots_at(_note_size(note) for note in notes)
-    if pinned_checkpoint is not None:
-        verification.want_roots_at([_note_size(pinned_checkpoint)])
-    verification.check_entries(itertools.chain(first_entry, objects))
+        notes.append((line.number, line.text))
+    sizes = verification.checkpoint_sizes(notes)
+    if sizes is None:
+        return verification.report
+    verification.want_roots_at(sizes)
+    if pinned_size is not None:
+        verification.want_roots_at([pinned_size])
+    verification.check_entries(_entry_items(itertools.chain(first_entry, body)))
     verification.check_checkpoints(notes)
     if pinned_checkpoint is not None:
         verification.check_pinned(pinned_checkpoint)
-    return verification.report
+    report = verification.report
+    if report.failure is None and report.unanchored is not None and allow_unanchored:
+        report.warnings.append(
+            "accepted although unanchored (--allow-unanchored): the entries no signed root "
+            "covers could be rewritten without a trace"
+        )
+    return report
+
+
+# -- reading lines ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BundleHeader:
+    """A bundle's first line, every field checked."""
+
+    origin: str
+    public_keys: tuple[Verifier, ...]
+    first_index: int
+    size: int
+    left_frontier: Frontier
+
+
+class _LineKind(StrEnum):
+    CHECKPOINT = "checkpoint"
+    ENTRY = "entry"
+    REFUSED = "refused"  # the line breaks a rule; its text is why
+
+
+@dataclass(frozen=True)
+class _Line:
+    """One line after the header: a checkpoint's or entry's text, or why it was refused."""
+
+    number: int
+    kind: _LineKind
+    text: str
+
+
+def _numbered_lines(lines: Iterable[bytes]) -> Iterator[tuple[int, bytes]]:
+    """Each line with its number from 1, its LF removed. Blank lines at the end of the file are
+    dropped (an editor's trailing newline); any other blank line is passed on, to be refused."""
+    blank: list[tuple[int, bytes]] = []
+    for number, raw in enumerate(lines, start=1):
+        line = raw.removesuffix(b"\n")
+        if _BLANK.fullmatch(line):
+            blank.append((number, line))
+            continue
+        yield from blank
+        blank.clear()
+        yield number, line
+
+
+def _parse_json_line(number: int, line: bytes) -> dict[str, object]:
+    """The JSON object a line holds; raises :class:`_LineError` saying why it holds none."""
+    if _BLANK.fullmatch(line):
+        raise _LineError(number, "is blank (blank lines are allowed only at the end of the file)")
+    if b"\r" in line:
+        raise _LineError(
+            number, "holds a carriage return: lines end in LF alone (CRLF and CR are refused)"
+        )
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _LineError(
+            number, f"is not UTF-8: byte {line[error.start]:#04x} at offset {error.start}"
+        ) from None
+    try:
+        value = json.loads(text, object_pairs_hook=_without_duplicate_members)
+    except _DuplicateMemberError as error:
+        raise _LineError(number, f"has the member {quoted(error.name)} twice") from None
+    except RecursionError:
+        raise _LineError(number, "is not JSON this reader accepts: nested too deeply") from None
+    except ValueError as error:  # JSONDecodeError, or an integer of thousands of digits
+        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
+        raise _LineError(number, f"is not JSON: {clip(reason, 120)}") from None
+    if not isinstance(value, dict):
+        raise _LineError(number, f"is {_json_type(value)}, not a JSON object")
+    return value
+
+
+def _read_header(numbered_line: tuple[int, bytes] | None) -> BundleHeader:
+    if numbered_line is None:
+        raise BundleFormatError("the bundle is empty")
+    number, line = numbered_line
+    try:
+        obj = _parse_json_line(number, line)
+    except _LineError as error:
+        raise BundleFormatError(f"{error} (it must be the {BUNDLE_FORMAT} header)") from None
+    if obj.get("format") != BUNDLE_FORMAT:
+        raise BundleFormatError(
+            f"line 1 is not a {BUNDLE_FORMAT} header: format is {quoted(obj.get('format'))}"
+        )
+    if obj.keys() != set(HEADER_MEMBERS):
+        missing = [name for name in HEADER_MEMBERS if name not in obj]
+        unknown = sorted(obj.keys() - set(HEADER_MEMBERS))
+        raise BundleFormatError(
+            f"header members must be exactly {', '.join(HEADER_MEMBERS)}; missing {missing}, "
+            f"unknown {quoted(unknown, 120)}"
+        )
+    origin = obj["origin"]
+    if not (
+        isinstance(origin, str)
+        and origin.startswith(ORIGIN_PREFIX)
+        and _is_origin(origin.removeprefix(ORIGIN_PREFIX))
+    ):
+        raise BundleFormatError(
+            f"header origin {quoted(origin)} is not gnau-dealer/<deployment name>"
+        )
+    first_index = _header_integer(obj, "first_index", 0, MAX_INDEX)
+    size = _header_integer(obj, "size", first_index + 1, MAX_INDEX + 1)
+    keys, frontier = obj["public_keys"], obj["left_frontier"]
+    if not isinstance(keys, list) or not keys:
+        raise BundleFormatError(f"header public_keys must be a non-empty list, not {quoted(keys)}")
+    if not isinstance(frontier, list) or not all(
+        isinstance(node, str) and _HASH_HEX.fullmatch(node) for node in frontier
+    ):
+        raise BundleFormatError(
+            f"header left_frontier must be a list of 64-hex-digit hashes, not {quoted(frontier)}"
+        )
+    if len(frontier) != first_index.bit_count():
+        raise BundleFormatError(
+            f"header left_frontier has {len(frontier)} hashes, but a frontier of "
+            f"{first_index:,} entries has {first_index.bit_count()}"
+        )
+    return BundleHeader(
+        origin=origin,
+        public_keys=tuple(_verifier(vkey) for vkey in keys),
+        first_index=first_index,
+        size=size,
+        left_frontier=Frontier(first_index, tuple(bytes.fromhex(node) for node in frontier)),
+    )
+
+
+def _header_integer(obj: dict[str, object], name: str, low: int, high: int) -> int:
+    value = obj[name]
+    if type(value) is not int or not low <= value <= high:
+        raise BundleFormatError(
+            f"header {name} must be an integer in {low:,}..{high:,}, not {quoted(value)}"
+        )
+    return value
+
+
+def _is_origin(deployment_name: str) -> bool:
+    try:
+        log_origin(deployment_name)
+    except CheckpointError:
+        return False
+    return True
+
+
+def _verifier(vkey: object) -> Verifier:
+    if not isinstance(vkey, str):
+        raise BundleFormatError(f"header public_keys: {quoted(vkey)} is not a vkey string")
+    try:
+        return Verifier.from_vkey(vkey)
+    # KeyFormatError, or the UnicodeEncodeError of a key name holding a lone surrogate.
+    except ValueError as error:
+        raise BundleFormatError(f"header public_keys: {clip(str(error), 200)}") from None
+
+
+def _pinned_size(data: bytes | str, header: BundleHeader) -> int:
+    """The size of a pinned checkpoint, checked to be a well-formed signed checkpoint of the
+    bundle's log. Its signature is checked later: it may be by a key the bundle rotates to."""
+    try:
+        checkpoint = Checkpoint.parse(SignedNote.parse(data).text)
+    except (NoteError, CheckpointError) as error:
+        raise PinnedCheckpointError(f"pinned checkpoint: {clip(str(error), 200)}") from None
+    if checkpoint.origin != header.origin:
+        raise PinnedCheckpointError(
+            f"pinned checkpoint is of the log {quoted(checkpoint.origin)}, the bundle's is "
+            f"{header.origin!r}"
+        )
+    return checkpoint.size
+
+
+def _read_line(number: int, line: bytes) -> _Line:
+    """A line after the header: exactly ``{"checkpoint": text}`` or ``{"entry": text}``."""
+    try:
+        obj = _parse_json_line(number, line)
+    except _LineError as error:
+        return _Line(number, _LineKind.REFUSED, str(error))
+    kinds = [kind for kind in (_LineKind.CHECKPOINT, _LineKind.ENTRY) if kind.value in obj]
+    if len(obj) != 1 or len(kinds) != 1:
+        return _Line(
+            number,
+            _LineKind.REFUSED,
+            f'line {number} must be {{"checkpoint": text}} or {{"entry": text}}, but its members '
+            f"are {quoted(sorted(obj), 120)}",
+        )
+    value = obj[kinds[0].value]
+    if not isinstance(value, str):
+        return _Line(
+            number,
+            _LineKind.REFUSED,
+            f"line {number}: {kinds[0].value} must be a string, not {_json_type(value)}",
+        )
+    return _Line(number, kinds[0], value)
+
+
+EntryItem = bytes | str  # an entry's bytes, or why its line holds none
+
+
+def _entry_items(lines: Iterable[_Line]) -> Iterator[EntryItem]:
+    """The entry lines' bytes, in order; any other line is the reason it stands there wrongly."""
+    for line in lines:
+        if line.kind is _LineKind.REFUSED:
+            yield line.text
+        elif line.kind is _LineKind.CHECKPOINT:
+            yield f"line {line.number}: a checkpoint after the first entry (checkpoints come first)"
+        else:
+            try:
+                yield line.text.encode("utf-8")
+            except UnicodeEncodeError:
+                yield f"line {line.number}: the entry holds a lone surrogate, which is not text"
+
+
+class _LineError(ValueError):
+    def __init__(self, number: int, problem: str) -> None:
+        super().__init__(f"line {number} {problem}")
+
+
+class _DuplicateMemberError(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+def _without_duplicate_members(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # json keeps the last of two equal members; another reader may keep the first, and the two
+    # would read different bundles from the same bytes.
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for name, _ in pairs:
+            if name in seen:
+                raise _DuplicateMemberError(name)
+            seen.add(name)
+    return obj
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
 
 
 class _KeyChain:
@@ -202,34 +546,27 @@ class _Verification:
 
     def __init__(
         self,
-        header: dict[str, Any],
+        header: BundleHeader,
         pinned_keys: Sequence[Verifier],
         progress: Progress | None,
         jobs: int | None,
     ) -> None:
-        self.origin: str = header["origin"]
-        self.first_index: int = header["first_index"]
-        self.size: int = header["size"]
-        self.report = BundleReport(first_index=self.first_index)
+        self.origin = header.origin
+        self.first_index = header.first_index
+        self.size = header.size
+        self.report = BundleReport(first_index=self.first_index, size=self.size)
         self.progress = progress
         self.jobs = jobs
-        bundle_keys = [_verifier(vkey, "public_keys") for vkey in header["public_keys"]]
         if pinned_keys:
             self.keys = _KeyChain(pinned_keys[0])
-        elif bundle_keys:
+        else:
             self.report.warnings.append(
                 "no key was pinned (--key): the bundle's own first key is trusted, which proves "
                 "integrity but not authorship"
             )
-            self.keys = _KeyChain(bundle_keys[0])
-        else:
-            raise BundleFormatError("the bundle lists no public key and none was pinned")
-        self.candidates = _unique([*pinned_keys, *bundle_keys])
-        try:
-            hashes = tuple(bytes.fromhex(node) for node in header["left_frontier"])
-            self.frontier = Frontier(self.first_index, hashes)
-        except (TypeError, ValueError) as error:
-            raise BundleFormatError(f"header left_frontier: {error}") from None
+            self.keys = _KeyChain(header.public_keys[0])
+        self.candidates = _unique([*pinned_keys, *header.public_keys])
+        self.frontier = header.left_frontier
         self.roots: dict[int, bytes] = {}
         self.wanted_sizes: set[int] = set()
         self.replay = RoundReplay()
@@ -244,11 +581,36 @@ class _Verification:
         if self.report.failure is None:
             self.report.failure = Failure(reason, index)
 
-    def check_entries(self, objects: Iterable[dict[str, Any]]) -> None:
+    def anchor(self, size: int) -> None:
+        """A verified signed root covers the first ``size`` entries."""
+        if self.report.anchored_size is None or size > self.report.anchored_size:
+            self.report.anchored_size = size
+
+    def checkpoint_sizes(self, notes: list[tuple[int, str]]) -> list[int] | None:
+        """The size of each checkpoint line, its signature unchecked yet (the keys that signed
+        it may come from rotations in the entries); None, after failing, if a line is not a
+        checkpoint of this bundle."""
+        sizes = []
+        for number, text in notes:
+            try:
+                checkpoint = Checkpoint.parse(SignedNote.parse(text).text)
+            except (NoteError, CheckpointError) as error:
+                self.fail(f"line {number}: checkpoint refused: {error}")
+                return None
+            if checkpoint.size <= self.first_index:
+                self.fail(
+                    f"line {number}: a checkpoint of size {checkpoint.size:,} covers no entry of "
+                    f"this bundle, which starts at {self.first_index:,}"
+                )
+                return None
+            sizes.append(checkpoint.size)
+        return sizes
+
+    def check_entries(self, items: Iterable[EntryItem]) -> None:
         count = self.size - self.first_index
         vkeys = [key.vkey for key in self.candidates]
         with _Workers(vkeys, count, self.jobs) as workers:
-            self._check_entries(objects, workers, count)
+            self._check_entries(items, workers, count)
             # A check still running may concern an earlier entry than a failure found since.
             pending = workers.drain()
             found = self.report.failure
@@ -265,9 +627,7 @@ class _Verification:
                 f"{report.entries:,} from {self.first_index:,} (truncated or padded)"
             )
 
-    def _check_entries(
-        self, objects: Iterable[dict[str, Any]], workers: _Workers, count: int
-    ) -> None:
+    def _check_entries(self, items: Iterable[EntryItem], workers: _Workers, count: int) -> None:
         report = self.report
         expected_prev = GENESIS_PREV_HASH if self.first_index == 0 else None
         if self.first_index:
@@ -276,12 +636,12 @@ class _Verification:
                 "begun before it, are not checked"
             )
         index = self.first_index
-        for data, decoded in workers.decoded(objects):
+        for data, decoded in workers.decoded(items):
             failure = self._entry_failure(decoded, index, expected_prev)
             if failure is not None:
                 self.fail(failure, index)
                 return
-            assert isinstance(decoded, LogEntry)
+            assert isinstance(decoded, LogEntry) and isinstance(data, bytes)
             leaf = leaf_hash(data)
             expected_prev = leaf.hex()
             self.frontier, _ = self.frontier.append(leaf)
@@ -352,17 +712,17 @@ class _Verification:
                 self.report.failure = failed
         return None
 
-    def check_checkpoints(self, notes: list[str]) -> None:
+    def check_checkpoints(self, notes: list[tuple[int, str]]) -> None:
         """Signatures first, then forks between checkpoints, then each root against the entries:
         two signed roots for one size are a fork whichever of them the entries agree with."""
         if self.report.failure is not None:
             return
         signed: list[SignedCheckpoint] = []
-        for note in notes:
+        for number, note in notes:
             try:
                 signed.append(open_checkpoint(note, self.origin, self.keys.chain))
             except (NoteError, CheckpointError) as error:
-                self.fail(f"checkpoint refused: {error}")
+                self.fail(f"line {number}: checkpoint refused: {error}")
                 return
         by_size: dict[int, SignedCheckpoint] = {}
         for checkpoint in signed:
@@ -380,16 +740,17 @@ class _Verification:
                     "(entries were removed from the end)"
                 )
                 return
-            if size in self.roots and self.roots[size] != checkpoint.checkpoint.root_hash:
+            if self.roots[size] != checkpoint.checkpoint.root_hash:
                 self.fail(
                     f"the checkpoint of size {size:,} has root "
                     f"{checkpoint.checkpoint.root_hash.hex()}, but the entries give "
                     f"{self.roots[size].hex()}"
                 )
                 return
+            self.anchor(size)
         self.report.checkpoints = len(signed)
 
-    def check_pinned(self, text: str) -> None:
+    def check_pinned(self, text: bytes | str) -> None:
         """Compare the log with a checkpoint the auditor saw (and kept) earlier."""
         if self.report.failure is not None:
             return
@@ -415,6 +776,8 @@ class _Verification:
                 f"the log's tree at size {size:,} has root {self.roots[size].hex()}, not the "
                 f"pinned checkpoint's {pinned.checkpoint.root_hash.hex()}: the log was rewritten"
             )
+        else:
+            self.anchor(size)
 
 
 class _Workers:
@@ -446,14 +809,14 @@ class _Workers:
             self.pool.terminate()
             self.pool.join()
 
-    def decoded(self, objects: Iterable[dict[str, Any]]) -> Iterator[tuple[bytes, LogEntry | str]]:
-        """(bytes, entry or the reason it was refused) for each entry line, in order."""
-        chunks = _chunks((_text(obj, "entry").encode("utf-8") for obj in objects), CHUNK)
+    def decoded(self, items: Iterable[EntryItem]) -> Iterator[tuple[EntryItem, LogEntry | str]]:
+        """(item, entry or the reason it was refused) for each entry line, in order."""
+        chunks = _chunks(items, CHUNK)
         if self.pool is None:
             for chunk in chunks:
                 yield from zip(chunk, _decode_chunk(chunk), strict=True)
             return
-        window: deque[tuple[list[bytes], AsyncResult[list[LogEntry | str]]]] = deque()
+        window: deque[tuple[list[EntryItem], AsyncResult[list[LogEntry | str]]]] = deque()
         for chunk in chunks:
             window.append((chunk, self.pool.apply_async(_decode_chunk, (chunk,))))
             if len(window) >= self.window:
@@ -512,17 +875,17 @@ def _init_worker(vkeys: list[str]) -> None:
     _WORKER_KEYS[:] = [Verifier.from_vkey(vkey) for vkey in vkeys]
 
 
-def _decode_chunk(chunk: list[bytes]) -> list[LogEntry | str]:
+def _decode_chunk(chunk: list[EntryItem]) -> list[LogEntry | str]:
     results: list[LogEntry | str] = []
     for data in chunk:
+        if isinstance(data, str):  # a line that holds no entry: its reason stands for it
+            results.append(data)
+            continue
         try:
             results.append(decode_entry(data, *_WORKER_KEYS))
         except EntryError as error:
             results.append(str(error))
     return results
-
-
-# -- reading ---------------------------------------------------------------------------------------
 
 
 def _before(first: Failure, second: Failure) -> bool:
@@ -531,60 +894,9 @@ def _before(first: Failure, second: Failure) -> bool:
     return first.index < second.index
 
 
-def _json_lines(lines: Iterable[str]) -> Iterator[dict[str, Any]]:
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise BundleFormatError(f"line {number}: not JSON ({error.msg})") from None
-        if not isinstance(obj, dict):
-            raise BundleFormatError(f"line {number}: not a JSON object")
-        yield obj
-
-
-def _read_header(obj: dict[str, Any] | None) -> dict[str, Any]:
-    if obj is None:
-        raise BundleFormatError("the bundle is empty")
-    if obj.get("format") != BUNDLE_FORMAT:
-        raise BundleFormatError(f"the first line is not a {BUNDLE_FORMAT} header")
-    for key, kind in (
-        ("origin", str),
-        ("public_keys", list),
-        ("first_index", int),
-        ("size", int),
-        ("left_frontier", list),
-    ):
-        if not isinstance(obj.get(key), kind) or isinstance(obj.get(key), bool):
-            raise BundleFormatError(f"header field {key!r} is missing or not a {kind.__name__}")
-    if not 0 <= obj["first_index"] <= obj["size"]:
-        raise BundleFormatError("header first_index and size are out of order")
-    return obj
-
-
-def _text(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise BundleFormatError(f"{key!r} must be a string")
-    return value
-
-
-def _verifier(vkey: object, where: str) -> Verifier:
-    if not isinstance(vkey, str):
-        raise BundleFormatError(f"{where}: a key must be a string")
-    try:
-        return Verifier.from_vkey(vkey)
-    except NoteError as error:
-        raise BundleFormatError(f"{where}: {error}") from None
-
-
 def _note_size(note: str) -> int:
-    lines = note.split("\n")
-    try:
-        return int(lines[1])
-    except (IndexError, ValueError):
-        raise BundleFormatError(f"not a checkpoint: {note[:60]!r}") from None
+    """The size of a checkpoint of the log's own (export reads its store's notes)."""
+    return Checkpoint.parse(SignedNote.parse(note).text).size
 
 
 def _unique(keys: Iterable[Verifier]) -> list[Verifier]:
@@ -595,7 +907,7 @@ def _unique(keys: Iterable[Verifier]) -> list[Verifier]:
     return unique
 
 
-def _chunks(items: Iterable[bytes], size: int) -> Iterator[list[bytes]]:
+def _chunks(items: Iterable[EntryItem], size: int) -> Iterator[list[EntryItem]]:
     iterator = iter(items)
     while chunk := list(islice(iterator, size)):
         yield chunk

@@ -45,7 +45,11 @@ JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, 
 
 GENESIS_PREV_HASH: Final = "0" * 64
 MAX_INDEX: Final = 2**53 - 1  # the largest integer every IEEE 754 double reader keeps exact
+MAX_INTEGER: Final = MAX_INDEX  # every number in an entry is an integer within ±MAX_INTEGER
+MAX_NESTING: Final = 32  # levels of objects and arrays in an entry, the entry itself being 1
 MAX_ROUND_ID_LENGTH: Final = 128
+# An integer of more digits is out of range whatever it says: refused before int() reads it.
+_MAX_INTEGER_DIGITS: Final = len(str(MAX_INTEGER))
 
 _SIGNED_FIELDS: Final = frozenset(
     {"index", "kind", "time", "round_id", "payload", "prev_hash", "key_id"}
@@ -75,6 +79,28 @@ class EntryKind(StrEnum):
 
 class EntryError(ValueError):
     """An entry that is refused; the message names the entry index (when known) and the rule."""
+
+
+def quoted(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, for quoting hostile input in a message.
+
+    A message names the value without echoing all of it, and ``repr`` escapes what a terminal
+    should not receive raw (controls, lone surrogates).
+
+    >>> quoted("x" * 100, limit=5)
+    "'xxxxx'…(+95 chars)"
+    """
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}…(+{len(value) - limit} chars)"
+    return clip(repr(value), limit)
+
+
+def clip(message: str, limit: int = 300) -> str:
+    """``message`` cut to ``limit`` characters, saying how many were cut: for a lower layer's
+    message, which may quote hostile input at any length."""
+    if len(message) <= limit:
+        return message
+    return f"{message[:limit]}…(+{len(message) - limit} chars)"
 
 
 @dataclass(frozen=True)
@@ -111,15 +137,18 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
     round_id, payload = fields["round_id"], fields["payload"]
     prev_hash, key_id = fields["prev_hash"], fields["key_id"]
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= MAX_INDEX:
-        raise EntryError(f"entry index {index!r} is not an integer in 0..2**53-1")
+        raise EntryError(f"entry index {quoted(index)} is not an integer in 0..2**53-1")
     if not isinstance(kind, EntryKind):
-        raise EntryError(f"entry {index}: kind {kind!r} is not an EntryKind")
+        raise EntryError(f"entry {index}: kind {quoted(kind)} is not an EntryKind")
     if not isinstance(time, str):
         raise EntryError(f"entry {index}: time must be a string")
     try:
         parse_utc_timestamp(time)
-    except TimestampError as error:
-        raise EntryError(f"entry {index}: {error}") from None
+    except TimestampError:
+        raise EntryError(
+            f"entry {index}: time {quoted(time)} is not an RFC 3339 UTC timestamp of a real "
+            "instant, like 2025-03-01T12:00:00Z"
+        ) from None
     if kind.is_round_event:
         if not (isinstance(round_id, str) and 0 < len(round_id) <= MAX_ROUND_ID_LENGTH):
             raise EntryError(
@@ -133,6 +162,28 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
         raise EntryError(f"entry {index}: prev_hash must be 64 lower-case hex digits")
     if not (isinstance(key_id, str) and _KEY_ID_HEX.fullmatch(key_id)):
         raise EntryError(f"entry {index}: key_id must be 8 lower-case hex digits")
+
+
+def _check_json_values(value: object, where: str, depth: int) -> None:
+    """Refuse what no entry may hold below ``value`` (at nesting level ``depth``): nesting beyond
+    :data:`MAX_NESTING`, and any number but an integer within ±:data:`MAX_INTEGER`.
+
+    Iterative, so that a deep value is refused here rather than overflowing the stack."""
+    stack: list[tuple[object, int]] = [(value, depth)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if level > MAX_NESTING:
+                raise EntryError(f"{where}: nested more than {MAX_NESTING} levels deep")
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
+        elif isinstance(item, float) or (
+            isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_INTEGER
+        ):
+            raise EntryError(f"{where}: {_NUMBER_RULE}, not {quoted(item)}")
+
+
+_NUMBER_RULE: Final = "every number in an entry must be an integer within ±(2**53-1)"
 
 
 def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
@@ -153,8 +204,11 @@ def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
             pass  # a lone surrogate: let rfc8785 refuse it with its reason
     try:
         return rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError as error:
-        raise EntryError(f"entry {index}: not representable as RFC 8785 JSON: {error}") from None
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError) as error:
+        # rfc8785 sorts keys by their UTF-16 form, which a lone surrogate in a key does not have.
+        raise EntryError(
+            f"entry {index}: not representable as RFC 8785 JSON: {clip(str(error))}"
+        ) from None
 
 
 def _plain(value: object) -> bool:
@@ -203,6 +257,8 @@ def encode_entry(
         "key_id": signer.key_id.hex(),
     }
     _check_signed_fields(signed)
+    # Refuse here what decode_entry refuses, so the log never writes an entry it cannot read.
+    _check_json_values(payload, f"entry {index}: payload", depth=2)
     unsigned = canonical_json(signed, index)
     signature = signer.sign(unsigned).hex()
     # Canonical JSON of the whole entry is these bytes with the signature member inserted where
@@ -222,45 +278,69 @@ def _signature_member(signature_hex: str) -> bytes:
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise EntryError(f"entry holds {name}, which is not JSON")
 
 
-def _parse_integer(text: str) -> int | float:
-    # JSON numbers are IEEE doubles in RFC 8785; an integer beyond 2**53 (which a float payload
-    # value can canonicalise to) is read back as the double it denotes, as JCS itself would.
-    value = int(text)
-    return value if abs(value) <= MAX_INDEX else float(value)
+def _read_integer(text: str) -> int:
+    # Counting digits first keeps int() from reading thousands of them (and from its own limit).
+    if len(text.removeprefix("-")) > _MAX_INTEGER_DIGITS or abs(value := int(text)) > MAX_INTEGER:
+        raise EntryError(f"entry holds the number {quoted(text)}: {_NUMBER_RULE}")
+    return value
+
+
+def _refuse_fraction(text: str) -> Any:
+    # Called for every number with a fraction or an exponent: 1.5, 1e21 and 1.0 alike.
+    raise EntryError(f"entry holds the number {quoted(text)}: {_NUMBER_RULE}")
+
+
+def _index_text(index: object) -> str:
+    """How a message names an entry whose index is not yet checked (it may be anything)."""
+    return str(index) if type(index) is int else f"(index {quoted(index)})"
 
 
 def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     """Parse, check and verify an entry's stored bytes against the trusted log keys.
 
-    Raises :class:`EntryError` if the bytes are not UTF-8 JSON, not an object, miss a member or
-    have an unknown one, are not byte-for-byte RFC 8785 canonical (whitespace, member order,
-    escapes, number spelling, duplicate members), have a field of the wrong type or form (see
-    :class:`LogEntry`), name a key none of ``trusted`` has, or carry a signature that does not
-    verify.
+    Raises :class:`EntryError`, and nothing else, if the bytes are not UTF-8 JSON, hold a number
+    that is not an integer within ±(2**53-1) or nest more than :data:`MAX_NESTING` levels, are
+    not an object, miss a member or have an unknown one, are not byte-for-byte RFC 8785
+    canonical (whitespace, member order, escapes, number spelling, duplicate members, a lone
+    surrogate), have a field of the wrong type or form (see :class:`LogEntry`), name a key none
+    of ``trusted`` has, or carry a signature that does not verify.
     """
     if not trusted:
         raise ValueError("decode_entry needs at least one trusted key")
     try:
         obj = json.loads(
-            data.decode("utf-8"), parse_constant=_reject_constant, parse_int=_parse_integer
+            data.decode("utf-8"),
+            parse_constant=_reject_constant,
+            parse_int=_read_integer,
+            parse_float=_refuse_fraction,
         )
+    except EntryError:
+        raise
+    except RecursionError:
+        raise EntryError(f"entry: nested more than {MAX_NESTING} levels deep") from None
     except (UnicodeDecodeError, ValueError) as error:
-        raise EntryError(f"entry is not UTF-8 JSON: {error}") from None
+        raise EntryError(f"entry is not UTF-8 JSON: {clip(str(error))}") from None
+    # Nesting is at most the number of brackets, so most entries need no walk to bound it.
+    if data.count(b"{") + data.count(b"[") > MAX_NESTING:
+        _check_json_values(obj, "entry", depth=1)
     if not isinstance(obj, dict):
         raise EntryError("entry is not a JSON object")
     index = obj.get("index")
+    label = f"entry {_index_text(index)}"
     if obj.keys() != _ALL_FIELDS:
         missing, unknown = sorted(_ALL_FIELDS - obj.keys()), sorted(obj.keys() - _ALL_FIELDS)
-        raise EntryError(f"entry {index}: missing members {missing}, unknown members {unknown}")
-    if canonical_json(obj, index) != data:
-        raise EntryError(f"entry {index}: bytes are not RFC 8785 canonical JSON")
+        raise EntryError(
+            f"{label}: missing members {missing}, unknown members {quoted(unknown, 120)}"
+        )
+    if canonical_json(obj, _index_text(index)) != data:
+        raise EntryError(f"{label}: bytes are not RFC 8785 canonical JSON")
     try:
         kind = EntryKind(obj["kind"])
     except ValueError:
-        raise EntryError(f"entry {index}: unknown kind {obj['kind']!r}") from None
+        raise EntryError(f"{label}: unknown kind {quoted(obj['kind'])}") from None
     entry = LogEntry(**{**obj, "kind": kind})
     # The signed bytes are the (canonical) entry without its signature member; see encode_entry.
     tail = _time_member(entry.time)

@@ -39,7 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.audit.entries import EntryKind, JsonValue, clip, quoted
 from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMAT, RevealedRound
@@ -49,6 +49,7 @@ from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import PlayerHand, Settlement, settle
 
+COMMITTED_FIELDS: Final = ("table_id", "house_rules", "commitment")
 DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
 REVEALED_FIELDS: Final = ("server_seed", "deck")
 
@@ -186,8 +187,11 @@ class RoundReplay:
             after = "before anything else" if last is None else f"after {last}"
             raise ReplayError(f"round {round_id}: {kind} {after}")
         if kind is EntryKind.ROUND_COMMITTED:
-            document = {"format": REVEALED_ROUND_FORMAT, "round_id": round_id, **payload}
-            document.pop("table_id", None)
+            # Exactly its own fields: a payload member must not stand in for the round id or
+            # format that replay puts in the document itself.
+            fields = _only(payload, COMMITTED_FIELDS, round_id, kind)
+            document: dict[str, Any] = {"format": REVEALED_ROUND_FORMAT, "round_id": round_id}
+            document |= {key: fields[key] for key in ("house_rules", "commitment")}
             self._rounds[round_id] = _RoundState(kind, document)
             return None
         assert state is not None
@@ -212,7 +216,7 @@ def _read(round_id: str, document: dict[str, Any]) -> RevealedRound:
         return RevealedRound.from_json(document)
     except FairnessError as error:
         raise ReplayError(
-            f"round {round_id}: its logged fields do not form a round: {error}"
+            f"round {round_id}: its logged fields do not form a round: {clip(str(error))}"
         ) from None
 
 
@@ -220,18 +224,26 @@ def _verify_fairness(round_id: str, document: dict[str, Any]) -> None:
     revealed = _read(round_id, document)
     report = verify_revealed_round(revealed)
     if not report.ok:
-        raise ReplayError(f"round {round_id}: {report.first_failure}")
+        raise ReplayError(f"round {round_id}: {clip(str(report.first_failure))}")
 
 
 def _verify_void(round_id: str, document: dict[str, Any], payload: dict[str, JsonValue]) -> None:
     seed, reason = payload.get("server_seed"), payload.get("reason")
     if not isinstance(seed, str) or not isinstance(reason, str) or not reason:
         raise ReplayError(f"round {round_id}: ROUND_VOIDED must carry a reason and the seed")
+    house_rules = document.get("house_rules")
+    if not isinstance(house_rules, dict):
+        raise ReplayError(
+            f"round {round_id}: its void cannot be checked: the committed house_rules are "
+            f"{quoted(house_rules)}, not a JSON object"
+        )
     try:
-        rules = HouseRules.from_mapping(document["house_rules"])
+        rules = HouseRules.from_mapping(house_rules)
         commitment = compute_commitment(round_id, rules, bytes.fromhex(seed))
-    except (ValueError, KeyError, RulesError, FairnessError) as error:
-        raise ReplayError(f"round {round_id}: its void cannot be checked: {error}") from None
+    except (ValueError, RulesError, FairnessError) as error:
+        raise ReplayError(
+            f"round {round_id}: its void cannot be checked: {clip(str(error))}"
+        ) from None
     if commitment.hex() != document.get("commitment"):
         raise ReplayError(
             f"round {round_id}: the seed revealed by its void does not match its commitment"
@@ -241,10 +253,17 @@ def _verify_void(round_id: str, document: dict[str, Any], payload: dict[str, Jso
 def _verify_settlement(
     round_id: str, revealed: RevealedRound, payload: dict[str, JsonValue]
 ) -> None:
+    # The reveal's check refuses a round whose hands are not one per locked seat, but it may run
+    # in another worker at the same time as this one, so settling must not assume it passed.
+    seats = [seat.seat_number for seat in revealed.seats]
+    if [hand.seat_number for hand in revealed.seat_hands] != seats:
+        raise ReplayError(f"round {round_id}: its hands are not one for each locked seat {seats}")
     try:
         expected = settle_round(revealed).to_json()
     except RulesError as error:
-        raise ReplayError(f"round {round_id}: its hands cannot be settled: {error}") from None
+        raise ReplayError(
+            f"round {round_id}: its hands cannot be settled: {clip(str(error))}"
+        ) from None
     if payload != expected:
         raise ReplayError(
             f"round {round_id}: the logged settlement does not follow from the dealt hands "
@@ -258,7 +277,7 @@ def _only(
     if set(payload) != set(fields):
         raise ReplayError(
             f"round {round_id}: {kind} must carry exactly {', '.join(fields)}, "
-            f"got {', '.join(sorted(payload))}"
+            f"got {quoted(sorted(payload), 120)}"
         )
     return payload
 
@@ -272,7 +291,7 @@ def _first_difference(expected: object, logged: object, path: str = "settlement"
         for position, (ours, theirs) in enumerate(zip(expected, logged, strict=True)):
             if ours != theirs:
                 return _first_difference(ours, theirs, f"{path}[{position}]")
-    return f"{path} is {logged!r}, the rules give {expected!r}"
+    return f"{path} is {quoted(logged)}, the rules give {quoted(expected)}"
 
 
 @dataclass(frozen=True)

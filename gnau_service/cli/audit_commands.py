@@ -1,10 +1,13 @@
 """``gnau audit``: export the log, verify a bundle offline, and recall rounds for people.
 
 - ``gnau audit export --out BUNDLE [--from-round ID] [--to-round ID]``
-- ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--jobs N]``
+- ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]``
 - ``gnau audit show [--last N]`` and ``gnau audit round ROUND_ID``
 
-Exit statuses: 0 valid, 1 tampered or inconsistent, 2 unreadable input or unusable arguments.
+Exit statuses of ``verify`` (``docs/audit.md`` has the rule): 0 valid; 1 the bundle was read and
+something after its header does not verify (or no signed root covers its last entries); 2
+verification cannot start: the bundle cannot be read, its first line is not a header of this
+format, or an argument is unusable.
 """
 
 from __future__ import annotations
@@ -14,8 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-from gnau_service.audit.bundle import BundleFormatError, verify_bundle, write_bundle
-from gnau_service.audit.entries import EntryError, EntryKind, JsonValue, decode_entry
+from gnau_service.audit.bundle import (
+    CannotVerifyError,
+    ExportError,
+    Verdict,
+    verify_bundle,
+    write_bundle,
+)
+from gnau_service.audit.entries import EntryError, EntryKind, JsonValue, clip, decode_entry
 from gnau_service.audit.note import NoteError, Verifier
 from gnau_service.audit.rounds import RoundEvent, RoundHistory
 from gnau_service.rules.cards import parse_card
@@ -46,7 +55,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the log's public key to trust (C2SP vkey, or a file holding one); repeatable",
     )
     verify.add_argument("--checkpoint", type=Path, help="a signed checkpoint seen earlier")
-    verify.add_argument("--jobs", type=int, help="worker processes (default: every core)")
+    verify.add_argument(
+        "--allow-unanchored",
+        action="store_true",
+        help="accept, with a warning, a bundle whose last entries no signed checkpoint covers",
+    )
+    verify.add_argument("--jobs", type=_positive_int, help="worker processes (default: every core)")
     verify.set_defaults(run=run_verify)
 
     show = commands.add_parser("show", help="the latest rounds, one line each")
@@ -66,6 +80,16 @@ def _add_database_option(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_DATABASE_URL,
         help=f"sqlite:///path or postgresql://... (default {DEFAULT_DATABASE_URL})",
     )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1, not {text!r}")
+    return value
 
 
 def _fail(message: str) -> int:
@@ -93,9 +117,10 @@ def run_export(args: argparse.Namespace) -> int:
         if end <= first_index:
             return _fail("the log has no entries in that range")
         try:
-            with args.out.open("w", encoding="utf-8") as out:
+            # newline="\n": a bundle's lines end in LF on every system (CRLF is refused).
+            with args.out.open("w", encoding="utf-8", newline="\n") as out:
                 count = write_bundle(reader, out, first_index=first_index, end=end)
-        except (OSError, BundleFormatError) as error:
+        except (OSError, ExportError) as error:
             return _fail(f"cannot write {args.out}: {error}")
     print(f"wrote {count:,} entries ({first_index:,} to {end - 1:,}) to {args.out}")
     return 0
@@ -104,26 +129,40 @@ def run_export(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     try:
         keys = [_read_key(text) for text in args.key]
-        pinned = args.checkpoint.read_text(encoding="utf-8") if args.checkpoint else None
-        with args.bundle.open(encoding="utf-8") as lines:
+        # Bytes, as they are: reading text would turn CRLF into LF, and CRLF must be refused.
+        pinned = args.checkpoint.read_bytes() if args.checkpoint else None
+        # Binary lines split at LF only; text mode would also split at a lone CR.
+        with args.bundle.open("rb") as lines:
             report = verify_bundle(
                 lines,
                 pinned_keys=keys,
                 pinned_checkpoint=pinned,
+                allow_unanchored=args.allow_unanchored,
                 progress=_ProgressBar(),
                 jobs=args.jobs,
             )
-    except (OSError, UnicodeDecodeError, BundleFormatError, NoteError) as error:
+    except (OSError, CannotVerifyError) as error:
         return _fail(f"cannot verify {args.bundle}: {error}")
     print(report.summary())
-    return 0 if report.ok else 1
+    return 0 if report.verdict is Verdict.VALID else 1
+
+
+class _UnusableKeyError(CannotVerifyError):
+    """A --key that is neither a vkey nor a readable file holding one."""
 
 
 def _read_key(text: str) -> Verifier:
     path = Path(text)
     if "+" not in text and path.is_file():
-        text = path.read_text(encoding="utf-8").strip()
-    return Verifier.from_vkey(text)
+        try:
+            text = path.read_bytes().decode("utf-8").strip()
+        except UnicodeDecodeError as error:
+            raise _UnusableKeyError(f"--key file {path} is not UTF-8: {error.reason}") from None
+    try:
+        return Verifier.from_vkey(text)
+    # KeyFormatError, or the UnicodeEncodeError of a key name holding a lone surrogate.
+    except ValueError as error:
+        raise _UnusableKeyError(f"--key: {clip(str(error), 200)}") from None
 
 
 class _ProgressBar:
@@ -157,7 +196,11 @@ def run_show(args: argparse.Namespace) -> int:
         if not round_ids:
             print("no rounds in the log yet")
         for round_id in round_ids:
-            history = _history(reader, round_id)
+            try:
+                history = _history(reader, round_id)
+            except (EntryError, NoteError) as error:
+                print(f"round {round_id}: its entries do not verify: {error}")
+                return 1
             print(_one_line(history))
     return 0
 
@@ -172,7 +215,7 @@ def run_round(args: argparse.Namespace) -> int:
             return _fail(f"round {args.round_id!r} is not in the log")
         try:
             history = _history(reader, args.round_id)
-        except EntryError as error:
+        except (EntryError, NoteError) as error:
             print(f"round {args.round_id}: its entries do not verify: {error}")
             return 1
     print("\n".join(_full_record(history)))

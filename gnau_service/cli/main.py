@@ -36,6 +36,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The reader went away (``gnau stats | head``): not an error worth a traceback.
         sys.stderr.close()
         return 0
+    except Exception as error:  # the last resort: no command prints a traceback
+        # Every expected failure is handled where it happens; reaching this is a bug. One line,
+        # and only the error's type: its message might quote hostile input at any length.
+        print(
+            f"gnau: internal error ({type(error).__name__}) in 'gnau {args.command}': this is a "
+            "bug, please report it",
+            file=sys.stderr,
+        )
+        return 2
     return status
 
 

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.entries import EntryKind, JsonValue
-from gnau_service.audit.log import LogAppender
+from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, MemoryTree, leaf_hash
 from gnau_service.audit.rounds import (
     committed_payload,
@@ -55,6 +55,23 @@ class MemoryLog:
         self.entries.append(entry.data)
         self.tree.append(leaf_hash(entry.data))
         return entry.data
+
+    def append_signed_bytes(self, kind: str, payload_text: str) -> bytes:
+        """Append an entry whose payload is exactly ``payload_text``, signed by the log key by
+        hand: what an operator holding the key could write past encode_entry's refusals."""
+        head = self.appender.head
+        members = (
+            f'"index":{head.size},"key_id":"{self.signer.key_id.hex()}","kind":"{kind}",'
+            f'"payload":{payload_text},"prev_hash":"{head.prev_hash}","round_id":null'
+        )
+        time = f'"time":"{self.time}"'
+        signature = self.signer.signer.sign(("{" + members + "," + time + "}").encode()).hex()
+        data = ("{" + members + f',"signature":"{signature}",' + time + "}").encode()
+        self.entries.append(data)
+        self.tree.append(leaf_hash(data))
+        frontier, _ = head.frontier.append(leaf_hash(data))
+        self.appender.head = LogHead(head.size + 1, leaf_hash(data).hex(), frontier)
+        return data
 
     def checkpoint(self) -> str:
         note = str(self.appender.checkpoint())

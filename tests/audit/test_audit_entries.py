@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from gnau_service.audit.entries import (
     GENESIS_PREV_HASH,
     MAX_INDEX,
+    MAX_INTEGER,
+    MAX_NESTING,
     EntryError,
     EntryKind,
     chain_hash,
@@ -47,13 +49,13 @@ def test_entry_bytes_are_the_documented_canonical_json() -> None:
         7,
         kind=EntryKind.ROUND_DEALT,
         round_id="r-42",
-        payload={"seats": [1, 2.5], "deck": "AS KD\n", "b": True, "a": None},
+        payload={"seats": [1, -2], "deck": "AS KD\n", "b": True, "a": None},
         prev_hash="ab" * 32,
     )
     key_id = LOG.key_id.hex()
     members = (
         f'"index":7,"key_id":"{key_id}","kind":"ROUND_DEALT",'
-        '"payload":{"a":null,"b":true,"deck":"AS KD\\n","seats":[1,2.5]},'
+        '"payload":{"a":null,"b":true,"deck":"AS KD\\n","seats":[1,-2]},'
         f'"prev_hash":"{"ab" * 32}","round_id":"r-42"'
     )
     unsigned = ("{" + members + ',"time":"2025-03-01T12:00:00Z"}').encode()
@@ -87,11 +89,7 @@ def test_round_trip() -> None:
 
 
 JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-MAX_INDEX, MAX_INDEX)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
+    st.none() | st.booleans() | st.integers(-MAX_INTEGER, MAX_INTEGER) | st.text(),
     lambda children: (
         st.lists(children, max_size=4) | st.dictionaries(st.text(), children, max_size=4)
     ),
@@ -100,11 +98,11 @@ JSON_VALUES = st.recursive(
 
 
 @given(st.dictionaries(st.text(), JSON_VALUES, max_size=5))
-@example({"big": 2.0**53, "huge": -1e20, "tiny": 5e-324, "exp": 1e21})  # beyond exact integers
+@example({"largest": 9007199254740991, "smallest": -9007199254740991})  # the range's ends
 def test_any_json_payload_round_trips(payload: dict[str, Any]) -> None:
     data = entry_bytes(payload=payload)
     decoded = decode_entry(data, LOG.verifier)
-    assert decoded.payload == payload  # (1.0 comes back as 1, which Python deems equal)
+    assert decoded.payload == payload
     assert decoded.encode() == data
     assert b"\n" not in data
 
@@ -130,7 +128,7 @@ def reencoded(obj: dict[str, Any], **json_options: Any) -> bytes:
             id="unsorted",
         ),
         pytest.param(GOOD.replace(b'"0.1.0"', b'"\\u0030.1.0"'), "canonical", id="escaped-char"),
-        pytest.param(GOOD.replace(b'"index":0', b'"index":0.0'), "canonical", id="float-index"),
+        pytest.param(GOOD.replace(b'"index":0', b'"index":0.0'), "integer", id="float-index"),
         pytest.param(GOOD.replace(b'"index":0', b'"index":-0'), "canonical", id="minus-zero"),
         pytest.param(GOOD.replace(b"{", b'{"index":0,', 1), "canonical", id="duplicate-member"),
         pytest.param(b"\xef\xbb\xbf" + GOOD, "JSON", id="byte-order-mark"),
@@ -139,7 +137,7 @@ def reencoded(obj: dict[str, Any], **json_options: Any) -> bytes:
         pytest.param(b"[]", "not a JSON object", id="array"),
         pytest.param(GOOD.replace(b'"version":"0.1.0"', b'"v":NaN'), "JSON", id="nan"),
         pytest.param(
-            GOOD.replace(b'"version":"0.1.0"', b'"v":9007199254740993'), "canonical", id="inexact"
+            GOOD.replace(b'"version":"0.1.0"', b'"v":9007199254740993'), "integer", id="inexact"
         ),
     ],
 )
@@ -226,8 +224,8 @@ def test_any_of_several_trusted_keys_will_do() -> None:
         pytest.param({"index": MAX_INDEX + 1}, "2\\*\\*53", id="index-too-large"),
         pytest.param({"kind": "SERVICE_STARTED"}, "not an EntryKind", id="plain-string-kind"),
         pytest.param({"time": "2025-02-30T00:00:00Z"}, "real instant", id="impossible-date"),
-        pytest.param({"payload": {"x": float("nan")}}, "RFC 8785", id="nan-payload"),
-        pytest.param({"payload": {"x": 2**60}}, "RFC 8785", id="huge-int-payload"),
+        pytest.param({"payload": {"x": float("nan")}}, "integer within", id="nan-payload"),
+        pytest.param({"payload": {"x": 2**60}}, "integer within", id="huge-int-payload"),
         pytest.param({"payload": {1: "x"}}, "JSON object", id="non-string-key"),
         pytest.param({"prev_hash": "0" * 63}, "prev_hash", id="short-prev-hash"),
     ],
@@ -320,3 +318,110 @@ def test_a_chain_entry_by_an_untrusted_key_is_reported() -> None:
     foreign = entry_bytes(2, signer=OTHER, payload={"n": 2}, prev_hash=chain_hash(CHAIN[1]))
     found = check_chain([*CHAIN[:2], foreign], LOG.verifier)
     assert found is not None and found.position == 2 and "not trusted" in found.reason
+
+
+# --- Numbers, nesting and text that no entry may hold ---------------------------------------------
+
+
+def signed_with_payload_text(payload_text: str) -> bytes:
+    """A canonical entry whose payload is exactly ``payload_text``, validly signed by LOG: what
+    an operator holding the key could write by hand, past encode_entry's own refusals."""
+    members = (
+        f'"index":0,"key_id":"{LOG.key_id.hex()}","kind":"SERVICE_STARTED",'
+        f'"payload":{payload_text},"prev_hash":"{GENESIS_PREV_HASH}","round_id":null'
+    )
+    unsigned = ("{" + members + f',"time":"{TIME}"' + "}").encode()
+    signature = LOG.private_key.sign(unsigned).hex()
+    return ("{" + members + f',"signature":"{signature}","time":"{TIME}"' + "}").encode()
+
+
+@pytest.mark.parametrize("number", ["9007199254740991", "-9007199254740991", "0", "-1"], ids=str)
+def test_integers_within_the_range_are_read(number: str) -> None:
+    entry = decode_entry(signed_with_payload_text(f'{{"n":{number}}}'), LOG.verifier)
+    assert entry.payload == {"n": int(number)}
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "9007199254740992",  # 2**53
+        "-9007199254740992",
+        "1e21",  # what a double 1e21 canonicalises to
+        "1.5",
+        "1E2",
+        "9" * 5000,  # beyond int()'s own digit limit
+    ],
+    ids=lambda number: number[:20],
+)
+def test_any_other_number_is_refused_even_when_validly_signed(number: str) -> None:
+    with pytest.raises(EntryError, match=r"must be an integer within ±\(2\*\*53-1\)") as raised:
+        decode_entry(signed_with_payload_text(f'{{"n":[{number}]}}'), LOG.verifier)
+    assert len(str(raised.value)) < 200  # the 5000 digits are quoted, not echoed
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"n": 1.5}, {"n": 2**53}, {"n": [-(2**53)]}, {"n": {"m": 1e21}}, {"n": 1.0}],
+    ids=["fraction", "2**53", "-2**53 in a list", "1e21 in an object", "1.0"],
+)
+def test_encode_refuses_any_number_but_an_integer_within_the_range(
+    payload: dict[str, Any],
+) -> None:
+    with pytest.raises(EntryError, match=r"integer within ±\(2\*\*53-1\)"):
+        entry_bytes(payload=payload)
+
+
+def nested(levels: int) -> str:
+    """JSON text of ``levels`` nested arrays."""
+    return "[" * levels + "]" * levels
+
+
+def test_nesting_up_to_the_limit_is_read_and_beyond_it_refused() -> None:
+    # The entry is level 1 and the payload level 2, so the payload may hold MAX_NESTING - 2 more.
+    deepest = signed_with_payload_text(f'{{"x":{nested(MAX_NESTING - 2)}}}')
+    assert decode_entry(deepest, LOG.verifier).index == 0
+    too_deep = signed_with_payload_text(f'{{"x":{nested(MAX_NESTING - 1)}}}')
+    with pytest.raises(EntryError, match=f"nested more than {MAX_NESTING} levels"):
+        decode_entry(too_deep, LOG.verifier)
+    with pytest.raises(EntryError, match=f"nested more than {MAX_NESTING} levels"):
+        entry_bytes(payload={"x": json.loads(nested(MAX_NESTING - 1))})
+
+
+@pytest.mark.parametrize("levels", [900, 100_000], ids=["under json's limit", "over it"])
+def test_very_deep_nesting_is_refused_not_a_recursion_error(levels: int) -> None:
+    with pytest.raises(EntryError, match="nested more than"):
+        decode_entry(signed_with_payload_text(f'{{"x":{nested(levels)}}}'), LOG.verifier)
+
+
+@pytest.mark.parametrize(
+    "payload_text",
+    ['{"x":"\\ud800"}', '{"\\ud800":1}', '{"x":"\\udfff\\ud800"}'],
+    ids=["in a value", "in a key", "reversed pair"],
+)
+def test_a_lone_surrogate_is_refused_as_not_canonical(payload_text: str) -> None:
+    with pytest.raises(EntryError, match="RFC 8785"):
+        decode_entry(signed_with_payload_text(payload_text), LOG.verifier)
+
+
+def test_a_hostile_member_is_quoted_not_echoed() -> None:
+    data = rfc8785.dumps({**GOOD_OBJECT, "index": "9" * 10_000, "x" * 10_000: 1})
+    with pytest.raises(EntryError) as raised:
+        decode_entry(data, LOG.verifier)
+    assert len(str(raised.value)) < 300
+
+
+@given(
+    st.binary(max_size=300)
+    | st.builds(
+        lambda at, junk: GOOD[:at] + junk + GOOD[at:],
+        st.integers(0, len(GOOD)),
+        st.binary(max_size=8),
+    )
+)
+def test_any_bytes_decode_or_raise_entry_error_only(data: bytes) -> None:
+    try:
+        entry = decode_entry(data, LOG.verifier)
+    except EntryError as error:
+        assert len(str(error)) < 400
+    else:
+        assert entry.encode() == data

@@ -23,8 +23,10 @@ HEADER, FIRST_CHECKPOINT = 0, 1
 
 
 def verify(log: MemoryLog, lines: list[str] | None = None, **options: object) -> BundleReport:
+    """Verify ``lines`` (the log's own bundle by default) as the bytes a file would give."""
     options.setdefault("pinned_keys", [log.signer.verifier])
-    return verify_bundle(lines if lines is not None else log.bundle_lines(), **options)  # type: ignore[arg-type]
+    text = lines if lines is not None else log.bundle_lines()
+    return verify_bundle([line.encode() for line in text], **options)  # type: ignore[arg-type]
 
 
 def entry_positions(lines: list[str]) -> list[int]:
@@ -350,13 +352,13 @@ def test_a_rotation_not_signed_by_the_current_key_is_refused() -> None:
     ("lines", "message"),
     [
         ([], "empty"),
-        (["not json\n"], "line 1: not JSON"),
-        (['{"format": "something else"}\n'], "header"),
-        (['{"format": "gnau-dealer/audit-bundle/v1", "origin": "o"}\n'], "public_keys"),
-        (["[1, 2]\n"], "not a JSON object"),
+        ([b"not json\n"], "line 1 is not JSON"),
+        ([b'{"format": "something else"}\n'], "header"),
+        ([b'{"format": "gnau-dealer/audit-bundle/v1", "origin": "o"}\n'], "public_keys"),
+        ([b"[1, 2]\n"], "not a JSON object"),
     ],
 )
-def test_unreadable_bundles_raise_a_format_error(lines: list[str], message: str) -> None:
+def test_unreadable_bundles_raise_a_format_error(lines: list[bytes], message: str) -> None:
     with pytest.raises(BundleFormatError, match=message):
         verify_bundle(lines)
 
@@ -397,3 +399,31 @@ def test_worker_processes_report_the_earliest_round_failure() -> None:
     in_process, in_workers = verify(log, jobs=1), verify(log, jobs=2)
     assert in_workers.failure == in_process.failure
     assert "round first-cheat: the logged settlement does not follow" in str(in_workers.failure)
+
+
+def test_worker_processes_report_a_refused_line_like_the_process_itself() -> None:
+    # A line that holds no entry travels through the workers as its reason, in its place.
+    log = honest_log(rounds=3)
+    lines = log.bundle_lines()
+    lines[entry_positions(lines)[7]] = '{"entry": ' + "[" * 5000 + "]" * 5000 + "}\n"
+    in_process, in_workers = verify(log, lines, jobs=1), verify(log, lines, jobs=2)
+    assert in_workers.failure == in_process.failure
+    assert str(in_workers.failure).startswith("entry 7: line ")
+    assert "nested too deeply" in str(in_workers.failure)
+
+
+def test_worker_processes_settle_a_round_whose_hands_fit_no_seat_without_crashing() -> None:
+    # In workers the settlement check runs beside the reveal check that fails first.
+    log = honest_log(rounds=1)
+
+    def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
+        if kind is EntryKind.ROUND_DEALT:
+            payload = json.loads(json.dumps(payload))
+            payload["hands"][0]["seat_number"] = 9
+        return log.append(kind, payload, round_id)
+
+    play_round(cheat, "round-stray-hand")
+    log.checkpoint()
+    in_process, in_workers = verify(log, jobs=1), verify(log, jobs=2)
+    assert in_workers.failure == in_process.failure
+    assert "round round-stray-hand: hand of seat 1: no hand is published" in str(in_workers.failure)

@@ -11,6 +11,7 @@ import pytest
 
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.signing import LogSigner
+from gnau_service.cli import audit_commands
 from gnau_service.store import Store, open_store
 from tests.audit.logs import new_signer, play_round
 from tests.cli.conftest import Run
@@ -162,3 +163,136 @@ def test_round_shows_one_round_in_full(gnau: Gnau, database: tuple[str, Store]) 
     assert "ROUND_COMMITTED" in run.out and "ROUND_SETTLED" in run.out
     voided = gnau("audit", "round", "round-voided", "--database", url)
     assert "VOIDED in state SHUFFLED: table closed" in voided.out
+
+
+def bundle_lines(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_bytes().split(b"\n") if line]
+
+
+@pytest.mark.parametrize(
+    "range_args",
+    [[], ["--from-round", "round-1", "--to-round", "round-1"], ["--to-round", "round-0"]],
+    ids=["whole log", "one round", "up to a round"],
+)
+def test_export_always_ends_at_a_signed_size_so_the_bundle_is_anchored(
+    gnau: Gnau,
+    database: tuple[str, Store],
+    signer: LogSigner,
+    tmp_path: Path,
+    range_args: list[str],
+) -> None:
+    url, _ = database
+    bundle = tmp_path / "log.jsonl"
+    assert gnau("audit", "export", "--database", url, "--out", str(bundle), *range_args).status == 0
+    header, *rest = bundle_lines(bundle)
+    notes = [str(line["checkpoint"]) for line in rest if "checkpoint" in line]
+    assert int(notes[-1].split("\n")[1]) == header["size"]
+    assert b"\r" not in bundle.read_bytes()
+    run = gnau("audit", "verify", str(bundle), "--key", signer.vkey)
+    assert (run.status, run.out.splitlines()[-1]) == (0, "result: VALID"), run.out
+
+
+def without_last_checkpoint(bundle: Path) -> Path:
+    lines = bundle.read_bytes().split(b"\n")
+    last = max(i for i, line in enumerate(lines) if line.startswith(b'{"checkpoint"'))
+    changed = bundle.with_name("unanchored.jsonl")
+    changed.write_bytes(b"\n".join(lines[:last] + lines[last + 1 :]))
+    return changed
+
+
+def test_an_unanchored_bundle_exits_1_unless_allowed(
+    gnau: Gnau, database: tuple[str, Store], signer: LogSigner, tmp_path: Path
+) -> None:
+    url, store = database
+    store.append(EntryKind.CONFIG_CHANGED, {"change": "after the last round"})
+    bundle = tmp_path / "log.jsonl"
+    assert gnau("audit", "export", "--database", url, "--out", str(bundle)).status == 0
+    unanchored = without_last_checkpoint(bundle)
+    run = gnau("audit", "verify", str(unanchored), "--key", signer.vkey)
+    assert run.status == 1
+    assert "unanchored: entries 15 to 15 are under no signed root" in run.out
+    assert run.out.splitlines()[-1].startswith("result: UNANCHORED")
+    allowed = gnau("audit", "verify", str(unanchored), "--key", signer.vkey, "--allow-unanchored")
+    assert allowed.status == 0
+    assert "warning: accepted although unanchored (--allow-unanchored)" in allowed.out
+    assert "unanchored: entries 15 to 15 are under no signed root" in allowed.out
+    assert allowed.out.splitlines()[-1] == "result: VALID"
+
+
+def test_a_crlf_pinned_checkpoint_is_an_unusable_argument(
+    gnau: Gnau, database: tuple[str, Store], signer: LogSigner, tmp_path: Path
+) -> None:
+    url, store = database
+    bundle = tmp_path / "log.jsonl"
+    gnau("audit", "export", "--database", url, "--out", str(bundle))
+    pin = tmp_path / "checkpoint.txt"
+    pin.write_bytes((store.checkpoint(9) or "").replace("\n", "\r\n").encode())
+    run = gnau("audit", "verify", str(bundle), "--key", signer.vkey, "--checkpoint", str(pin))
+    assert run.status == 2
+    assert "pinned checkpoint: note contains control character U+000D" in run.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--jobs", "0"], "--jobs: must be a whole number from 1, not '0'"),
+        (["--jobs", "many"], "--jobs: must be a whole number from 1, not 'many'"),
+        (["--checkpoint", "/no/such/pin"], "cannot verify"),
+        (["--key", "gnau-dealer/x+00000000+AQ=="], "--key: "),
+    ],
+)
+def test_unusable_verify_arguments_exit_2(
+    gnau: Gnau, database: tuple[str, Store], tmp_path: Path, args: list[str], message: str
+) -> None:
+    url, _ = database
+    bundle = tmp_path / "log.jsonl"
+    gnau("audit", "export", "--database", url, "--out", str(bundle))
+    run = gnau("audit", "verify", str(bundle), *args)
+    assert run.status == 2
+    assert message in run.err
+    assert "Traceback" not in run.out + run.err
+
+
+def test_a_key_file_that_is_not_utf8_is_an_unusable_argument(
+    gnau: Gnau, database: tuple[str, Store], tmp_path: Path
+) -> None:
+    url, _ = database
+    bundle, key_file = tmp_path / "log.jsonl", tmp_path / "key"
+    gnau("audit", "export", "--database", url, "--out", str(bundle))
+    key_file.write_bytes(b"\xff\xfe")
+    run = gnau("audit", "verify", str(bundle), "--key", str(key_file))
+    assert run.status == 2
+    assert f"--key file {key_file} is not UTF-8" in run.err
+
+
+def test_show_reports_an_entry_that_does_not_verify_without_a_traceback(
+    gnau: Gnau, database: tuple[str, Store]
+) -> None:
+    url, store = database
+    store.close()
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("DROP TRIGGER log_entries_no_update")
+        (data,) = connection.execute("SELECT data FROM log_entries WHERE idx = 14").fetchone()
+        connection.execute(
+            "UPDATE log_entries SET data = ? WHERE idx = 14",
+            (data.replace(b"table closed", b"table cl0sed"),),
+        )
+    run = gnau("audit", "show", "--database", url)
+    assert run.status == 1
+    assert "round round-voided: its entries do not verify: entry 14: " in run.out
+    assert "Traceback" not in run.out + run.err
+
+
+def test_an_unexpected_error_is_one_line_naming_a_bug_not_a_traceback(
+    gnau: Gnau, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(args: object) -> int:
+        raise RecursionError("maximum recursion depth exceeded " + "x" * 10_000)
+
+    monkeypatch.setattr(audit_commands, "run_verify", broken)
+    run = gnau("audit", "verify", str(tmp_path / "any.jsonl"))
+    assert run.status == 2
+    assert run.out == ""
+    assert run.err == (
+        "gnau: internal error (RecursionError) in 'gnau audit': this is a bug, please report it\n"
+    )

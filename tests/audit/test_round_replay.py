@@ -1,0 +1,182 @@
+"""Round replay fed hostile payloads: every wrong shape is a named ReplayError, never a crash.
+
+The payloads are signed by the log key, so whoever holds it can log any JSON at all; replay must
+refuse each wrong value for a reason it names, like any other link that does not follow.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gnau_service.audit.entries import MAX_INTEGER, EntryKind, JsonValue
+from gnau_service.audit.rounds import ReplayError, RoundReplay
+from tests.audit.logs import play_round
+
+Event = tuple[EntryKind, dict[str, JsonValue], str]
+
+
+def honest_events(void_after: EntryKind | None = None) -> list[Event]:
+    events: list[Event] = []
+
+    def record(kind: EntryKind, payload: dict[str, JsonValue], round_id: str | None) -> None:
+        assert round_id is not None
+        events.append((kind, copy.deepcopy(payload), round_id))
+
+    play_round(record, "round-1", seats=2, void_after=void_after)
+    return events
+
+
+SETTLED = honest_events()
+VOIDED_AFTER_COMMIT = honest_events(void_after=EntryKind.ROUND_COMMITTED)
+VOIDED_AFTER_DEAL = honest_events(void_after=EntryKind.ROUND_DEALT)
+
+
+def replay(events: list[Event]) -> RoundReplay:
+    rounds = RoundReplay()
+    for kind, payload, round_id in events:
+        rounds.feed(kind, round_id, payload)
+    return rounds
+
+
+def test_the_honest_rounds_replay() -> None:
+    assert replay(SETTLED).settled == 1
+    assert replay(VOIDED_AFTER_COMMIT).voided == replay(VOIDED_AFTER_DEAL).voided == 1
+
+
+def changed(
+    events: list[Event], position: int, edit: Callable[[dict[str, Any]], None]
+) -> list[Event]:
+    events = copy.deepcopy(events)
+    edit(events[position][1])
+    return events
+
+
+def set_path(path: tuple[str | int, ...], value: object) -> Callable[[dict[str, Any]], None]:
+    def edit(payload: dict[str, Any]) -> None:
+        target: Any = payload
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+
+    return edit
+
+
+COMMITTED, DEALT, REVEALED, SETTLED_AT = 0, 1, 2, 3
+
+
+@pytest.mark.parametrize(
+    ("events", "position", "edit", "reason"),
+    [
+        (
+            SETTLED,
+            DEALT,
+            set_path(("seats", 0, "stake"), "10"),
+            "seats[0].stake must be an integer",
+        ),
+        (SETTLED, DEALT, set_path(("seats",), {"0": {}}), "seats must be a JSON array"),
+        (SETTLED, DEALT, set_path(("seats", 0), []), "seats[0] must be a JSON object"),
+        (SETTLED, DEALT, set_path(("hands", 0, "seat_number"), 9), "no hand is published"),
+        (SETTLED, DEALT, set_path(("beacon",), 7), "beacon must be a JSON object"),
+        (SETTLED, COMMITTED, set_path(("house_rules",), ["decks", 1]), "house_rules must be"),
+        (SETTLED, COMMITTED, set_path(("house_rules", "decks"), "1"), "'decks' must be an integer"),
+        (SETTLED, COMMITTED, set_path(("round_id",), "another"), "must carry exactly"),
+        (SETTLED, COMMITTED, set_path(("format",), "x"), "must carry exactly"),
+        (SETTLED, REVEALED, set_path(("deck",), "AS KD"), "deck must be a JSON array"),
+        (SETTLED, REVEALED, set_path(("server_seed",), 5), "server_seed must be a string"),
+        (SETTLED, SETTLED_AT, set_path(("players",), {}), "settlement.players is {}"),
+        (SETTLED, SETTLED_AT, set_path(("dealer", "delta"), "x" * 500), "settlement.dealer.delta"),
+        (VOIDED_AFTER_COMMIT, COMMITTED, set_path(("house_rules",), "default"), "house_rules"),
+        (VOIDED_AFTER_COMMIT, COMMITTED, set_path(("house_rules",), None), "house_rules"),
+        (VOIDED_AFTER_COMMIT, 1, set_path(("server_seed",), ["ab"]), "must carry a reason"),
+        (VOIDED_AFTER_COMMIT, 1, set_path(("server_seed",), "zz"), "cannot be checked"),
+        (VOIDED_AFTER_DEAL, 2, set_path(("reason",), {}), "must carry a reason and the seed"),
+    ],
+    ids=[
+        "stake a string",
+        "seats an object",
+        "seat an array",
+        "hand of no seat",
+        "beacon a number",
+        "house rules a list",
+        "decks a string",
+        "commit names another round",
+        "commit overrides the format",
+        "deck a string",
+        "seed a number",
+        "settlement players an object",
+        "settlement delta a long string",
+        "void of rules that are a string",
+        "void of rules that are null",
+        "void seed a list",
+        "void seed not hex",
+        "void reason an object",
+    ],
+)
+def test_a_wrong_type_in_a_payload_is_a_named_replay_error(
+    events: list[Event], position: int, edit: Callable[[dict[str, Any]], None], reason: str
+) -> None:
+    with pytest.raises(ReplayError, match=r"^round round-1: ") as raised:
+        replay(changed(events, position, edit))
+    assert reason in str(raised.value)
+    assert len(str(raised.value)) < 400
+
+
+def test_a_settlement_checked_apart_from_its_reveal_refuses_hands_of_no_seat() -> None:
+    # Worker processes run a round's settlement check beside its reveal check, so the settlement
+    # check cannot count on the reveal's having refused hands that belong to no locked seat.
+    events = changed(SETTLED, DEALT, set_path(("hands", 0, "seat_number"), 9))
+    rounds = RoundReplay()
+    checks = [rounds.stage(kind, round_id, payload) for kind, payload, round_id in events]
+    settlement = checks[SETTLED_AT]
+    assert settlement is not None and settlement.kind is EntryKind.ROUND_SETTLED
+    with pytest.raises(ReplayError, match="its hands are not one for each locked seat"):
+        settlement.run()
+
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-MAX_INTEGER, MAX_INTEGER)
+    | st.text(max_size=10)
+    | st.sampled_from(["AS", "KD", "00" * 32, "points", "push", "dealer"]),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=6), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+def paths(value: object, prefix: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """Every place in a payload a value can be put: each member and item, at any depth."""
+    found: list[tuple[str | int, ...]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += [(*prefix, key), *paths(item, (*prefix, key))]
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            found += [(*prefix, position), *paths(item, (*prefix, position))]
+    return found
+
+
+@given(
+    st.sampled_from([SETTLED, VOIDED_AFTER_COMMIT, VOIDED_AFTER_DEAL]),
+    st.data(),
+    JSON,
+)
+def test_any_value_anywhere_in_any_payload_replays_or_is_a_replay_error(
+    events: list[Event], data: st.DataObject, value: JsonValue
+) -> None:
+    position = data.draw(st.integers(0, len(events) - 1))
+    places = paths(events[position][1])
+    path = data.draw(st.sampled_from(places))
+    tampered = changed(events, position, set_path(path, value))
+    try:
+        replay(tampered)
+    except ReplayError as error:
+        assert str(error).startswith("round round-1: ")
