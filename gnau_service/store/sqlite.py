@@ -1,9 +1,17 @@
-"""SQLite: the embedded default. One file, WAL, ``synchronous=FULL``, append-only log tables."""
+"""SQLite: the embedded default. One file, WAL, ``synchronous=FULL``, append-only log tables.
+
+The file holds unrevealed server seeds, so it is private to its owner: created 0600 by this
+backend before SQLite opens it (SQLite gives the ``-wal`` and ``-shm`` files the database file's
+mode), and an existing one that group or others can read is tightened, with a warning.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import logging
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +27,8 @@ from gnau_service.store.schema import (
     first_line,
     needs_setup,
 )
+
+log = logging.getLogger(__name__)
 
 SCHEMA: Final = (
     common_tables(integer="INTEGER", blob="BLOB", nodes_options=" WITHOUT ROWID")
@@ -36,6 +46,9 @@ CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
         for table in APPEND_ONLY_TABLES
     )
 )
+
+#: The files SQLite keeps for a database in WAL mode, after the database file's own name.
+COMPANION_SUFFIXES: Final = ("-wal", "-shm")
 
 
 def split_statements(script: str) -> list[str]:
@@ -67,7 +80,11 @@ class SqliteBackend(Backend):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private(self.path)
+        except OSError as error:
+            raise StoreError(f"{self}: cannot make a private database file: {error}") from error
         self._local = threading.local()
 
     def __str__(self) -> str:
@@ -124,3 +141,39 @@ class SqliteBackend(Backend):
 def user_version(connection: sqlite3.Connection) -> int:
     """The schema version SQLite keeps in the file's header: 0 in a new or pre-version file."""
     return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def make_private(path: Path) -> None:
+    """Create the database file 0600 if it is missing, before SQLite opens it (SQLite would
+    create it with the process's umask, and its ``-wal`` and ``-shm`` files copy that mode).
+    An existing file, or companion file, that group or others can use loses those bits."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        _tighten_existing(path)
+    else:
+        os.close(descriptor)
+
+
+def _tighten_existing(path: Path) -> None:
+    companions = [path.with_name(path.name + suffix) for suffix in COMPANION_SUFFIXES]
+    loosened = [file for file in (path, *companions) if _tighten(file)]
+    if loosened:
+        log.warning(
+            "database files were open to group or others; now owner-only (0600): %s",
+            ", ".join(str(file) for file in loosened),
+        )
+
+
+def _tighten(file: Path) -> bool:
+    """Take group and others' bits off ``file``; whether it had any. A missing file has none,
+    and anything but a regular file (a directory given by mistake) is SQLite's to refuse."""
+    try:
+        status = file.stat()
+    except FileNotFoundError:
+        return False
+    mode = stat.S_IMODE(status.st_mode)
+    if not stat.S_ISREG(status.st_mode) or not mode & 0o077:
+        return False
+    file.chmod(mode & 0o700)
+    return True
