@@ -384,17 +384,27 @@ class Store(LogReader):
         self._closed = False
         self._listeners: list[CommitListener] = []
         self._loop_writer: _LoopWriter | None = None
-        connection = backend.connect()
+        # The backends raise a StoreError naming their database if they cannot connect or set
+        # up the schema; the rest of start-up is wrapped the same way.
         try:
-            backend.create_schema(connection)
-            backend.run(
-                connection,
-                "INSERT INTO log_keys (key_id, vkey, since_size) SELECT ?, ?, size FROM log_head"
-                " WHERE id = 1 ON CONFLICT DO NOTHING",
-                (signer.key_id.hex(), signer.vkey),
-            )
-        finally:
-            connection.close()
+            connection = backend.connect()
+            try:
+                backend.create_schema(connection)
+                backend.run(
+                    connection,
+                    "INSERT INTO log_keys (key_id, vkey, since_size)"
+                    " SELECT ?, ?, size FROM log_head WHERE id = 1 ON CONFLICT DO NOTHING",
+                    (signer.key_id.hex(), signer.vkey),
+                )
+            finally:
+                _close_quietly(connection)
+        except StoreError:
+            backend.close()
+            raise
+        except Exception as error:
+            backend.close()
+            message = str(error).strip().partition("\n")[0]
+            raise StoreError(f"{backend}: cannot register the log key: {message}") from error
         self._writer = threading.Thread(target=self._write_loop, name="gnau-store-writer")
         self._writer.daemon = True
         self._writer.start()

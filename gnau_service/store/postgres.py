@@ -3,6 +3,10 @@
 Writers serialise on the one-row ``log_head`` (``SELECT ... FOR UPDATE`` inside each batch's
 transaction), which makes indices gap-free across processes without session-level advisory
 locks (those break under transaction-pooling proxies).
+
+A process may start while others write. Its schema check is a plain SELECT of the version in
+``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only an older schema gets DDL,
+and that runs under a transaction-level advisory lock, after the writers' own first lock.
 """
 
 from __future__ import annotations
@@ -15,8 +19,15 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gnau_service.audit.entries import GENESIS_PREV_HASH
-from gnau_service.store.base import Backend
-from gnau_service.store.schema import APPEND_ONLY_TABLES, common_tables
+from gnau_service.store.base import Backend, StoreError
+from gnau_service.store.schema import (
+    APPEND_ONLY_TABLES,
+    SCHEMA_VERSION,
+    common_tables,
+    first_line,
+    needs_setup,
+)
+from gnau_service.store.urls import redacted_url
 
 # Schema changes from several processes at once would race on the catalog: a transaction-level
 # advisory lock (released at commit, so safe behind a pooler) makes them take turns.
@@ -24,9 +35,15 @@ SCHEMA_LOCK: Final = 0x676E6175  # "gnau"
 #: The NOTIFY channel on which each batch that grows the log announces the new size.
 HEAD_CHANNEL: Final = "gnau_log_head"
 
+VERSION_TABLE: Final = """
+CREATE TABLE IF NOT EXISTS gnau_schema (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+);
+"""
+
 SCHEMA: Final = (
-    f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK});"
-    + common_tables(integer="BIGINT", blob="BYTEA")
+    common_tables(integer="BIGINT", blob="BYTEA")
     + f"""
 INSERT INTO log_head (id, size, prev_hash, frontier)
     VALUES (1, 0, '{GENESIS_PREV_HASH}', ''::bytea) ON CONFLICT DO NOTHING;
@@ -44,6 +61,12 @@ CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
 """
         for table in APPEND_ONLY_TABLES
     )
+    + VERSION_TABLE
+)
+
+SET_VERSION: Final = (
+    "INSERT INTO gnau_schema (id, version) VALUES (1, %s)"
+    " ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version"
 )
 
 
@@ -63,8 +86,14 @@ class PostgresBackend(Backend):
             name="gnau-readers",
         )
 
+    def __str__(self) -> str:
+        return redacted_url(self.url)
+
     def connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.url, autocommit=True)
+        try:
+            return psycopg.connect(self.url, autocommit=True)
+        except psycopg.Error as error:
+            raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
 
     def reset(self, connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
         # A pipeline cut short by an error skips the preparation of statements that psycopg
@@ -78,8 +107,27 @@ class PostgresBackend(Backend):
             yield connection
 
     def create_schema(self, connection: psycopg.Connection[Any]) -> None:
+        try:
+            if needs_setup(schema_version(connection), str(self)):
+                self._set_up_schema(connection)
+        except psycopg.Error as error:
+            raise StoreError(f"{self}: cannot set up the schema: {first_line(error)}") from error
+
+    def _set_up_schema(self, connection: psycopg.Connection[Any]) -> None:
+        """Bring an older schema up to date, in one transaction, taking turns with other
+        starting processes and holding off writers."""
         with connection.transaction():
+            connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            # Another process may have set it up while this one waited for the lock.
+            if not needs_setup(schema_version(connection), str(self)):
+                return
+            if table_exists(connection, "log_head"):
+                # Writers lock the head row first, then the tables they write; the DDL locks
+                # those tables (CREATE INDEX, CREATE TRIGGER). Taking the head row first too
+                # makes writers wait for the DDL instead of deadlocking with it.
+                connection.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
             connection.execute(SCHEMA.encode())
+            connection.execute(SET_VERSION, (SCHEMA_VERSION,))
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
@@ -112,3 +160,18 @@ class PostgresBackend(Backend):
             | psycopg.errors.ReadOnlySqlTransaction
             | PoolTimeout,
         )
+
+
+def table_exists(connection: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` is on the search path; asking this way never fails, so never aborts
+    the transaction it is asked in."""
+    row = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    return bool(row and row[0])
+
+
+def schema_version(connection: psycopg.Connection[Any]) -> int:
+    """The database's schema version: 0 for one made before versions were kept, or empty."""
+    if not table_exists(connection, "gnau_schema"):
+        return 0
+    row = connection.execute("SELECT version FROM gnau_schema WHERE id = 1").fetchone()
+    return int(row[0]) if row else 0

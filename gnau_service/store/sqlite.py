@@ -1,8 +1,17 @@
-"""SQLite: the embedded default. One file, WAL, ``synchronous=FULL``, append-only log tables."""
+"""SQLite: the embedded default. One file, WAL, ``synchronous=FULL``, append-only log tables.
+
+The file holds unrevealed server seeds, so it is private to its owner: created 0600 by this
+backend before SQLite opens it (SQLite gives the ``-wal`` and ``-shm`` files the database file's
+mode), and an existing one that group or others can read is tightened, with a warning.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,8 +19,16 @@ from pathlib import Path
 from typing import Final
 
 from gnau_service.audit.entries import GENESIS_PREV_HASH
-from gnau_service.store.base import Backend
-from gnau_service.store.schema import APPEND_ONLY_TABLES, common_tables
+from gnau_service.store.base import Backend, StoreError
+from gnau_service.store.schema import (
+    APPEND_ONLY_TABLES,
+    SCHEMA_VERSION,
+    common_tables,
+    first_line,
+    needs_setup,
+)
+
+log = logging.getLogger(__name__)
 
 SCHEMA: Final = (
     common_tables(integer="INTEGER", blob="BLOB", nodes_options=" WITHOUT ROWID")
@@ -30,6 +47,28 @@ CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
     )
 )
 
+#: The files SQLite keeps for a database in WAL mode, after the database file's own name.
+COMPANION_SUFFIXES: Final = ("-wal", "-shm")
+
+
+def split_statements(script: str) -> list[str]:
+    """The statements of a script, each ended where SQLite says it is complete (a trigger's body
+    holds semicolons of its own). The schema runs statement by statement because
+    ``executescript`` would first commit the transaction that holds the write lock."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            statements.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"an incomplete statement ends the script: {pending.strip()!r}")
+    return statements
+
+
+SCHEMA_STATEMENTS: Final = split_statements(SCHEMA)
+
 
 class SqliteBackend(Backend):
     """A SQLite database file. Readers get one connection per thread (WAL lets them run beside
@@ -41,16 +80,29 @@ class SqliteBackend(Backend):
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private(self.path)
+        except OSError as error:
+            raise StoreError(f"{self}: cannot make a private database file: {error}") from error
         self._local = threading.local()
 
+    def __str__(self) -> str:
+        return str(self.path)
+
     def connect(self) -> sqlite3.Connection:
-        connection = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=30.0
-        )
-        connection.execute("PRAGMA journal_mode = WAL")
-        connection.execute("PRAGMA synchronous = FULL")
-        connection.execute("PRAGMA foreign_keys = ON")
+        connection = None
+        try:
+            connection = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = FULL")
+            connection.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as error:
+            if connection is not None:
+                connection.close()
+            raise StoreError(f"{self}: cannot open the database: {first_line(error)}") from error
         return connection
 
     @contextmanager
@@ -61,7 +113,29 @@ class SqliteBackend(Backend):
         yield connection
 
     def create_schema(self, connection: sqlite3.Connection) -> None:
-        connection.executescript(SCHEMA)
+        try:
+            if needs_setup(user_version(connection), str(self)):
+                self._set_up_schema(connection)
+        except sqlite3.Error as error:
+            raise StoreError(f"{self}: cannot set up the schema: {first_line(error)}") from error
+
+    def _set_up_schema(self, connection: sqlite3.Connection) -> None:
+        """Bring an older schema up to date in one transaction. ``BEGIN IMMEDIATE`` takes the
+        write lock, so starting processes take turns, and a live writer's batch is waited for
+        (the busy timeout)."""
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have set it up while this one waited for the lock.
+            if needs_setup(user_version(connection), str(self)):
+                for statement in SCHEMA_STATEMENTS:
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            connection.execute("COMMIT")
+        except BaseException:
+            # SQLite ends the transaction itself after some errors: the first error is the news.
+            with contextlib.suppress(sqlite3.Error):
+                connection.execute("ROLLBACK")
+            raise
 
     def is_unavailable(self, error: BaseException) -> bool:
         return (
@@ -74,3 +148,44 @@ class SqliteBackend(Backend):
 #: READONLY, IOERR, FULL, CANTOPEN, PROTOCOL (https://sqlite.org/rescode.html). Others (a
 #: syntax error, a constraint) are a refusal of the statement itself.
 _UNAVAILABLE_CODES: Final = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
+
+
+def user_version(connection: sqlite3.Connection) -> int:
+    """The schema version SQLite keeps in the file's header: 0 in a new or pre-version file."""
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def make_private(path: Path) -> None:
+    """Create the database file 0600 if it is missing, before SQLite opens it (SQLite would
+    create it with the process's umask, and its ``-wal`` and ``-shm`` files copy that mode).
+    An existing file, or companion file, that group or others can use loses those bits."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        _tighten_existing(path)
+    else:
+        os.close(descriptor)
+
+
+def _tighten_existing(path: Path) -> None:
+    companions = [path.with_name(path.name + suffix) for suffix in COMPANION_SUFFIXES]
+    loosened = [file for file in (path, *companions) if _tighten(file)]
+    if loosened:
+        log.warning(
+            "database files were open to group or others; now owner-only (0600): %s",
+            ", ".join(str(file) for file in loosened),
+        )
+
+
+def _tighten(file: Path) -> bool:
+    """Take group and others' bits off ``file``; whether it had any. A missing file has none,
+    and anything but a regular file (a directory given by mistake) is SQLite's to refuse."""
+    try:
+        status = file.stat()
+    except FileNotFoundError:
+        return False
+    mode = stat.S_IMODE(status.st_mode)
+    if not stat.S_ISREG(status.st_mode) or not mode & 0o077:
+        return False
+    file.chmod(mode & 0o700)
+    return True

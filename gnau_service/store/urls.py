@@ -1,28 +1,26 @@
-"""Database URLs in messages: never with their password."""
+"""Database URLs in messages and logs: never with their password."""
 
 from __future__ import annotations
 
-import urllib.parse
+import re
+from typing import Final
+
+#: The password of a URL's user part: from the user's colon to the last ``@`` of the authority
+#: (which ends at the first ``/``, ``?`` or ``#``), so a password holding an ``@`` goes too.
+_USER_PASSWORD: Final = re.compile(r"^([a-z][a-z0-9+.-]*://[^:@/?#]*):[^/?#]*@", re.IGNORECASE)
+_PASSWORD_PARAMETER: Final = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
 
 
 def redacted_url(url: str) -> str:
-    """A database URL without its password, in the user part or the query, for any message.
+    """``url`` without its password, in the user part or a ``password=`` parameter.
 
     >>> redacted_url("postgresql://gnau:s3cret@db:5432/gnau?password=s3cret&sslmode=require")
     'postgresql://gnau:***@db:5432/gnau?password=***&sslmode=require'
+    >>> redacted_url("postgresql://gnau:p@ss@db.example/gnau?sslmode=require&Password=x")
+    'postgresql://gnau:***@db.example/gnau?sslmode=require&Password=***'
+    >>> redacted_url("postgresql://db:5432/gnau?user=a@b")
+    'postgresql://db:5432/gnau?user=a@b'
     >>> redacted_url("sqlite:///gnau-data/gnau.db")
     'sqlite:///gnau-data/gnau.db'
     """
-    parts = urllib.parse.urlsplit(url)
-    query = [item.partition("=") for item in parts.query.split("&") if item]
-    if parts.password is None and all(key.lower() != "password" for key, _, _ in query):
-        return url  # nothing to hide (and urlunsplit would respell sqlite:/// as sqlite:/)
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.partition(':')[0]}:***@{host}"
-    hidden = "&".join(
-        f"{key}=***" if key.lower() == "password" else f"{key}{sep}{value}"
-        for key, sep, value in query
-    )
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc, query=hidden))
+    return _PASSWORD_PARAMETER.sub(r"\1***", _USER_PASSWORD.sub(r"\1:***@", url))
