@@ -81,6 +81,7 @@ def test_a_second_service_starts_cleanly_beside_a_live_writer(tmp_path: Path) ->
                     key=writer.data_dir / "log-signing-key.pem",  # one log, one key
                     tokens=writer.data_dir / "tokens.json",
                     grace_seconds=1,
+                    shutdown_notice_seconds=0,
                 )
                 began = time.monotonic()
                 rounds_before = load.rounds
@@ -118,6 +119,6 @@ def assert_the_log_verifies(url: str, vkey: str, *, starts: int, rounds: int) ->
     decoded = [decode_entry(data, verifier) for data in entries]
     assert [entry.index for entry in decoded] == list(range(size))
     assert sum(entry.kind is EntryKind.SERVICE_STARTED for entry in decoded) == starts
-    report = verify_bundle(bundle.getvalue().splitlines(keepends=True), pinned_keys=[verifier])
+    report = verify_bundle(io.BytesIO(bundle.getvalue().encode()), pinned_keys=[verifier])
     assert report.ok, report.summary()
     assert (report.entries, report.rounds_settled, report.rounds_open) == (size, rounds, 0)
