@@ -8,6 +8,7 @@ import contextlib
 import secrets
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +173,8 @@ def test_upgrades_beside_live_writers_neither_fail_nor_deadlock(signer: LogSigne
             appender.start()
             failures = []
             try:
-                writer.wait_for_size(0, timeout=30)  # the writer is live before the first upgrade
+                while appended == 0 and not errors:  # the writer is live before the first upgrade
+                    time.sleep(0.01)
                 for _ in range(upgrades):
                     set_version(url, None)
                     try:
