@@ -90,6 +90,7 @@ CREATE TABLE IF NOT EXISTS rounds (
 CREATE UNIQUE INDEX IF NOT EXISTS rounds_one_open_per_table ON rounds (table_id)
     WHERE state IN ('SHUFFLED', 'DEALT', 'REVEALED');
 CREATE INDEX IF NOT EXISTS rounds_by_table ON rounds (table_id, created_at, round_id);
+CREATE INDEX IF NOT EXISTS rounds_by_time ON rounds (created_at, round_id);
 CREATE TABLE IF NOT EXISTS requests (
     request_id TEXT PRIMARY KEY,
     operation TEXT NOT NULL,
