@@ -92,8 +92,9 @@ def list_rounds(
         conditions.append("table_id = ?")
         params.append(table_id)
     if after is not None:
-        conditions.append("(created_at < ? OR (created_at = ? AND round_id < ?))")
-        params += [after[0], after[0], after[1]]
+        # A row comparison, which both databases answer with a seek in the index.
+        conditions.append("(created_at, round_id) < (?, ?)")
+        params += [after[0], after[1]]
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
     rows = reader.query(
         f"SELECT {_COLUMNS} FROM rounds{where} ORDER BY created_at DESC, round_id DESC LIMIT ?",
