@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service \
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch \
 	fairness-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json
@@ -34,7 +34,7 @@ test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
-bench: bench-rules bench-fairness bench-audit bench-service
+bench: bench-rules bench-fairness bench-audit bench-service bench-watch
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -47,6 +47,9 @@ bench-audit: $(INSTALLED)
 
 bench-service: $(INSTALLED)
 	$(BIN)/python bench/bench_service.py
+
+bench-watch: $(INSTALLED)
+	$(BIN)/python bench/bench_watch.py
 
 ## fairness-evidence: the 1,000,000-round statistical battery (minutes), written to bench/results
 fairness-evidence: $(INSTALLED)

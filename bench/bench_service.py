@@ -105,16 +105,19 @@ class ServerProcess:
         self.stderr_path = directory / f"{name}.stderr"
         self.process: subprocess.Popen[bytes] | None = None
 
-    async def start(self) -> list[str]:
-        """Start it and wait for its "serving on" line; returns its stdout lines so far."""
+    async def start(self) -> str:
+        """Start it and wait until it serves: a "serving on" line on stdout, or a JSON
+        "serving" line on stderr (``gnau serve --log-format json``). Returns the log key the
+        JSON line names ("" for a server that has none)."""
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(self.argv, stdout=out, stderr=err)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            lines = self.stdout_path.read_text(encoding="utf-8", errors="replace").splitlines()
-            if any("serving on" in line for line in lines):
-                await asyncio.sleep(0.2)  # the lines printed just after it
-                return self.stdout_path.read_text(encoding="utf-8").splitlines()
+            if "serving on" in self.stdout_path.read_text(encoding="utf-8", errors="replace"):
+                return ""
+            for line in self.stderr_path.read_text(encoding="utf-8", errors="replace").splitlines():
+                if '"serving"' in line and json.loads(line).get("event") == "serving":
+                    return str(json.loads(line).get("key", ""))
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"{self.name} exited with status {self.process.returncode}: {self.tail()}"
@@ -553,8 +556,7 @@ async def bench_backend(
         directory,
     )
     try:
-        lines = await server.start()
-        vkey = next(line.split("log key ", 1)[1] for line in lines if "log key " in line)
+        vkey = await server.start()
         tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
         token = next(t for t, role in tokens.items() if role == "operator")
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
