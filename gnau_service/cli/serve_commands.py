@@ -79,6 +79,10 @@ def run_serve(args: argparse.Namespace) -> int:
     except (ValueError, OSError, RuntimeError) as error:
         # Key files, token files, database URLs and stores, ports in use: named, one line.
         return _cannot_start(error)
+    except Exception as error:
+        # A bug: its traceback, in the log's own format (without local variables), to report.
+        log.critical("internal error", error=type(error).__name__, exc_info=error)
+        return 2
     return 0
 
 
