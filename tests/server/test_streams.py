@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import subprocess
 import sys
 import threading
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -189,3 +191,38 @@ def _stack(frame: Any) -> list[Any]:
         frames.append(frame)
         frame = frame.f_back
     return frames
+
+
+async def test_streams_cancelled_under_load_leave_no_trace(
+    service: Service, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Cancels racing writes used to log an ExecuteBatchError traceback.
+    capsys.readouterr()
+
+    async def read_then_cancel(after: float) -> None:
+        call = watch(service.channel)
+        reading = asyncio.ensure_future(_drain(call))
+        await asyncio.sleep(after)
+        call.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+
+    async def load() -> None:
+        for _ in range(6):
+            await play(service, f"cancel-load-{uuid.uuid4()}")
+
+    await asyncio.gather(load(), load(), *(read_then_cancel(0.01 * n) for n in range(40)))
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "ExecuteBatchError" not in err
+    for line in err.splitlines():
+        event = json.loads(line)
+        assert event["level"] in ("info", "warning") and "exception" not in event, line
+    for _ in range(1000):  # every slot is given back
+        if not service.app.streams.open:
+            break
+        await asyncio.sleep(0.01)
+    assert service.app.streams.open == 0
+
+
+async def _drain(call: grpc.aio.UnaryStreamCall) -> None:
+    async for _ in call:
+        pass
