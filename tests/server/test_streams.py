@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,13 @@ from tests.server.test_service import play
 
 AUDITOR = (("authorization", f"Bearer {TOKENS['auditor']}"),)
 PACKAGE = str(Path(servicers.__file__).resolve().parents[1])
+
+
+async def until(condition: Callable[[], bool], seconds: float = 20) -> None:
+    """Wait for ``condition`` (a bound on liveness, not a claim about speed)."""
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.01)
 
 
 def watch(channel: grpc.aio.Channel, start: int = 0) -> grpc.aio.UnaryStreamCall:
@@ -55,8 +62,7 @@ async def test_a_peer_over_its_share_is_refused_and_a_closed_stream_frees_a_slot
         assert error_info(refused.value).reason == "TOO_MANY_STREAMS"
         assert "peer 127.0.0.1" in str(refused.value.details())
         streams[0].cancel()
-        while app.streams.open == 3:
-            await asyncio.sleep(0.01)
+        await until(lambda: app.streams.open == 2)
         replacement = watch(channel)
         assert (await replacement.read()).entries[0].index == 0
 
@@ -171,8 +177,7 @@ async def test_readers_that_never_read_are_held_by_flow_control(
     )
     try:
         assert client.stdout is not None and client.stdout.readline() == "open\n"
-        while service.app.streams.open < 3:
-            await asyncio.sleep(0.01)
+        await until(lambda: service.app.streams.open == 3)
         await append(10_000)  # 10 MB a stream: far more than HTTP/2 lets through unread
         await asyncio.sleep(0.5)
         held_at = sent_pages
@@ -216,11 +221,7 @@ async def test_streams_cancelled_under_load_leave_no_trace(
     for line in err.splitlines():
         event = json.loads(line)
         assert event["level"] in ("info", "warning") and "exception" not in event, line
-    for _ in range(1000):  # every slot is given back
-        if not service.app.streams.open:
-            break
-        await asyncio.sleep(0.01)
-    assert service.app.streams.open == 0
+    await until(lambda: service.app.streams.open == 0)  # every slot is given back
 
 
 async def _drain(call: grpc.aio.UnaryStreamCall) -> None:
