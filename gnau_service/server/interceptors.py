@@ -231,7 +231,8 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
 
     async def _refuse(self, context: Context, started: float, error: Refusal) -> None:
         status = status_of(error)
-        log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
+        if not isinstance(error, Undecodable):  # counted in its peer's warning instead
+            log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
         if isinstance(error, StoreUnavailable):
             self.on_storage_failure(error)
         await _abort(context, status)

@@ -76,10 +76,10 @@ async def test_undecodable_requests_warn_once_per_peer_with_a_count(
     for _ in range(7):
         with pytest.raises(grpc.aio.AioRpcError):
             await reveal(REVEAL + b"\x1b")
-    warnings = [
-        line for line in log_lines(capsys.readouterr().err) if line.get("level") == "warning"
-    ]
+    lines = log_lines(capsys.readouterr().err)
+    warnings = [line for line in lines if line.get("level") == "warning"]
     assert len(warnings) == 1, warnings
+    assert len(lines) == 1, "undecodable requests cost one line a peer a minute, no more"
     assert warnings[0]["event"] == "undecodable requests"
     assert warnings[0]["peer"] == "127.0.0.1" and warnings[0]["count"] == 1
     assert service.app.interceptor.undecodable.total == 7
