@@ -62,6 +62,7 @@ from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
 from gnau_service.audit.rounds import ReplayError, RoundCheck, RoundReplay, run_check
 from gnau_service.audit.signing import RotationError, trusted_keys
+from gnau_service.fairness.reveal import json_type
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
 HEADER_MEMBERS: Final = ("format", "origin", "public_keys", "first_index", "size", "left_frontier")
@@ -347,7 +348,7 @@ def _parse_json_line(number: int, line: bytes) -> dict[str, object]:
         reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
         raise _LineError(number, f"is not JSON: {clip(reason, 120)}") from None
     if not isinstance(value, dict):
-        raise _LineError(number, f"is {_json_type(value)}, not a JSON object")
+        raise _LineError(number, f"is {json_type(value)}, not a JSON object")
     return value
 
 
@@ -465,7 +466,7 @@ def _read_line(number: int, line: bytes) -> _Line:
         return _Line(
             number,
             _LineKind.REFUSED,
-            f"line {number}: {kinds[0].value} must be a string, not {_json_type(value)}",
+            f"line {number}: {kinds[0].value} must be a string, not {json_type(value)}",
         )
     return _Line(number, kinds[0], value)
 
@@ -509,18 +510,6 @@ def _without_duplicate_members(pairs: list[tuple[str, object]]) -> dict[str, obj
                 raise _DuplicateMemberError(name)
             seen.add(name)
     return obj
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
 
 
 class _KeyChain:

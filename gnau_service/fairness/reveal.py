@@ -184,7 +184,7 @@ class _JsonObject:
         self._path = path
         if not isinstance(value, dict):
             raise RevealFormatError(
-                f"{path or 'a revealed round'} must be a JSON object, got {_json_type(value)}",
+                f"{path or 'a revealed round'} must be a JSON object, got {json_type(value)}",
                 field=path or "json",
             )
         for key in value:
@@ -211,13 +211,13 @@ class _JsonObject:
     def text(self, key: str) -> str:
         value = self.get(key)
         if not isinstance(value, str):
-            self.fail(key, f"must be a string, got {_json_type(value)}")
+            self.fail(key, f"must be a string, got {json_type(value)}")
         return value
 
     def integer(self, key: str) -> int:
         value = self.get(key)
         if not isinstance(value, int) or isinstance(value, bool):
-            self.fail(key, f"must be an integer, got {_json_type(value)}")
+            self.fail(key, f"must be an integer, got {json_type(value)}")
         return value
 
     def hex_bytes(self, key: str, *, optional: bool = False) -> bytes:
@@ -230,7 +230,7 @@ class _JsonObject:
     def array(self, key: str) -> list[object]:
         value = self.get(key)
         if not isinstance(value, list):
-            self.fail(key, f"must be a JSON array, got {_json_type(value)}")
+            self.fail(key, f"must be a JSON array, got {json_type(value)}")
         return value
 
     def cards(self, key: str) -> tuple[Card, ...]:
@@ -238,7 +238,7 @@ class _JsonObject:
         for index, token in enumerate(self.array(key)):
             where = f"{key}[{index}]"
             if not isinstance(token, str):
-                self.fail(where, f"must be a card such as 'TH', got {_json_type(token)}")
+                self.fail(where, f"must be a card such as 'TH', got {json_type(token)}")
             try:
                 cards.append(parse_card(token))
             except RulesError as error:
@@ -249,7 +249,7 @@ class _JsonObject:
 def _read_house_rules(value: object) -> HouseRules:
     if not isinstance(value, Mapping):
         raise RevealFormatError(
-            f"house_rules must be a JSON object, got {_json_type(value)}", field="house_rules"
+            f"house_rules must be a JSON object, got {json_type(value)}", field="house_rules"
         )
     try:
         return HouseRules.from_mapping(value)
@@ -298,7 +298,7 @@ def _card_texts(cards: tuple[Card, ...]) -> list[str]:
     return [str(card) for card in cards]
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
     """How JSON would name the type of a parsed value, for error messages."""
     if value is None:
         return "null"
