@@ -88,6 +88,18 @@ def test_a_cut_value_says_how_much_was_left_out() -> None:
     assert len(status.details.encode()) < 200
 
 
+async def deal_refused(
+    service: Service, round_id: str, seats: list[round_pb2.Seat]
+) -> grpc.aio.AioRpcError:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await service.call(
+            "dealer",
+            "Deal",
+            dealer_pb2.DealRequest(request_id=str(uuid.uuid4()), round_id=round_id, seats=seats),
+        )
+    return caught.value
+
+
 async def test_eighty_three_seats_on_one_deck_get_their_real_status(service: Service) -> None:
     round_ = await shuffle(service)
     for count in (83, 10_000):
@@ -95,15 +107,7 @@ async def test_eighty_three_seats_on_one_deck_get_their_real_status(service: Ser
             round_pb2.Seat(seat_number=n, player_id=f"player-{n}" * 3, stake=1)
             for n in range(1, count + 1)
         ]
-        with pytest.raises(grpc.aio.AioRpcError) as caught:
-            await service.call(
-                "dealer",
-                "Deal",
-                dealer_pb2.DealRequest(
-                    request_id=str(uuid.uuid4()), round_id=round_.round_id, seats=seats
-                ),
-            )
-        error = caught.value
+        error = await deal_refused(service, round_.round_id, seats)
         assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
         assert details(error)[0] == ["seats"]
         assert wire_trailer_bytes(error) < MAX_TRAILER_BYTES
@@ -112,17 +116,10 @@ async def test_eighty_three_seats_on_one_deck_get_their_real_status(service: Ser
 async def test_a_long_list_of_bad_seats_lists_five_and_counts_the_rest(service: Service) -> None:
     round_ = await shuffle(service)
     seats = [round_pb2.Seat(seat_number=n, player_id="p", stake=0) for n in range(1, 8)]
-    with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await service.call(
-            "dealer",
-            "Deal",
-            dealer_pb2.DealRequest(
-                request_id=str(uuid.uuid4()), round_id=round_.round_id, seats=seats
-            ),
-        )
-    fields, _ = details(caught.value)
+    error = await deal_refused(service, round_.round_id, seats)
+    fields, _ = details(error)
     assert fields == [f"seats[{i}].stake" for i in range(5)]
-    assert str(caught.value.details()).endswith(" (and 6 more)")
+    assert str(error.details()).endswith(" (and 6 more)")
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.config import ConfigError, load_settings
 from gnau_service.server.rounds import (
     Dealer,
@@ -25,6 +26,7 @@ from gnau_service.server.rounds import (
     SeatRequest,
 )
 from gnau_service.store import Store, open_store
+from tests.rules.test_settlement import RULES
 from tests.serving import gnau
 
 MAX_SAFE = 2**53 - 1
@@ -100,15 +102,8 @@ def test_a_table_whose_dealer_could_leave_the_range_is_refused(store: Store) -> 
     deal(dealer, HouseRules(), [each] * 5)  # five of them fit
 
 
-rules = st.builds(
-    HouseRules,
-    ten_is_duke=st.booleans(),
-    five_small=st.booleans(),
-    tie=st.sampled_from(TieRule),
-    payout=st.sampled_from(PayoutTable),
-    suited_double=st.booleans(),
-    decks=st.integers(1, 8),
-)
+# Every house rule, as the settlement tests draw them, with up to eight decks.
+rules = st.builds(replace, RULES, decks=st.integers(1, 8))
 near_the_limit = st.integers(1, 2**53) | st.sampled_from(
     [1, MAX_SAFE // 20, MAX_SAFE // 10, MAX_SAFE // 7, MAX_SAFE // 82, 2**52, 2**53 - 1]
 )

@@ -5,8 +5,10 @@ writes again. Real failures: a full tmpfs, a PostgreSQL database turned read-onl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -25,6 +27,23 @@ from tests.server.test_service import play
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+@contextlib.asynccontextmanager
+async def serving(tmp_path: Path, database: str) -> AsyncIterator[Service]:
+    settings = Settings(
+        listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        database=database,
+        tokens=write_tokens(tmp_path / "tokens.json"),
+        grace_seconds=1,
+        shutdown_notice_seconds=0,
+    )
+    async with (
+        running(settings) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        yield Service(app, settings, channel)
 
 
 async def health_of(channel: grpc.aio.Channel, name: str = "") -> int:
@@ -58,19 +77,8 @@ async def test_a_full_disk_is_unavailable_logged_once_and_recovers(
 ) -> None:
     configure_logging("json")
     with tmpfs(tmp_path / "disk", size="2m") as disk:
-        settings = Settings(
-            listen="127.0.0.1:0",
-            data_dir=tmp_path / "data",
-            database=f"sqlite:///{disk / 'gnau.db'}",
-            tokens=write_tokens(tmp_path / "tokens.json"),
-            grace_seconds=1,
-            shutdown_notice_seconds=0,
-        )
-        async with (
-            running(settings) as app,
-            grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
-        ):
-            service = Service(app, settings, channel)
+        async with serving(tmp_path, f"sqlite:///{disk / 'gnau.db'}") as service:
+            channel = service.channel
             await play(service, "before")
             filler = fill(disk)
             errors = [await shuffle_refused(service) for _ in range(3)]
@@ -98,19 +106,8 @@ async def test_a_read_only_postgresql_database_is_unavailable_and_recovers(
 ) -> None:
     with fresh_database() as url:
         name = url.rsplit("/", 1)[1]
-        settings = Settings(
-            listen="127.0.0.1:0",
-            data_dir=tmp_path / "data",
-            database=url,
-            tokens=write_tokens(tmp_path / "tokens.json"),
-            grace_seconds=1,
-            shutdown_notice_seconds=0,
-        )
-        async with (
-            running(settings) as app,
-            grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
-        ):
-            service = Service(app, settings, channel)
+        async with serving(tmp_path, url) as service:
+            channel = service.channel
             await play(service, "before")
             with psycopg.connect(admin_url(), autocommit=True) as admin:
                 admin.execute(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
