@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 from gnau.v1 import dealer_pb2, round_pb2
+from gnau_client import _common as client_common
 
 from gnau_service.server import limits
 from gnau_service.server.config import Settings
@@ -116,6 +117,8 @@ def test_the_stated_numbers_are_the_codes() -> None:
     assert limits.MAX_TRAILER_BYTES == 4096
     assert Settings().max_stake == limits.DEFAULT_MAX_STAKE
     assert Settings().max_streams == limits.DEFAULT_MAX_STREAMS
+    # The client package checks request ids before sending; it cannot import the server's.
+    assert client_common.MAX_REQUEST_ID_LENGTH == limits.MAX_REQUEST_ID_CHARS
 
 
 def rid() -> str:
