@@ -129,8 +129,8 @@ class EdgeFuzzer:
             return
         self.report.note(method, grpc.StatusCode.OK)
         name = method.rsplit("/", 1)[1]
-        if method.startswith(f"/{DEALER}/") and name not in ("ListRounds", "EvaluateHand"):
-            response_class = getattr(dealer_pb2, f"{name}Response")
+        response_class = getattr(dealer_pb2, f"{name}Response", None)
+        if method.startswith(f"/{DEALER}/") and "round" in response_class.DESCRIPTOR.fields_by_name:
             round_ = response_class.FromString(answer).round
             self.report.round_ids.append(round_.round_id)
             if name in CHANGES:

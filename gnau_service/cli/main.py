@@ -12,7 +12,13 @@ import sys
 from collections.abc import Sequence
 
 from gnau_service import __version__
-from gnau_service.cli import audit_commands, fairness_commands, rules_commands, serve_commands
+from gnau_service.cli import (
+    audit_commands,
+    fairness_commands,
+    receipt_commands,
+    rules_commands,
+    serve_commands,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +27,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gnau {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (rules_commands, fairness_commands, audit_commands, serve_commands):
+    for module in (
+        rules_commands,
+        fairness_commands,
+        audit_commands,
+        receipt_commands,
+        serve_commands,
+    ):
         module.register(subparsers)
     return parser
 

@@ -2,8 +2,8 @@
 
 - ``operator``: everything, including every DealerService mutation;
 - ``auditor``: every read: rounds, log entries, proofs, keys, round verification;
-- ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and rounds whose seed
-  is already public (the servicer checks the round's state).
+- ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and rounds (and
+  their receipts) whose seed is already public (the servicer checks the round's state).
 
 Tokens live in a JSON file ``{"tokens": {"<token>": "operator", ...}}`` that must not be readable
 by others, like the log key. On first start the service creates one with a fresh operator token.
@@ -41,7 +41,8 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.DealerService/Settle": _OPERATORS,
     "/gnau.v1.DealerService/VoidRound": _OPERATORS,
     "/gnau.v1.DealerService/GetRound": _EVERYONE,  # public: revealed rounds only
-    "/gnau.v1.DealerService/ListRounds": _READERS,
+    "/gnau.v1.DealerService/ListRounds": _EVERYONE,  # public: revealed rounds only
+    "/gnau.v1.DealerService/GetRoundReceipt": _EVERYONE,  # public: revealed rounds only
     "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
     "/gnau.v1.AuditService/GetCheckpoint": _EVERYONE,
     "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,

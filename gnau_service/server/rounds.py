@@ -398,23 +398,29 @@ class Dealer:
 
         return await self.store.run_async(unit)
 
-    def get(self, round_id: str) -> RoundView:
+    def get(self, round_id: str, *, public: bool = False) -> RoundView:
+        """The round as it stands; to the ``public``, a round whose seed is not public yet does
+        not exist: say nothing about it."""
         check_round_id(round_id)
         stored = read_round(self.store, round_id)
-        if stored is None:
+        if stored is None or (public and RoundState(stored.state) not in SEED_IS_PUBLIC):
             raise RoundNotFound(round_id)
         return view_of(_parsed(stored.record), bytes.fromhex(stored.server_seed))
 
-    def list(self, table_id: str, page_size: int, page_token: str) -> tuple[list[RoundView], str]:
+    def list(
+        self, table_id: str, page_size: int, page_token: str, *, public: bool = False
+    ) -> tuple[list[RoundView], str]:
         """The rounds of a table (every table's if ``table_id`` is empty), newest first, and the
-        token of the next page ("" at the end)."""
+        token of the next page ("" at the end); only rounds whose seed is public if ``public``
+        (to the public, no other round exists yet)."""
         if table_id:
             check_table_id(table_id)
         if page_size < 0:
             raise InvalidRequest([("page_size", "must not be negative")])
         limit = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         after = _read_page_token(page_token, table_id) if page_token else None
-        rows = list_rounds(self.store, table_id or None, limit + 1, after)
+        states = {str(state) for state in SEED_IS_PUBLIC} if public else None
+        rows = list_rounds(self.store, table_id or None, limit + 1, after, states=states)
         views = [
             view_of(_parsed(row.record), bytes.fromhex(row.server_seed)) for row in rows[:limit]
         ]

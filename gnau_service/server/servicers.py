@@ -5,6 +5,7 @@ messages; refusals raise and the interceptor turns them into statuses."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,8 +27,8 @@ from gnau_service.server.limits import (
     MAX_ENTRIES_PER_CALL,
     MAX_REQUEST_ID_CHARS,
 )
+from gnau_service.server.receipts import round_receipt
 from gnau_service.server.rounds import (
-    SEED_IS_PUBLIC,
     Dealer,
     Idempotency,
     InvalidRequest,
@@ -113,17 +114,38 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     async def GetRound(
         self, request: dealer_pb2.GetRoundRequest, context: Context
     ) -> dealer_pb2.GetRoundResponse:
-        view = await asyncio.to_thread(self._dealer.get, request.round_id)
-        if current_role.get() is Role.PUBLIC and view.record.state not in SEED_IS_PUBLIC:
-            # To the public an unrevealed round does not exist yet: say nothing about it.
-            raise RoundNotFound(request.round_id)
+        view = await asyncio.to_thread(
+            functools.partial(
+                self._dealer.get, request.round_id, public=current_role.get() is Role.PUBLIC
+            )
+        )
         return dealer_pb2.GetRoundResponse(round=round_to_proto(view))
+
+    async def GetRoundReceipt(
+        self, request: dealer_pb2.GetRoundReceiptRequest, context: Context
+    ) -> dealer_pb2.GetRoundReceiptResponse:
+        receipt = await asyncio.to_thread(
+            functools.partial(
+                round_receipt,
+                self._dealer,
+                request.round_id,
+                public=current_role.get() is Role.PUBLIC,
+                pinned_size=request.pinned_size,
+            )
+        )
+        return dealer_pb2.GetRoundReceiptResponse(receipt=receipt.to_text())
 
     async def ListRounds(
         self, request: dealer_pb2.ListRoundsRequest, context: Context
     ) -> dealer_pb2.ListRoundsResponse:
         views, token = await asyncio.to_thread(
-            self._dealer.list, request.table_id, request.page_size, request.page_token
+            functools.partial(
+                self._dealer.list,
+                request.table_id,
+                request.page_size,
+                request.page_token,
+                public=current_role.get() is Role.PUBLIC,
+            )
         )
         return dealer_pb2.ListRoundsResponse(
             rounds=[round_to_proto(view) for view in views], next_page_token=token

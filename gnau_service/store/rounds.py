@@ -9,6 +9,7 @@ at a time (see :mod:`gnau_service.store.base`), so what a unit reads stays true 
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,14 +84,23 @@ def read_round(reader: LogReader, round_id: str) -> StoredRound | None:
 
 
 def list_rounds(
-    reader: LogReader, table_id: str | None, limit: int, after: tuple[str, str] | None = None
+    reader: LogReader,
+    table_id: str | None,
+    limit: int,
+    after: tuple[str, str] | None = None,
+    *,
+    states: Collection[str] | None = None,
 ) -> list[StoredRound]:
     """A table's rounds (every table's if ``table_id`` is None), newest first, ``limit`` at a
-    time; ``after`` is the (created_at, round_id) of the last round of the previous page."""
+    time; ``after`` is the (created_at, round_id) of the last round of the previous page; only
+    rounds in one of ``states``, if given."""
     conditions, params = [], []
     if table_id is not None:
         conditions.append("table_id = ?")
         params.append(table_id)
+    if states is not None:
+        conditions.append(f"state IN ({', '.join('?' for _ in states)})")
+        params += sorted(states)
     if after is not None:
         # A row comparison, which both databases answer with a seek in the index.
         conditions.append("(created_at, round_id) < (?, ?)")

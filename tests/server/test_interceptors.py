@@ -88,7 +88,7 @@ async def test_undecodable_requests_warn_once_per_peer_with_a_count(
 async def test_a_fault_inside_a_handler_is_internal_with_only_the_request_id(
     service: Service, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def broken(self: Dealer, round_id: str) -> None:
+    def broken(self: Dealer, round_id: str, **options: object) -> None:
         server_seed = "5eed" * 16  # a local a traceback could show
         raise RuntimeError(f"secret internals: /var/lib/gnau {len(server_seed)}")
 

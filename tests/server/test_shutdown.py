@@ -31,10 +31,10 @@ async def test_shutdown_goes_in_order(
     slow_call_started = asyncio.Event()
     real_get = Dealer.get
 
-    def slow_get(self: Dealer, round_id: str) -> RoundView:
+    def slow_get(self: Dealer, round_id: str, **options: bool) -> RoundView:
         slow_call_started.set()
         time.sleep(0.8)  # still running when the stop begins, done within the grace
-        return real_get(self, round_id)
+        return real_get(self, round_id, **options)
 
     async with (
         running(settings) as app,

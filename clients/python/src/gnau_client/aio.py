@@ -161,6 +161,14 @@ class AsyncGnauClient:
         request = dealer_pb2.GetRoundRequest(round_id=round_id)
         return (await self._unary(self._dealer.GetRound, request, timeout)).round
 
+    async def get_round_receipt(
+        self, round_id: str, *, pinned_size: int = 0, timeout: float | None = None
+    ) -> str:
+        """The round's receipt (JSON text, docs/receipts.md), with the consistency proof from
+        ``pinned_size`` if given."""
+        request = dealer_pb2.GetRoundReceiptRequest(round_id=round_id, pinned_size=pinned_size)
+        return (await self._unary(self._dealer.GetRoundReceipt, request, timeout)).receipt
+
     async def list_rounds(
         self,
         table_id: str = "",

@@ -186,6 +186,14 @@ class GnauClient:
         request = dealer_pb2.GetRoundRequest(round_id=round_id)
         return self._unary(self._dealer.GetRound, request, timeout).round
 
+    def get_round_receipt(
+        self, round_id: str, *, pinned_size: int = 0, timeout: float | None = None
+    ) -> str:
+        """The round's receipt (JSON text, docs/receipts.md), with the consistency proof from
+        ``pinned_size`` if given."""
+        request = dealer_pb2.GetRoundReceiptRequest(round_id=round_id, pinned_size=pinned_size)
+        return self._unary(self._dealer.GetRoundReceipt, request, timeout).receipt
+
     def list_rounds(
         self,
         table_id: str = "",

@@ -366,7 +366,9 @@ class ListRoundsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
-    """Only rounds of this table; empty lists the rounds of every table."""
+    """Only rounds of this table; empty lists the rounds of every table. To the public role only
+    rounds whose seed is public (revealed, settled or voided) exist.
+    """
     page_size: _builtins.int
     """The most rounds to return: 0 means the server's default (50); values above 1000 are
     treated as 1000; negative values are refused.
@@ -472,3 +474,54 @@ class EvaluateHandResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___EvaluateHandResponse: _TypeAlias = EvaluateHandResponse  # noqa: Y015
+
+@_typing.final
+class GetRoundReceiptRequest(_message.Message):
+    """Request of DealerService.GetRoundReceipt."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROUND_ID_FIELD_NUMBER: _builtins.int
+    PINNED_SIZE_FIELD_NUMBER: _builtins.int
+    round_id: _builtins.str
+    """The round (1 to 128 bytes of UTF-8, no control character)."""
+    pinned_size: _builtins.int
+    """The size of a signed checkpoint the client pinned earlier: the receipt then carries the
+    consistency proof from it to the receipt's checkpoint. 0 for none; OUT_OF_RANGE if it is
+    negative or more than the log's signed size.
+    """
+    def __init__(
+        self,
+        *,
+        round_id: _builtins.str = ...,
+        pinned_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["pinned_size", b"pinned_size", "round_id", b"round_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRoundReceiptRequest: _TypeAlias = GetRoundReceiptRequest  # noqa: Y015
+
+@_typing.final
+class GetRoundReceiptResponse(_message.Message):
+    """Response of DealerService.GetRoundReceipt."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RECEIPT_FIELD_NUMBER: _builtins.int
+    receipt: _builtins.str
+    """The receipt: JSON text of the format "gnau-dealer/round-receipt/v1" (docs/receipts.md)."""
+    def __init__(
+        self,
+        *,
+        receipt: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["receipt", b"receipt"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetRoundReceiptResponse: _TypeAlias = GetRoundReceiptResponse  # noqa: Y015

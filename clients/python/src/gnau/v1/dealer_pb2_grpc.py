@@ -99,6 +99,11 @@ class DealerServiceStub:
                 request_serializer=gnau_dot_v1_dot_dealer__pb2.EvaluateHandRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_dealer__pb2.EvaluateHandResponse.FromString,
                 _registered_method=True)
+        self.GetRoundReceipt = channel.unary_unary(
+                '/gnau.v1.DealerService/GetRoundReceipt',
+                request_serializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptResponse.FromString,
+                _registered_method=True)
 
 
 class DealerServiceServicer:
@@ -185,6 +190,16 @@ class DealerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetRoundReceipt(self, request, context):
+        """Returns the round's receipt: one JSON document that proves the round offline with the log's
+        public key alone (docs/receipts.md). Open to everyone once the round is revealed, settled
+        or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
+        the other roles.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DealerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -227,6 +242,11 @@ def add_DealerServiceServicer_to_server(servicer, server):
                     servicer.EvaluateHand,
                     request_deserializer=gnau_dot_v1_dot_dealer__pb2.EvaluateHandRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_dealer__pb2.EvaluateHandResponse.SerializeToString,
+            ),
+            'GetRoundReceipt': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetRoundReceipt,
+                    request_deserializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -470,6 +490,33 @@ class DealerService:
             '/gnau.v1.DealerService/EvaluateHand',
             gnau_dot_v1_dot_dealer__pb2.EvaluateHandRequest.SerializeToString,
             gnau_dot_v1_dot_dealer__pb2.EvaluateHandResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetRoundReceipt(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.DealerService/GetRoundReceipt',
+            gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptRequest.SerializeToString,
+            gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptResponse.FromString,
             options,
             channel_credentials,
             insecure,

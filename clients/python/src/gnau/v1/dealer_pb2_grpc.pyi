@@ -74,6 +74,12 @@ class DealerServiceStub:
     """Lists rounds, newest first, one page at a time (AIP-158)."""
     EvaluateHand: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.EvaluateHandRequest, _dealer_pb2.EvaluateHandResponse]
     """Evaluates one five-card hand under the given house rules. Changes nothing."""
+    GetRoundReceipt: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundReceiptRequest, _dealer_pb2.GetRoundReceiptResponse]
+    """Returns the round's receipt: one JSON document that proves the round offline with the log's
+    public key alone (docs/receipts.md). Open to everyone once the round is revealed, settled
+    or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
+    the other roles.
+    """
 
 @_typing.type_check_only
 class DealerServiceAsyncStub(DealerServiceStub):
@@ -121,6 +127,12 @@ class DealerServiceAsyncStub(DealerServiceStub):
     """Lists rounds, newest first, one page at a time (AIP-158)."""
     EvaluateHand: _aio.UnaryUnaryMultiCallable[_dealer_pb2.EvaluateHandRequest, _dealer_pb2.EvaluateHandResponse]  # type: ignore[assignment]
     """Evaluates one five-card hand under the given house rules. Changes nothing."""
+    GetRoundReceipt: _aio.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundReceiptRequest, _dealer_pb2.GetRoundReceiptResponse]  # type: ignore[assignment]
+    """Returns the round's receipt: one JSON document that proves the round offline with the log's
+    public key alone (docs/receipts.md). Open to everyone once the round is revealed, settled
+    or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
+    the other roles.
+    """
 
 class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Deals provably fair rounds of Gnau and settles them.
@@ -213,5 +225,17 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_dealer_pb2.EvaluateHandResponse, _abc.Awaitable[_dealer_pb2.EvaluateHandResponse]]:
         """Evaluates one five-card hand under the given house rules. Changes nothing."""
+
+    @_abc_1.abstractmethod
+    def GetRoundReceipt(
+        self,
+        request: _dealer_pb2.GetRoundReceiptRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dealer_pb2.GetRoundReceiptResponse, _abc.Awaitable[_dealer_pb2.GetRoundReceiptResponse]]:
+        """Returns the round's receipt: one JSON document that proves the round offline with the log's
+        public key alone (docs/receipts.md). Open to everyone once the round is revealed, settled
+        or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
+        the other roles.
+        """
 
 def add_DealerServiceServicer_to_server(servicer: DealerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

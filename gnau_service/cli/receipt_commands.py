@@ -1,0 +1,169 @@
+"""A player's and a regulator's commands: fetch a round's receipt, verify it offline, and fetch
+a round in the verifiable form ``gnau verify-round`` reads.
+
+- ``gnau receipt get ROUND_ID [--target HOST:PORT] [--token T] [--pin CHECKPOINT] [--out FILE]``
+- ``gnau verify-receipt FILE --key VKEY [--checkpoint PINNED]``
+- ``gnau round get ROUND_ID [--target ...] [--token T] [--json]``
+
+Exit statuses: 0 valid (or done), 1 invalid (the first failing step is named), 2 unreadable
+input, unusable arguments, or a call the service refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import grpc
+from gnau.v1 import round_pb2
+from gnau_client import GnauClient
+
+from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
+from gnau_service.audit.note import NoteError, SignedNote, Verifier
+from gnau_service.audit.receipts import Receipt, ReceiptFormatError, verify_receipt
+from gnau_service.fairness.errors import FairnessError
+from gnau_service.server.convert import revealed_round_from_proto
+
+DEFAULT_TARGET = "127.0.0.1:50051"
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    receipt = subparsers.add_parser("receipt", help="fetch a round's receipt")
+    receipt_commands = receipt.add_subparsers(dest="receipt_command", required=True)
+    get = receipt_commands.add_parser(
+        "get", help="fetch the receipt of a revealed, settled or voided round"
+    )
+    get.add_argument("round_id", metavar="ROUND_ID")
+    add_target_options(get)
+    get.add_argument(
+        "--pin",
+        type=Path,
+        metavar="CHECKPOINT",
+        help="a signed checkpoint seen earlier: the receipt then proves it consistent",
+    )
+    get.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    get.set_defaults(run=run_receipt_get)
+
+    verify = subparsers.add_parser(
+        "verify-receipt", help="verify a round's receipt offline, with the log's public key"
+    )
+    verify.add_argument("receipt", type=Path, metavar="FILE")
+    verify.add_argument(
+        "--key",
+        action="append",
+        required=True,
+        metavar="VKEY",
+        help="the log's public key (C2SP vkey, or a file holding one); repeatable",
+    )
+    verify.add_argument("--checkpoint", type=Path, help="a signed checkpoint seen earlier")
+    verify.set_defaults(run=run_verify_receipt)
+
+    round_ = subparsers.add_parser("round", help="fetch rounds from a running service")
+    round_commands = round_.add_subparsers(dest="round_command", required=True)
+    round_get = round_commands.add_parser("get", help="one round, as the service holds it")
+    round_get.add_argument("round_id", metavar="ROUND_ID")
+    add_target_options(round_get)
+    round_get.add_argument(
+        "--json",
+        action="store_true",
+        help="the revealed round in the form gnau verify-round reads (docs/fairness.md)",
+    )
+    round_get.set_defaults(run=run_round_get)
+
+
+def add_target_options(parser: argparse.ArgumentParser) -> None:
+    """``--target`` and ``--token``: where the service is, and who asks."""
+    parser.add_argument(
+        "--target", default=DEFAULT_TARGET, help=f"host:port of the service ({DEFAULT_TARGET})"
+    )
+    parser.add_argument(
+        "--token", help="bearer token (default: GNAU_TOKEN; none is the public role)"
+    )
+
+
+def client_for(args: argparse.Namespace) -> GnauClient:
+    return GnauClient(args.target, token=args.token or os.environ.get("GNAU_TOKEN") or None)
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"gnau {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _refused(command: str, error: grpc.RpcError) -> int:
+    return _fail(command, f"{error.code().name}: {error.details()}")
+
+
+def run_receipt_get(args: argparse.Namespace) -> int:
+    pinned_size = 0
+    if args.pin is not None:
+        try:
+            pinned_size = Checkpoint.parse(SignedNote.parse(args.pin.read_bytes()).text).size
+        except (OSError, NoteError, CheckpointError) as error:
+            return _fail("receipt get", f"cannot read the pinned checkpoint {args.pin}: {error}")
+    try:
+        with client_for(args) as client:
+            text = client.get_round_receipt(args.round_id, pinned_size=pinned_size)
+    except grpc.RpcError as error:
+        return _refused("receipt get", error)
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.out.write_text(text, encoding="utf-8")
+    except OSError as error:
+        return _fail("receipt get", f"cannot write {args.out}: {error}")
+    print(f"wrote the receipt of round {args.round_id} to {args.out}")
+    return 0
+
+
+def run_verify_receipt(args: argparse.Namespace) -> int:
+    try:
+        keys = [read_vkey(text) for text in args.key]
+        # Bytes, as written: a pin with CRLF line ends is not the note that was signed.
+        pinned = args.checkpoint.read_bytes().decode("utf-8") if args.checkpoint else None
+        receipt = Receipt.from_text(args.receipt.read_bytes())
+    except (OSError, UnicodeError, NoteError, ReceiptFormatError) as error:
+        return _fail("verify-receipt", f"cannot verify {args.receipt}: {error}")
+    report = verify_receipt(receipt, keys, pinned)
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def read_vkey(text: str) -> Verifier:
+    """A verifier key given as itself, or as a file holding one."""
+    path = Path(text)
+    if "+" not in text and path.is_file():
+        text = path.read_text(encoding="utf-8").strip()
+    return Verifier.from_vkey(text)
+
+
+def run_round_get(args: argparse.Namespace) -> int:
+    try:
+        with client_for(args) as client:
+            round_ = client.get_round(args.round_id)
+    except grpc.RpcError as error:
+        return _refused("round get", error)
+    if not args.json:
+        state = round_pb2.RoundState.Name(round_.state).removeprefix("ROUND_STATE_")
+        print(f"round {round_.round_id}  table {round_.table_id}  {state}")
+        for hand in round_.hands:
+            print(f"  seat {hand.seat_number:<4} {' '.join(hand.cards)}")
+        if round_.dealer_hand:
+            print(f"  dealer     {' '.join(round_.dealer_hand)}")
+        print("(--json writes it in the form gnau verify-round reads, once it is revealed)")
+        return 0
+    if not round_.server_seed:
+        return _fail(
+            "round get",
+            f"round {args.round_id} is not revealed yet: its verifiable form exists once it is",
+        )
+    try:
+        revealed = revealed_round_from_proto(round_)
+    except (FairnessError, ValueError) as error:
+        return _fail("round get", f"the service's round does not read as a revealed round: {error}")
+    print(json.dumps(revealed.to_json(), indent=2, ensure_ascii=False))
+    return 0

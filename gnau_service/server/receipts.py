@@ -1,0 +1,85 @@
+"""A round's receipt, gathered from the store (the format and its checks:
+:mod:`gnau_service.audit.receipts`, ``docs/receipts.md``).
+
+A receipt exists once the round's seed is public (revealed, settled or voided). It proves the
+round against the latest signed checkpoint, so the same round's receipt fetched later proves it
+against a newer one; with ``pinned_size`` it also carries the consistency proof from a checkpoint
+the caller pinned earlier.
+"""
+
+from __future__ import annotations
+
+from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.entries import EntryKind, decode_entry
+from gnau_service.audit.note import SignedNote, Verifier
+from gnau_service.audit.receipts import Consistency, Receipt, ReceiptEntry
+from gnau_service.fairness.reveal import RevealedRound
+from gnau_service.server.rounds import (
+    SEED_IS_PUBLIC,
+    Dealer,
+    OutOfRange,
+    RoundView,
+    WrongState,
+)
+from gnau_service.store import LogReader
+
+
+def round_receipt(dealer: Dealer, round_id: str, *, public: bool, pinned_size: int = 0) -> Receipt:
+    """The receipt of ``round_id`` against the latest checkpoint. To the public a round whose
+    seed is not public does not exist (RoundNotFound, as GetRound); to others it has no receipt
+    yet (WrongState). Blocking: call it from a thread."""
+    view = dealer.get(round_id, public=public)
+    record = view.record
+    if record.state not in SEED_IS_PUBLIC:
+        raise WrongState(round_id, record.state, "GetRoundReceipt")
+    store = dealer.store
+    note = store.checkpoint()
+    assert note is not None  # every batch writes one, and the round's own entries made batches
+    size = Checkpoint.parse(SignedNote.parse(note).text).size
+    if pinned_size < 0 or pinned_size > size:
+        raise OutOfRange(
+            f"pinned_size {pinned_size:,} is not between 0 and the log's signed size {size:,}"
+        )
+    entries = store.round_entries(round_id)
+    return Receipt(
+        round_id=round_id,
+        round=_revealed(view),
+        entries=tuple(
+            ReceiptEntry(index, data, tuple(store.inclusion_proof(index, size)))
+            for index, data in zip(record.log_indices, entries, strict=True)
+        ),
+        checkpoint=note,
+        key_rotations=key_rotation_notes(store),
+        consistency=Consistency(pinned_size, tuple(store.consistency_proof(pinned_size, size)))
+        if 0 < pinned_size < size
+        else None,
+    )
+
+
+def key_rotation_notes(reader: LogReader) -> tuple[str, ...]:
+    """Every key rotation statement of the log, oldest first, as signed-note text."""
+    verifiers = [Verifier.from_vkey(vkey) for vkey in reader.public_keys()]
+    return tuple(
+        str(decode_entry(data, *verifiers).payload["rotation"])
+        for data in reader.entries_of_kind(EntryKind.KEY_ROTATED)
+    )
+
+
+def _revealed(view: RoundView) -> dict[str, object] | None:
+    """The round in the verifiable form of docs/fairness.md; None if it was never dealt."""
+    record = view.record
+    if not record.seats:
+        return None
+    assert view.server_seed is not None and record.transcript_hash is not None
+    return RevealedRound(
+        round_id=record.round_id,
+        rules=record.rules,
+        seats=record.seats,
+        beacon=record.beacon,
+        commitment=record.commitment,
+        transcript_hash=record.transcript_hash,
+        server_seed=view.server_seed,
+        deck=view.deck,
+        seat_hands=view.hands,
+        dealer_hand=view.dealer_hand,
+    ).to_json()
