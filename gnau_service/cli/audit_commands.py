@@ -1,8 +1,14 @@
 """``gnau audit``: export the log, verify a bundle offline, and recall rounds for people.
 
 - ``gnau audit export --out BUNDLE [--from-round ID] [--to-round ID]``
+- ``gnau audit checkpoint [--out FILE] [--key VKEY]``
 - ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]``
 - ``gnau audit show [--last N]`` and ``gnau audit round ROUND_ID``
+
+Every command but ``verify`` reads the log from its database (``--database``), or over gRPC from
+a running service (``--target HOST:PORT`` with an auditor ``--token``, :mod:`.remote_log`): the
+same code reads either, so a bundle exported over gRPC is byte for byte the database's. A call
+the service refuses, or a service that cannot be reached, is one line on stderr and exit 2.
 
 Exit statuses of ``verify`` (``docs/audit.md`` has the rule): 0 valid; 1 the bundle was read and
 something after its header does not verify (or no signed root covers its last entries); 2
@@ -13,23 +19,45 @@ format, or an argument is unusable.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
+
+import grpc
+from gnau_client import EntryOrderError, GnauClient, is_local_target
 
 from gnau_service.audit.bundle import (
     CannotVerifyError,
     ExportError,
+    LogSource,
+    Progress,
     Verdict,
     verify_bundle,
     write_bundle,
 )
+from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
+from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError, Verifier
 from gnau_service.cli.recall import full_record, one_line, read_history
-from gnau_service.store import DEFAULT_DATABASE_URL, DatabaseUrlError, open_reader
+from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_size
+from gnau_service.store import (
+    DEFAULT_DATABASE_URL,
+    DatabaseUrlError,
+    LogReader,
+    StoreError,
+    open_reader,
+)
 
 PROGRESS_FROM = 10_000
+
+#: Where the audit commands read the log: its database, or a service over gRPC.
+AuditLog: TypeAlias = LogReader | RemoteLog
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,11 +65,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
 
     export = commands.add_parser("export", help="write the log to a portable bundle")
-    _add_database_option(export)
+    _add_log_options(export)
     export.add_argument("--out", required=True, type=Path, help="bundle file to write")
     export.add_argument("--from-round", metavar="ROUND_ID", help="start at this round's commit")
     export.add_argument("--to-round", metavar="ROUND_ID", help="end after this round's last entry")
     export.set_defaults(run=run_export)
+
+    checkpoint = commands.add_parser(
+        "checkpoint", help="save the log's latest signed checkpoint, to pin it"
+    )
+    _add_log_options(checkpoint)
+    checkpoint.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    checkpoint.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="refuse a checkpoint that this key (C2SP vkey, or a file holding one) did not sign",
+    )
+    checkpoint.set_defaults(run=run_checkpoint)
 
     verify = commands.add_parser("verify", help="verify a bundle offline and replay its rounds")
     verify.add_argument("bundle", type=Path, help="bundle file (from gnau audit export)")
@@ -62,21 +104,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verify.set_defaults(run=run_verify)
 
     show = commands.add_parser("show", help="the latest rounds, one line each")
-    _add_database_option(show)
-    show.add_argument("--last", type=int, default=10, help="how many rounds (default 10)")
+    _add_log_options(show)
+    show.add_argument("--last", type=_positive_int, default=10, help="how many rounds (default 10)")
     show.set_defaults(run=run_show)
 
     round_ = commands.add_parser("round", help="one round in full")
-    _add_database_option(round_)
+    _add_log_options(round_)
     round_.add_argument("round_id", metavar="ROUND_ID")
     round_.set_defaults(run=run_round)
 
 
-def _add_database_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+def _add_log_options(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--database",
-        default=DEFAULT_DATABASE_URL,
         help=f"sqlite:///path or postgresql://... (default {DEFAULT_DATABASE_URL})",
+    )
+    where.add_argument(
+        "--target", metavar="HOST:PORT", help="read over gRPC from a running service instead"
+    )
+    parser.add_argument(
+        "--token",
+        help="with --target: a token of the auditor (or operator) role (default: GNAU_TOKEN)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help="with --target: call over TLS, trusting this CA certificate (PEM); needed to send "
+        "a token to any host but this one",
     )
 
 
@@ -95,32 +151,172 @@ def _fail(message: str) -> int:
     return 2
 
 
-def run_export(args: argparse.Namespace) -> int:
+# -- where the log is read ------------------------------------------------------------------------
+
+
+class _CannotReadLogError(Exception):
+    """The log cannot be read as asked: exit 2, with the message on one line."""
+
+
+def _with_log(
+    args: argparse.Namespace,
+    command: Callable[[AuditLog, argparse.Namespace], int],
+    *,
+    needs_entries: bool = True,
+) -> int:
+    """Run ``command`` on the log ``args`` name; ``needs_entries`` if it reads entries, which
+    over gRPC only the auditor and operator roles may."""
     try:
-        reader = open_reader(args.database)
-    except DatabaseUrlError as error:
+        with _opened_log(args, needs_entries=needs_entries) as log:
+            return command(log, args)
+    except _CannotReadLogError as error:
         return _fail(str(error))
-    with reader:
-        first_index, end = 0, reader.size()
-        if args.from_round:
-            span = reader.round_span(args.from_round)
-            if span is None:
-                return _fail(f"round {args.from_round!r} is not in the log")
-            first_index = span[0]
-        if args.to_round:
-            span = reader.round_span(args.to_round)
-            if span is None:
-                return _fail(f"round {args.to_round!r} is not in the log")
-            end = reader.checkpoint_size_from(span[1] + 1) or end
-        if end <= first_index:
-            return _fail("the log has no entries in that range")
+
+
+@contextmanager
+def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
+    if args.target is None:
         try:
-            # newline="\n": a bundle's lines end in LF on every system (CRLF is refused).
-            with args.out.open("w", encoding="utf-8", newline="\n") as out:
-                count = write_bundle(reader, out, first_index=first_index, end=end)
-        except (OSError, ExportError) as error:
-            return _fail(f"cannot write {args.out}: {error}")
+            reader = open_reader(args.database or DEFAULT_DATABASE_URL)
+        except DatabaseUrlError as error:
+            raise _CannotReadLogError(str(error)) from None
+        with reader:
+            try:
+                yield reader
+            except StoreError as error:
+                raise _CannotReadLogError(clip(str(error), 300)) from None
+        return
+    with _client(args, needs_entries=needs_entries) as client:
+        try:
+            yield RemoteLog(client)
+        except grpc.RpcError as error:
+            raise _CannotReadLogError(_refusal(args.target, error)) from None
+        except (RemoteLogError, EntryOrderError) as error:
+            raise _CannotReadLogError(f"{args.target}: {error}") from None
+
+
+def _client(args: argparse.Namespace, *, needs_entries: bool) -> GnauClient:
+    token = args.token or os.environ.get("GNAU_TOKEN") or None
+    if token is None and needs_entries:
+        raise _CannotReadLogError(
+            "reading log entries needs a token of the auditor role: pass --token or set GNAU_TOKEN"
+        )
+    credentials = None
+    if args.tls_ca is not None:
+        try:
+            credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
+        except OSError as error:
+            raise _CannotReadLogError(f"--tls-ca: {error}") from None
+    elif token is not None and not is_local_target(args.target):
+        raise _CannotReadLogError(
+            f"the token would cross the network to {args.target} in clear text: call over TLS "
+            "with --tls-ca FILE"
+        )
+    try:
+        return GnauClient(args.target, credentials=credentials, token=token)
+    except ValueError as error:  # a token that is not a bearer token
+        raise _CannotReadLogError(f"--token: {error}") from None
+
+
+def _refusal(target: str, error: grpc.RpcError) -> str:
+    """A failed call in one line: the status and the server's (or gRPC's) message."""
+    if not isinstance(error, grpc.Call):
+        return f"{target}: {error}"
+    details = " ".join(str(error.details() or "").split())
+    return f"{target}: {error.code().name}: {clip(details, 300)}"
+
+
+# -- export and checkpoint ------------------------------------------------------------------------
+
+
+def run_export(args: argparse.Namespace) -> int:
+    return _with_log(args, _export)
+
+
+def _export(log: AuditLog, args: argparse.Namespace) -> int:
+    first_index, end = 0, log.size()
+    if args.from_round:
+        span = log.round_span(args.from_round)
+        if span is None:
+            return _fail(f"round {args.from_round!r} is not in the log")
+        first_index = span[0]
+    if args.to_round:
+        span = log.round_span(args.to_round)
+        if span is None:
+            return _fail(f"round {args.to_round!r} is not in the log")
+        end = log.checkpoint_size_from(span[1] + 1) or end
+    if end <= first_index:
+        return _fail("the log has no entries in that range")
+    # A database reads every checkpoint in one query; over gRPC only the range's are fetched.
+    source: LogSource = log.bundle_source(first_index, end) if isinstance(log, RemoteLog) else log
+    # Written aside and renamed when whole: a broken connection leaves no half bundle behind.
+    partial = args.out.with_name(args.out.name + ".partial")
+    try:
+        # newline="\n": a bundle's lines end in LF on every system (CRLF is refused).
+        with partial.open("w", encoding="utf-8", newline="\n") as out:
+            reporting = _ReportingSource(source, _ProgressBar(), end - first_index)
+            count = write_bundle(reporting, out, first_index=first_index, end=end)
+        partial.replace(args.out)
+    except (OSError, ExportError) as error:
+        return _fail(f"cannot write {args.out}: {error}")
+    finally:
+        partial.unlink(missing_ok=True)
     print(f"wrote {count:,} entries ({first_index:,} to {end - 1:,}) to {args.out}")
+    return 0
+
+
+@dataclass(frozen=True)
+class _ReportingSource:
+    """A LogSource that tells a progress bar of each entry read (write_bundle tells none)."""
+
+    source: LogSource
+    progress: Progress
+    total: int
+
+    def iter_entries(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        for done, data in enumerate(self.source.iter_entries(start, end), start=1):
+            yield data
+            self.progress(done, self.total)
+
+    def checkpoints(self) -> list[str]:
+        return self.source.checkpoints()
+
+    def public_keys(self) -> list[str]:
+        return self.source.public_keys()
+
+    def frontier(self, size: int) -> Frontier:
+        return self.source.frontier(size)
+
+
+def run_checkpoint(args: argparse.Namespace) -> int:
+    return _with_log(args, _checkpoint, needs_entries=False)
+
+
+def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
+    try:
+        keys = [_read_key(text) for text in args.key]
+    except CannotVerifyError as error:
+        return _fail(str(error))
+    note = log.checkpoint()
+    if note is None:
+        return _fail("the log has no signed checkpoint yet")
+    if keys:
+        try:
+            # The log's key name is its origin (LogSigner requires it).
+            open_checkpoint(note, keys[0].name, keys)
+        except (NoteError, CheckpointError) as error:
+            print(f"the latest checkpoint does not verify: {clip(str(error), 300)}")
+            return 1
+    if args.out is None:
+        sys.stdout.write(note)
+        return 0
+    try:
+        # Bytes, as signed: a pinned checkpoint with CRLF line ends would be refused.
+        args.out.write_bytes(note.encode("utf-8"))
+    except OSError as error:
+        return _fail(f"cannot write {args.out}: {error}")
+    verified = " (verified)" if keys else ""
+    print(f"saved the checkpoint of size {checkpoint_size(note):,}{verified} to {args.out}")
     return 0
 
 
@@ -184,37 +380,38 @@ class _ProgressBar:
             print(file=sys.stderr)
 
 
+# -- game recall ----------------------------------------------------------------------------------
+
+
 def run_show(args: argparse.Namespace) -> int:
-    try:
-        reader = open_reader(args.database)
-    except DatabaseUrlError as error:
-        return _fail(str(error))
-    with reader:
-        round_ids = reader.recent_rounds(args.last)
-        if not round_ids:
-            print("no rounds in the log yet")
-        for round_id in round_ids:
-            try:
-                history = read_history(reader, round_id)
-            except (EntryError, NoteError) as error:
-                print(f"round {round_id}: its entries do not verify: {error}")
-                return 1
-            print(one_line(history))
+    return _with_log(args, _show)
+
+
+def _show(log: AuditLog, args: argparse.Namespace) -> int:
+    round_ids = log.recent_rounds(args.last)
+    if not round_ids:
+        print("no rounds in the log yet")
+    for round_id in round_ids:
+        try:
+            history = read_history(log, round_id)
+        except (EntryError, NoteError) as error:
+            print(f"round {round_id}: its entries do not verify: {error}")
+            return 1
+        print(one_line(history))
     return 0
 
 
 def run_round(args: argparse.Namespace) -> int:
+    return _with_log(args, _round)
+
+
+def _round(log: AuditLog, args: argparse.Namespace) -> int:
+    if log.round_span(args.round_id) is None:
+        return _fail(f"round {args.round_id!r} is not in the log")
     try:
-        reader = open_reader(args.database)
-    except DatabaseUrlError as error:
-        return _fail(str(error))
-    with reader:
-        if reader.round_span(args.round_id) is None:
-            return _fail(f"round {args.round_id!r} is not in the log")
-        try:
-            history = read_history(reader, args.round_id)
-        except (EntryError, NoteError) as error:
-            print(f"round {args.round_id}: its entries do not verify: {error}")
-            return 1
+        history = read_history(log, args.round_id)
+    except (EntryError, NoteError) as error:
+        print(f"round {args.round_id}: its entries do not verify: {error}")
+        return 1
     print("\n".join(full_record(history)))
     return 0
