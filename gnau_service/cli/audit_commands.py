@@ -3,7 +3,7 @@
 - ``gnau audit export --out BUNDLE [--from-round ID] [--to-round ID]``
 - ``gnau audit checkpoint [--out FILE] [--key VKEY]``
 - ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]``
-- ``gnau audit show [--last N]`` and ``gnau audit round ROUND_ID``
+- ``gnau audit show [--last N] [--json]`` and ``gnau audit round ROUND_ID [--json]``
 
 Every command but ``verify`` reads the log from its database (``--database``), or over gRPC from
 a running service (``--target HOST:PORT`` with an auditor ``--token``, :mod:`.remote_log`): the
@@ -19,6 +19,7 @@ format, or an argument is unusable.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -44,7 +45,13 @@ from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError, Verifier
-from gnau_service.cli.recall import full_record, one_line, read_history
+from gnau_service.cli.recall import (
+    full_record,
+    one_line,
+    read_history,
+    record_json,
+    summary_json,
+)
 from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_size
 from gnau_service.store import (
     DEFAULT_DATABASE_URL,
@@ -106,11 +113,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     show = commands.add_parser("show", help="the latest rounds, one line each")
     _add_log_options(show)
     show.add_argument("--last", type=_positive_int, default=10, help="how many rounds (default 10)")
+    show.add_argument("--json", action="store_true", help="one JSON object per round")
     show.set_defaults(run=run_show)
 
     round_ = commands.add_parser("round", help="one round in full")
     _add_log_options(round_)
     round_.add_argument("round_id", metavar="ROUND_ID")
+    round_.add_argument("--json", action="store_true", help="the round's events as JSON")
     round_.set_defaults(run=run_round)
 
 
@@ -389,15 +398,15 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _show(log: AuditLog, args: argparse.Namespace) -> int:
     round_ids = log.recent_rounds(args.last)
-    if not round_ids:
+    if not round_ids and not args.json:
         print("no rounds in the log yet")
     for round_id in round_ids:
         try:
             history = read_history(log, round_id)
         except (EntryError, NoteError) as error:
-            print(f"round {round_id}: its entries do not verify: {error}")
+            _unverified(round_id, error, as_json=args.json)
             return 1
-        print(one_line(history))
+        print(json.dumps(summary_json(history)) if args.json else one_line(history))
     return 0
 
 
@@ -411,7 +420,16 @@ def _round(log: AuditLog, args: argparse.Namespace) -> int:
     try:
         history = read_history(log, args.round_id)
     except (EntryError, NoteError) as error:
-        print(f"round {args.round_id}: its entries do not verify: {error}")
+        _unverified(args.round_id, error, as_json=args.json)
         return 1
-    print("\n".join(full_record(history)))
+    print(json.dumps(record_json(history)) if args.json else "\n".join(full_record(history)))
     return 0
+
+
+def _unverified(round_id: str, error: ValueError, *, as_json: bool) -> None:
+    reason = f"its entries do not verify: {error}"
+    print(
+        json.dumps({"round_id": round_id, "error": reason})
+        if as_json
+        else f"round {round_id}: {reason}"
+    )

@@ -1,8 +1,8 @@
 """Game recall: a round's history read back from the log, for people (``gnau audit show`` and
-``gnau audit round``).
+``gnau audit round``) and, with ``--json``, for programs.
 
 Every entry shown is decoded and its signature verified against the log's keys first; the
-rendering only reads what verified.
+rendering only reads what verified. ``docs/audit.md`` states the JSON shapes.
 """
 
 from __future__ import annotations
@@ -31,6 +31,41 @@ def read_history(log: RoundReader, round_id: str) -> RoundHistory:
         entry = decode_entry(data, *keys)
         events.append(RoundEvent(entry.index, entry.time, entry.kind, entry.payload))
     return RoundHistory(round_id, tuple(events))
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+
+
+def summary_json(history: RoundHistory) -> dict[str, JsonValue]:
+    """One round in brief (a line of ``gnau audit show --json``): where it is in the log, its
+    state and, once settled, its settlement as logged."""
+    return {
+        "round_id": history.round_id,
+        "table_id": history.payload(EntryKind.ROUND_COMMITTED).get("table_id"),
+        "state": history.state,
+        "first_index": history.events[0].index,
+        "last_index": history.events[-1].index,
+        "time": history.events[-1].time,
+        "settlement": history.payload(EntryKind.ROUND_SETTLED) or None,
+    }
+
+
+def record_json(history: RoundHistory) -> dict[str, JsonValue]:
+    """One round in full (``gnau audit round --json``): every event with its payload as logged."""
+    return {
+        "round_id": history.round_id,
+        "table_id": history.payload(EntryKind.ROUND_COMMITTED).get("table_id"),
+        "state": history.state,
+        "events": [
+            {
+                "index": event.index,
+                "time": event.time,
+                "kind": str(event.kind),
+                "payload": event.payload,
+            }
+            for event in history.events
+        ],
+    }
 
 
 # -- for people ------------------------------------------------------------------------------------

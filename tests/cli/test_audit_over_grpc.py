@@ -206,15 +206,90 @@ async def test_show_and_round_over_grpc_print_what_the_database_path_prints(
     gnau: Gnau, service: Service
 ) -> None:
     rounds = await varied_log(service)
-    commands = [["show", "--last", "20"], ["show", "--last", "2"]]
+    commands = [
+        ["show", "--last", "20"],
+        ["show", "--last", "20", "--json"],
+        ["show", "--last", "2"],
+    ]
     for round_id in (rounds.early, rounds.voided, rounds.unfinished, rounds.last):
-        commands += [["round", round_id]]
+        commands += [["round", round_id], ["round", round_id, "--json"]]
     for command in commands:
         reference = await run(gnau, "audit", *command, *database(service))
         over_grpc = await run(gnau, "audit", *command, *remote(service))
         assert (reference.status, over_grpc.status, over_grpc.err) == (0, 0, ""), command
         assert over_grpc.out == reference.out, command
         assert reference.out.strip(), command
+
+
+async def test_show_json_lists_the_rounds_with_the_latest_entries_first(
+    gnau: Gnau, service: Service
+) -> None:
+    rounds = await varied_log(service)
+    shown = await run(gnau, "audit", "show", "--json", *remote(service))
+    assert shown.status == 0, shown.err
+    summaries = shown.json_lines
+    # By last entry, as the database orders them: `early` was opened first but settled after
+    # `other_table` and `voided` (ListRounds, by opening time, would list it last).
+    assert [summary["round_id"] for summary in summaries] == [
+        rounds.last,
+        rounds.unfinished,
+        rounds.after_rotation,
+        rounds.early,
+        rounds.voided,
+        rounds.other_table,
+    ]
+    assert [summary["state"] for summary in summaries] == [
+        "SETTLED", "DEALT", "SETTLED", "SETTLED", "VOIDED", "SETTLED"
+    ]  # fmt: skip
+    assert [summary["table_id"] for summary in summaries] == [
+        "table-1", "table-3", "table-2", "table-1", "table-3", "table-2"
+    ]  # fmt: skip
+    early = summaries[3]
+    assert set(early) == {
+        "round_id", "table_id", "state", "first_index", "last_index", "time", "settlement"
+    }  # fmt: skip
+    assert (early["first_index"], early["last_index"]) == (
+        rounds.settled_indices[0],
+        rounds.settled_indices[-1],
+    )
+    settlement = early["settlement"]
+    assert isinstance(settlement, dict)
+    assert [player["stake"] for player in settlement["players"]] == [100, 250, 7]
+    assert (
+        sum(player["delta"] for player in settlement["players"]) == -settlement["dealer"]["delta"]
+    )
+    assert summaries[1]["settlement"] is None and summaries[4]["settlement"] is None
+    latest_two = await run(gnau, "audit", "show", "--json", "--last", "2", *remote(service))
+    assert latest_two.json_lines == summaries[:2]
+
+
+async def test_round_json_holds_every_event_as_logged(gnau: Gnau, service: Service) -> None:
+    rounds = await varied_log(service)
+    shown = await run(gnau, "audit", "round", rounds.early, "--json", *remote(service))
+    assert shown.status == 0, shown.err
+    (record,) = shown.json_lines
+    assert set(record) == {"round_id", "table_id", "state", "events"}
+    assert (record["round_id"], record["table_id"], record["state"]) == (
+        rounds.early,
+        "table-1",
+        "SETTLED",
+    )
+    events = record["events"]
+    assert isinstance(events, list)
+    assert [event["index"] for event in events] == rounds.settled_indices
+    assert [event["kind"] for event in events] == [
+        "ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED"
+    ]  # fmt: skip
+    assert all(set(event) == {"index", "time", "kind", "payload"} for event in events)
+    dealt = events[1]["payload"]
+    assert [seat["player_id"] for seat in dealt["seats"]] == ["alice", "bob", "carol"]
+    voided = await run(gnau, "audit", "round", rounds.voided, "--json", *remote(service))
+    (void_record,) = voided.json_lines
+    assert [event["kind"] for event in void_record["events"]] == [
+        "ROUND_COMMITTED",
+        "ROUND_VOIDED",
+    ]
+    assert void_record["events"][1]["payload"]["reason"] == "closed"
 
 
 # -- checkpoints ----------------------------------------------------------------------------------
