@@ -1,8 +1,14 @@
 """``gnau audit``: export the log, verify a bundle offline, and recall rounds for people.
 
 - ``gnau audit export --out BUNDLE [--from-round ID] [--to-round ID]``
+- ``gnau audit checkpoint [--out FILE] [--key VKEY]``
 - ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]``
-- ``gnau audit show [--last N]`` and ``gnau audit round ROUND_ID``
+- ``gnau audit show [--last N] [--json]`` and ``gnau audit round ROUND_ID [--json]``
+
+Every command but ``verify`` reads the log from its database (``--database``), or over gRPC from
+a running service (``--target HOST:PORT`` with an auditor ``--token``, :mod:`.remote_log`): the
+same code reads either, so a bundle exported over gRPC is byte for byte the database's. A call
+the service refuses, or a service that cannot be reached, is one line on stderr and exit 2.
 
 Exit statuses of ``verify`` (``docs/audit.md`` has the rule): 0 valid; 1 the bundle was read and
 something after its header does not verify (or no signed root covers its last entries); 2
@@ -13,25 +19,52 @@ format, or an argument is unusable.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
+
+import grpc
+from gnau_client import EntryOrderError, GnauClient, is_local_target
 
 from gnau_service.audit.bundle import (
     CannotVerifyError,
     ExportError,
+    LogSource,
+    Progress,
     Verdict,
     verify_bundle,
     write_bundle,
 )
-from gnau_service.audit.entries import EntryError, EntryKind, JsonValue, clip, decode_entry
+from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
+from gnau_service.audit.entries import EntryError, clip
+from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError, Verifier
-from gnau_service.audit.rounds import RoundEvent, RoundHistory
-from gnau_service.rules.cards import parse_card
-from gnau_service.rules.evaluation import Category, HandRank
-from gnau_service.store import DEFAULT_DATABASE_URL, DatabaseUrlError, LogReader, open_reader
+from gnau_service.cli.recall import (
+    full_record,
+    one_line,
+    read_history,
+    record_json,
+    summary_json,
+)
+from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_size
+from gnau_service.store import (
+    DEFAULT_DATABASE_URL,
+    DatabaseUrlError,
+    LogReader,
+    StoreError,
+    open_reader,
+)
 
 PROGRESS_FROM = 10_000
+
+#: Where the audit commands read the log: its database, or a service over gRPC.
+AuditLog: TypeAlias = LogReader | RemoteLog
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,11 +72,25 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
 
     export = commands.add_parser("export", help="write the log to a portable bundle")
-    _add_database_option(export)
+    _add_log_options(export)
     export.add_argument("--out", required=True, type=Path, help="bundle file to write")
     export.add_argument("--from-round", metavar="ROUND_ID", help="start at this round's commit")
     export.add_argument("--to-round", metavar="ROUND_ID", help="end after this round's last entry")
     export.set_defaults(run=run_export)
+
+    checkpoint = commands.add_parser(
+        "checkpoint", help="save the log's latest signed checkpoint, to pin it"
+    )
+    _add_log_options(checkpoint)
+    checkpoint.add_argument("--out", type=Path, help="file to write (default: standard output)")
+    checkpoint.add_argument(
+        "--key",
+        action="append",
+        default=[],
+        metavar="VKEY",
+        help="refuse a checkpoint that this key (C2SP vkey, or a file holding one) did not sign",
+    )
+    checkpoint.set_defaults(run=run_checkpoint)
 
     verify = commands.add_parser("verify", help="verify a bundle offline and replay its rounds")
     verify.add_argument("bundle", type=Path, help="bundle file (from gnau audit export)")
@@ -64,21 +111,37 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     verify.set_defaults(run=run_verify)
 
     show = commands.add_parser("show", help="the latest rounds, one line each")
-    _add_database_option(show)
-    show.add_argument("--last", type=int, default=10, help="how many rounds (default 10)")
+    _add_log_options(show)
+    show.add_argument("--last", type=_positive_int, default=10, help="how many rounds (default 10)")
+    show.add_argument("--json", action="store_true", help="one JSON object per round")
     show.set_defaults(run=run_show)
 
     round_ = commands.add_parser("round", help="one round in full")
-    _add_database_option(round_)
+    _add_log_options(round_)
     round_.add_argument("round_id", metavar="ROUND_ID")
+    round_.add_argument("--json", action="store_true", help="the round's events as JSON")
     round_.set_defaults(run=run_round)
 
 
-def _add_database_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+def _add_log_options(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
         "--database",
-        default=DEFAULT_DATABASE_URL,
         help=f"sqlite:///path or postgresql://... (default {DEFAULT_DATABASE_URL})",
+    )
+    where.add_argument(
+        "--target", metavar="HOST:PORT", help="read over gRPC from a running service instead"
+    )
+    parser.add_argument(
+        "--token",
+        help="with --target: a token of the auditor (or operator) role (default: GNAU_TOKEN)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help="with --target: call over TLS, trusting this CA certificate (PEM); needed to send "
+        "a token to any host but this one",
     )
 
 
@@ -97,32 +160,172 @@ def _fail(message: str) -> int:
     return 2
 
 
-def run_export(args: argparse.Namespace) -> int:
+# -- where the log is read ------------------------------------------------------------------------
+
+
+class _CannotReadLogError(Exception):
+    """The log cannot be read as asked: exit 2, with the message on one line."""
+
+
+def _with_log(
+    args: argparse.Namespace,
+    command: Callable[[AuditLog, argparse.Namespace], int],
+    *,
+    needs_entries: bool = True,
+) -> int:
+    """Run ``command`` on the log ``args`` name; ``needs_entries`` if it reads entries, which
+    over gRPC only the auditor and operator roles may."""
     try:
-        reader = open_reader(args.database)
-    except DatabaseUrlError as error:
+        with _opened_log(args, needs_entries=needs_entries) as log:
+            return command(log, args)
+    except _CannotReadLogError as error:
         return _fail(str(error))
-    with reader:
-        first_index, end = 0, reader.size()
-        if args.from_round:
-            span = reader.round_span(args.from_round)
-            if span is None:
-                return _fail(f"round {args.from_round!r} is not in the log")
-            first_index = span[0]
-        if args.to_round:
-            span = reader.round_span(args.to_round)
-            if span is None:
-                return _fail(f"round {args.to_round!r} is not in the log")
-            end = reader.checkpoint_size_from(span[1] + 1) or end
-        if end <= first_index:
-            return _fail("the log has no entries in that range")
+
+
+@contextmanager
+def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
+    if args.target is None:
         try:
-            # newline="\n": a bundle's lines end in LF on every system (CRLF is refused).
-            with args.out.open("w", encoding="utf-8", newline="\n") as out:
-                count = write_bundle(reader, out, first_index=first_index, end=end)
-        except (OSError, ExportError) as error:
-            return _fail(f"cannot write {args.out}: {error}")
+            reader = open_reader(args.database or DEFAULT_DATABASE_URL)
+        except DatabaseUrlError as error:
+            raise _CannotReadLogError(str(error)) from None
+        with reader:
+            try:
+                yield reader
+            except StoreError as error:
+                raise _CannotReadLogError(clip(str(error), 300)) from None
+        return
+    with _client(args, needs_entries=needs_entries) as client:
+        try:
+            yield RemoteLog(client)
+        except grpc.RpcError as error:
+            raise _CannotReadLogError(_refusal(args.target, error)) from None
+        except (RemoteLogError, EntryOrderError) as error:
+            raise _CannotReadLogError(f"{args.target}: {error}") from None
+
+
+def _client(args: argparse.Namespace, *, needs_entries: bool) -> GnauClient:
+    token = args.token or os.environ.get("GNAU_TOKEN") or None
+    if token is None and needs_entries:
+        raise _CannotReadLogError(
+            "reading log entries needs a token of the auditor role: pass --token or set GNAU_TOKEN"
+        )
+    credentials = None
+    if args.tls_ca is not None:
+        try:
+            credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
+        except OSError as error:
+            raise _CannotReadLogError(f"--tls-ca: {error}") from None
+    elif token is not None and not is_local_target(args.target):
+        raise _CannotReadLogError(
+            f"the token would cross the network to {args.target} in clear text: call over TLS "
+            "with --tls-ca FILE"
+        )
+    try:
+        return GnauClient(args.target, credentials=credentials, token=token)
+    except ValueError as error:  # a token that is not a bearer token
+        raise _CannotReadLogError(f"--token: {error}") from None
+
+
+def _refusal(target: str, error: grpc.RpcError) -> str:
+    """A failed call in one line: the status and the server's (or gRPC's) message."""
+    if not isinstance(error, grpc.Call):
+        return f"{target}: {error}"
+    details = " ".join(str(error.details() or "").split())
+    return f"{target}: {error.code().name}: {clip(details, 300)}"
+
+
+# -- export and checkpoint ------------------------------------------------------------------------
+
+
+def run_export(args: argparse.Namespace) -> int:
+    return _with_log(args, _export)
+
+
+def _export(log: AuditLog, args: argparse.Namespace) -> int:
+    first_index, end = 0, log.size()
+    if args.from_round:
+        span = log.round_span(args.from_round)
+        if span is None:
+            return _fail(f"round {args.from_round!r} is not in the log")
+        first_index = span[0]
+    if args.to_round:
+        span = log.round_span(args.to_round)
+        if span is None:
+            return _fail(f"round {args.to_round!r} is not in the log")
+        end = log.checkpoint_size_from(span[1] + 1) or end
+    if end <= first_index:
+        return _fail("the log has no entries in that range")
+    # A database reads every checkpoint in one query; over gRPC only the range's are fetched.
+    source: LogSource = log.bundle_source(first_index, end) if isinstance(log, RemoteLog) else log
+    # Written aside and renamed when whole: a broken connection leaves no half bundle behind.
+    partial = args.out.with_name(args.out.name + ".partial")
+    try:
+        # newline="\n": a bundle's lines end in LF on every system (CRLF is refused).
+        with partial.open("w", encoding="utf-8", newline="\n") as out:
+            reporting = _ReportingSource(source, _ProgressBar(), end - first_index)
+            count = write_bundle(reporting, out, first_index=first_index, end=end)
+        partial.replace(args.out)
+    except (OSError, ExportError) as error:
+        return _fail(f"cannot write {args.out}: {error}")
+    finally:
+        partial.unlink(missing_ok=True)
     print(f"wrote {count:,} entries ({first_index:,} to {end - 1:,}) to {args.out}")
+    return 0
+
+
+@dataclass(frozen=True)
+class _ReportingSource:
+    """A LogSource that tells a progress bar of each entry read (write_bundle tells none)."""
+
+    source: LogSource
+    progress: Progress
+    total: int
+
+    def iter_entries(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        for done, data in enumerate(self.source.iter_entries(start, end), start=1):
+            yield data
+            self.progress(done, self.total)
+
+    def checkpoints(self) -> list[str]:
+        return self.source.checkpoints()
+
+    def public_keys(self) -> list[str]:
+        return self.source.public_keys()
+
+    def frontier(self, size: int) -> Frontier:
+        return self.source.frontier(size)
+
+
+def run_checkpoint(args: argparse.Namespace) -> int:
+    return _with_log(args, _checkpoint, needs_entries=False)
+
+
+def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
+    try:
+        keys = [_read_key(text) for text in args.key]
+    except CannotVerifyError as error:
+        return _fail(str(error))
+    note = log.checkpoint()
+    if note is None:
+        return _fail("the log has no signed checkpoint yet")
+    if keys:
+        try:
+            # The log's key name is its origin (LogSigner requires it).
+            open_checkpoint(note, keys[0].name, keys)
+        except (NoteError, CheckpointError) as error:
+            print(f"the latest checkpoint does not verify: {clip(str(error), 300)}")
+            return 1
+    if args.out is None:
+        sys.stdout.write(note)
+        return 0
+    try:
+        # Bytes, as signed: a pinned checkpoint with CRLF line ends would be refused.
+        args.out.write_bytes(note.encode("utf-8"))
+    except OSError as error:
+        return _fail(f"cannot write {args.out}: {error}")
+    verified = " (verified)" if keys else ""
+    print(f"saved the checkpoint of size {checkpoint_size(note):,}{verified} to {args.out}")
     return 0
 
 
@@ -186,138 +389,47 @@ class _ProgressBar:
             print(file=sys.stderr)
 
 
+# -- game recall ----------------------------------------------------------------------------------
+
+
 def run_show(args: argparse.Namespace) -> int:
-    try:
-        reader = open_reader(args.database)
-    except DatabaseUrlError as error:
-        return _fail(str(error))
-    with reader:
-        round_ids = reader.recent_rounds(args.last)
-        if not round_ids:
-            print("no rounds in the log yet")
-        for round_id in round_ids:
-            try:
-                history = _history(reader, round_id)
-            except (EntryError, NoteError) as error:
-                print(f"round {round_id}: its entries do not verify: {error}")
-                return 1
-            print(_one_line(history))
+    return _with_log(args, _show)
+
+
+def _show(log: AuditLog, args: argparse.Namespace) -> int:
+    round_ids = log.recent_rounds(args.last)
+    if not round_ids and not args.json:
+        print("no rounds in the log yet")
+    for round_id in round_ids:
+        try:
+            history = read_history(log, round_id)
+        except (EntryError, NoteError) as error:
+            _unverified(round_id, error, as_json=args.json)
+            return 1
+        print(json.dumps(summary_json(history)) if args.json else one_line(history))
     return 0
 
 
 def run_round(args: argparse.Namespace) -> int:
+    return _with_log(args, _round)
+
+
+def _round(log: AuditLog, args: argparse.Namespace) -> int:
+    if log.round_span(args.round_id) is None:
+        return _fail(f"round {args.round_id!r} is not in the log")
     try:
-        reader = open_reader(args.database)
-    except DatabaseUrlError as error:
-        return _fail(str(error))
-    with reader:
-        if reader.round_span(args.round_id) is None:
-            return _fail(f"round {args.round_id!r} is not in the log")
-        try:
-            history = _history(reader, args.round_id)
-        except (EntryError, NoteError) as error:
-            print(f"round {args.round_id}: its entries do not verify: {error}")
-            return 1
-    print("\n".join(_full_record(history)))
+        history = read_history(log, args.round_id)
+    except (EntryError, NoteError) as error:
+        _unverified(args.round_id, error, as_json=args.json)
+        return 1
+    print(json.dumps(record_json(history)) if args.json else "\n".join(full_record(history)))
     return 0
 
 
-def _history(reader: LogReader, round_id: str) -> RoundHistory:
-    keys = [Verifier.from_vkey(vkey) for vkey in reader.public_keys()]
-    events = []
-    for data in reader.round_entries(round_id):
-        entry = decode_entry(data, *keys)
-        events.append(RoundEvent(entry.index, entry.time, entry.kind, entry.payload))
-    return RoundHistory(round_id, tuple(events))
-
-
-def _one_line(history: RoundHistory) -> str:
-    settled = history.payload(EntryKind.ROUND_SETTLED)
-    when = history.events[-1].time[:19].replace("T", " ")
-    head = f"{when}  {history.round_id}  table {history.table_id}  {history.state}"
-    if not settled:
-        return head
-    dealer = _object(settled.get("dealer"))
-    seats = ", ".join(
-        f"seat {player['seat']} {player['outcome']} {_signed(player['delta'])}"
-        for player in map(_object, _list(settled.get("players")))
+def _unverified(round_id: str, error: ValueError, *, as_json: bool) -> None:
+    reason = f"its entries do not verify: {error}"
+    print(
+        json.dumps({"round_id": round_id, "error": reason})
+        if as_json
+        else f"round {round_id}: {reason}"
     )
-    return f"{head}  dealer {_rank_title(dealer)} ({_signed(dealer.get('delta'))})  {seats}"
-
-
-def _full_record(history: RoundHistory) -> list[str]:
-    committed = history.payload(EntryKind.ROUND_COMMITTED)
-    dealt = history.payload(EntryKind.ROUND_DEALT)
-    revealed = history.payload(EntryKind.ROUND_REVEALED)
-    settled = history.payload(EntryKind.ROUND_SETTLED)
-    voided = history.payload(EntryKind.ROUND_VOIDED)
-    rules = _object(committed.get("house_rules"))
-    lines = [
-        f"round {history.round_id}   table {history.table_id}   {history.state}",
-        "house rules: " + ", ".join(f"{key}={value}" for key, value in rules.items()),
-        f"commitment:  {committed.get('commitment')}",
-    ]
-    if dealt:
-        lines.append(f"transcript:  {dealt.get('transcript_hash')}")
-        beacon = dealt.get("beacon")
-        if isinstance(beacon, dict):
-            lines.append(f"beacon:      {beacon.get('label')} {beacon.get('value')}")
-    if revealed:
-        lines.append(f"server seed: {revealed.get('server_seed')}")
-    lines.append("")
-    results = {player["seat"]: player for player in map(_object, _list(settled.get("players")))}
-    seats = {seat["seat_number"]: seat for seat in map(_object, _list(dealt.get("seats")))}
-    for hand in map(_object, _list(dealt.get("hands"))):
-        number = hand["seat_number"]
-        seat = seats.get(number, {})
-        line = (
-            f"seat {number:<3} {seat.get('player_id', '?'):<12} stake {seat.get('stake', '?'):>8}  "
-            f"{_symbols(hand.get('cards'))}"
-        )
-        if number in results:
-            result = results[number]
-            line += (
-                f"  {_rank_title(result):<22} {result['outcome']!s:<4} "
-                f"{_signed(result['delta']):>9}"
-            )
-        lines.append(line)
-    if dealt:
-        line = f"{'dealer':<38}{_symbols(dealt.get('dealer_hand'))}"
-        dealer = _object(settled.get("dealer"))
-        if dealer:
-            line += f"  {_rank_title(dealer):<22} {'':<4} {_signed(dealer['delta']):>9}"
-        lines.append(line)
-    if voided:
-        lines.append(f"VOIDED in state {voided.get('state')}: {voided.get('reason')}")
-        lines.append(f"server seed revealed by the void: {voided.get('server_seed')}")
-    lines.append("")
-    lines += [f"  #{event.index:<8} {event.time}  {event.kind}" for event in history.events]
-    return lines
-
-
-def _rank_title(evaluation: dict[str, JsonValue]) -> str:
-    """``Double-Ox 8`` from a logged evaluation."""
-    value = evaluation.get("value")
-    try:
-        rank = HandRank.of(
-            Category(str(evaluation.get("category"))), value if isinstance(value, int) else None
-        )
-    except (KeyError, ValueError):
-        return "?"
-    return f"{rank} (Nenku)" if evaluation.get("nenku") is True else str(rank)
-
-
-def _symbols(cards: JsonValue) -> str:
-    return " ".join(parse_card(str(card)).symbol.rjust(3) for card in _list(cards))
-
-
-def _signed(value: object) -> str:
-    return f"{value:+,}" if isinstance(value, int) else "?"
-
-
-def _object(value: JsonValue) -> dict[str, JsonValue]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: JsonValue) -> list[JsonValue]:
-    return value if isinstance(value, list) else []

@@ -45,6 +45,7 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.DealerService/GetRoundReceipt": _EVERYONE,  # public: revealed rounds only
     "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
     "/gnau.v1.AuditService/GetCheckpoint": _EVERYONE,
+    "/gnau.v1.AuditService/GetCheckpoints": _EVERYONE,
     "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,
     "/gnau.v1.AuditService/GetConsistencyProof": _EVERYONE,
     "/gnau.v1.AuditService/GetPublicKeys": _EVERYONE,

@@ -61,6 +61,9 @@ MAX_PAGE_TOKEN_CHARS: Final = 1024
 ENTRIES_PER_MESSAGE: Final = 100
 #: The most entries one GetEntries call streams.
 MAX_ENTRIES_PER_CALL: Final = 10_000
+#: Signed checkpoints per message of GetCheckpoints, and the most one call streams.
+CHECKPOINTS_PER_MESSAGE: Final = 100
+MAX_CHECKPOINTS_PER_CALL: Final = 10_000
 
 # -- streams (the defaults of their settings) ------------------------------------------------------
 
@@ -84,6 +87,7 @@ MAX_VIOLATION_BYTES: Final = 160
 MAX_TRAILER_BYTES: Final = 4096
 
 __all__ = [
+    "CHECKPOINTS_PER_MESSAGE",
     "DEFAULT_MAX_STAKE",
     "DEFAULT_MAX_STREAMS",
     "DEFAULT_MAX_STREAMS_PER_PEER",
@@ -92,6 +96,7 @@ __all__ = [
     "LARGEST_MAX_STAKE",
     "MAX_BEACON_LABEL_BYTES",
     "MAX_BEACON_VALUE_BYTES",
+    "MAX_CHECKPOINTS_PER_CALL",
     "MAX_CLIENT_SEED_BYTES",
     "MAX_ENTRIES_PER_CALL",
     "MAX_ERROR_MESSAGE_BYTES",

@@ -23,7 +23,9 @@ from gnau_service.server.auth import Role
 from gnau_service.server.convert import evaluation_to_proto, house_rules_from_proto, round_to_proto
 from gnau_service.server.interceptors import current_role
 from gnau_service.server.limits import (
+    CHECKPOINTS_PER_MESSAGE,
     ENTRIES_PER_MESSAGE,
+    MAX_CHECKPOINTS_PER_CALL,
     MAX_ENTRIES_PER_CALL,
     MAX_REQUEST_ID_CHARS,
 )
@@ -39,6 +41,7 @@ from gnau_service.server.rounds import (
 )
 from gnau_service.server.watch import follow
 from gnau_service.store import LogTail, Store
+from gnau_service.store.checkpoints import checkpoints_in
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -169,6 +172,28 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     ) -> audit_pb2.GetCheckpointResponse:
         note = await asyncio.to_thread(self._store.checkpoint)
         return audit_pb2.GetCheckpointResponse(checkpoint=note or "")
+
+    async def GetCheckpoints(
+        self, request: audit_pb2.GetCheckpointsRequest, context: Context
+    ) -> AsyncIterator[audit_pb2.GetCheckpointsResponse]:
+        first, last = request.first_size, request.last_size
+        if first < 0:
+            raise InvalidRequest([("first_size", "must not be negative")])
+        if last < 0 or 0 < last < first:
+            raise InvalidRequest(
+                [("last_size", f"must be at least first_size ({first}), or 0 for the latest")]
+            )
+        # One read per message, as GetEntries: a slow reader holds one page, not the whole call.
+        sent = 0
+        while sent < MAX_CHECKPOINTS_PER_CALL:
+            limit = min(CHECKPOINTS_PER_MESSAGE, MAX_CHECKPOINTS_PER_CALL - sent)
+            page = await asyncio.to_thread(checkpoints_in, self._store, first, last or None, limit)
+            if page:
+                yield audit_pb2.GetCheckpointsResponse(checkpoints=[note for _, note in page])
+            if len(page) < limit:
+                return
+            sent += len(page)
+            first = page[-1][0] + 1
 
     async def GetEntries(
         self, request: audit_pb2.GetEntriesRequest, context: Context

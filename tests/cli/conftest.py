@@ -8,6 +8,9 @@ import pytest
 
 from gnau_service.cli.main import main
 
+# The in-process service on each backend, for the commands that read it over gRPC (--target).
+from tests.server.conftest import service, settings  # noqa: F401
+
 
 @dataclass
 class Run:

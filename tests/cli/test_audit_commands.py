@@ -283,6 +283,31 @@ def test_show_reports_an_entry_that_does_not_verify_without_a_traceback(
     assert "Traceback" not in run.out + run.err
 
 
+def test_json_recall_reports_an_entry_that_does_not_verify_as_json(
+    gnau: Gnau, database: tuple[str, Store]
+) -> None:
+    url, store = database
+    store.close()
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("DROP TRIGGER log_entries_no_update")
+        (data,) = connection.execute("SELECT data FROM log_entries WHERE idx = 14").fetchone()
+        connection.execute(
+            "UPDATE log_entries SET data = ? WHERE idx = 14",
+            (data.replace(b"table closed", b"table cl0sed"),),
+        )
+    for args in (["show", "--json"], ["round", "round-voided", "--json"]):
+        run = gnau("audit", *args, "--database", url)
+        assert run.status == 1, args
+        (failure,) = run.json_lines  # round-voided is the latest: nothing is listed before it
+        assert failure["round_id"] == "round-voided"
+        assert str(failure["error"]).startswith("its entries do not verify: entry 14: ")
+    # A round whose entries verify is shown as JSON beside it.
+    settled = gnau("audit", "round", "round-2", "--json", "--database", url)
+    assert settled.status == 0
+    (record,) = settled.json_lines
+    assert record["state"] == "SETTLED"
+
+
 def test_an_unexpected_error_is_one_line_naming_a_bug_not_a_traceback(
     gnau: Gnau, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -127,6 +127,7 @@ def test_buf_lint_enforces_comments_and_unspecified_zero_values(tmp_path: Path) 
             "AuditService",
             [
                 "GetCheckpoint",
+                "GetCheckpoints",
                 "GetEntries",
                 "GetInclusionProof",
                 "GetConsistencyProof",
@@ -146,7 +147,8 @@ def test_services_have_the_documented_methods(service: str, methods: list[str]) 
     }[service].services_by_name[service]
     assert [method.name for method in descriptor.methods] == methods
     streaming = {method.name for method in descriptor.methods if method.server_streaming}
-    assert streaming == ({"GetEntries", "WatchEntries"} if service == "AuditService" else set())
+    audit_streams = {"GetCheckpoints", "GetEntries", "WatchEntries"}
+    assert streaming == (audit_streams if service == "AuditService" else set())
     for method in descriptor.methods:
         assert method.input_type.name == f"{method.name}Request"
         assert method.output_type.name == f"{method.name}Response"

@@ -31,6 +31,7 @@ from gnau_client._common import (
     EntryOrderError,
     RetryPolicy,
     channel_options,
+    is_local_target,
     new_request_id,
 )
 from gnau_client.aio import AsyncGnauClient
@@ -63,5 +64,6 @@ __all__ = [
     "VerifyRoundResponse",
     "__version__",
     "channel_options",
+    "is_local_target",
     "new_request_id",
 ]

@@ -251,6 +251,20 @@ class AsyncGnauClient:
         request = audit_pb2.GetCheckpointRequest()
         return (await self._unary(self._audit.GetCheckpoint, request, timeout)).checkpoint
 
+    async def get_checkpoints(
+        self, first_size: int, last_size: int = 0, *, timeout: float | None = None
+    ) -> AsyncGenerator[str, None]:
+        """The signed checkpoints with sizes in ``[first_size, last_size]`` (``last_size`` 0: up
+        to the latest), in increasing size; at most 10,000 a call."""
+        request = audit_pb2.GetCheckpointsRequest(first_size=first_size, last_size=last_size)
+        call = self._audit.GetCheckpoints(request, timeout=timeout, metadata=self._metadata)
+        try:
+            async for response in call:
+                for note in response.checkpoints:
+                    yield note
+        finally:
+            call.cancel()
+
     async def get_entries(
         self, start: int, end: int, *, timeout: float | None = None
     ) -> AsyncGenerator[audit_pb2.Entry, None]:

@@ -276,6 +276,24 @@ class GnauClient:
         request = audit_pb2.GetCheckpointRequest()
         return self._unary(self._audit.GetCheckpoint, request, timeout).checkpoint
 
+    def get_checkpoints(
+        self, first_size: int, last_size: int = 0, *, timeout: float | None = None
+    ) -> Generator[str, None, None]:
+        """The signed checkpoints with sizes in ``[first_size, last_size]`` (``last_size`` 0: up
+        to the latest), in increasing size, as C2SP signed-note text; at most 10,000 a call, so
+        read on from the last size received + 1.
+
+        A stream: ``timeout`` (default none) bounds the whole of it. Verify each note before
+        trusting it.
+        """
+        request = audit_pb2.GetCheckpointsRequest(first_size=first_size, last_size=last_size)
+        call = self._audit.GetCheckpoints(request, timeout=timeout, metadata=self._metadata)
+        try:
+            for response in call:
+                yield from response.checkpoints
+        finally:
+            call.cancel()
+
     def get_entries(
         self, start: int, end: int, *, timeout: float | None = None
     ) -> Generator[audit_pb2.Entry, None, None]:

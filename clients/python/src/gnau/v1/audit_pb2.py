@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gnau/v1/audit.proto\x12\x07gnau.v1\"$\n\x05\x45ntry\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x16\n\x14GetCheckpointRequest\"+\n\x15GetCheckpointResponse\x12\x12\n\ncheckpoint\x18\x01 \x01(\t\"/\n\x11GetEntriesRequest\x12\r\n\x05start\x18\x01 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x03\"5\n\x12GetEntriesResponse\x12\x1f\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x0e.gnau.v1.Entry\"<\n\x18GetInclusionProofRequest\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x11\n\ttree_size\x18\x02 \x01(\x03\"+\n\x19GetInclusionProofResponse\x12\x0e\n\x06hashes\x18\x01 \x03(\x0c\"E\n\x1aGetConsistencyProofRequest\x12\x12\n\nfirst_size\x18\x01 \x01(\x03\x12\x13\n\x0bsecond_size\x18\x02 \x01(\x03\"-\n\x1bGetConsistencyProofResponse\x12\x0e\n\x06hashes\x18\x01 \x03(\x0c\"\x16\n\x14GetPublicKeysRequest\"U\n\x15GetPublicKeysResponse\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x15\n\rverifier_keys\x18\x02 \x03(\t\x12\x15\n\rkey_rotations\x18\x03 \x03(\t\"*\n\x13WatchEntriesRequest\x12\x13\n\x0bstart_index\x18\x01 \x01(\x03\"7\n\x14WatchEntriesResponse\x12\x1f\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x0e.gnau.v1.Entry\"&\n\x12VerifyRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\"D\n\x13VerifyRoundResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x10\n\x08\x66\x61ilures\x18\x02 \x03(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t2\xce\x04\n\x0c\x41uditService\x12N\n\rGetCheckpoint\x12\x1d.gnau.v1.GetCheckpointRequest\x1a\x1e.gnau.v1.GetCheckpointResponse\x12G\n\nGetEntries\x12\x1a.gnau.v1.GetEntriesRequest\x1a\x1b.gnau.v1.GetEntriesResponse0\x01\x12Z\n\x11GetInclusionProof\x12!.gnau.v1.GetInclusionProofRequest\x1a\".gnau.v1.GetInclusionProofResponse\x12`\n\x13GetConsistencyProof\x12#.gnau.v1.GetConsistencyProofRequest\x1a$.gnau.v1.GetConsistencyProofResponse\x12N\n\rGetPublicKeys\x12\x1d.gnau.v1.GetPublicKeysRequest\x1a\x1e.gnau.v1.GetPublicKeysResponse\x12M\n\x0cWatchEntries\x12\x1c.gnau.v1.WatchEntriesRequest\x1a\x1d.gnau.v1.WatchEntriesResponse0\x01\x12H\n\x0bVerifyRound\x12\x1b.gnau.v1.VerifyRoundRequest\x1a\x1c.gnau.v1.VerifyRoundResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gnau/v1/audit.proto\x12\x07gnau.v1\"$\n\x05\x45ntry\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x16\n\x14GetCheckpointRequest\"+\n\x15GetCheckpointResponse\x12\x12\n\ncheckpoint\x18\x01 \x01(\t\">\n\x15GetCheckpointsRequest\x12\x12\n\nfirst_size\x18\x01 \x01(\x03\x12\x11\n\tlast_size\x18\x02 \x01(\x03\"-\n\x16GetCheckpointsResponse\x12\x13\n\x0b\x63heckpoints\x18\x01 \x03(\t\"/\n\x11GetEntriesRequest\x12\r\n\x05start\x18\x01 \x01(\x03\x12\x0b\n\x03\x65nd\x18\x02 \x01(\x03\"5\n\x12GetEntriesResponse\x12\x1f\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x0e.gnau.v1.Entry\"<\n\x18GetInclusionProofRequest\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x11\n\ttree_size\x18\x02 \x01(\x03\"+\n\x19GetInclusionProofResponse\x12\x0e\n\x06hashes\x18\x01 \x03(\x0c\"E\n\x1aGetConsistencyProofRequest\x12\x12\n\nfirst_size\x18\x01 \x01(\x03\x12\x13\n\x0bsecond_size\x18\x02 \x01(\x03\"-\n\x1bGetConsistencyProofResponse\x12\x0e\n\x06hashes\x18\x01 \x03(\x0c\"\x16\n\x14GetPublicKeysRequest\"U\n\x15GetPublicKeysResponse\x12\x0e\n\x06origin\x18\x01 \x01(\t\x12\x15\n\rverifier_keys\x18\x02 \x03(\t\x12\x15\n\rkey_rotations\x18\x03 \x03(\t\"*\n\x13WatchEntriesRequest\x12\x13\n\x0bstart_index\x18\x01 \x01(\x03\"7\n\x14WatchEntriesResponse\x12\x1f\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x0e.gnau.v1.Entry\"&\n\x12VerifyRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\"D\n\x13VerifyRoundResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x10\n\x08\x66\x61ilures\x18\x02 \x03(\t\x12\x0f\n\x07summary\x18\x03 \x01(\t2\xa3\x05\n\x0c\x41uditService\x12N\n\rGetCheckpoint\x12\x1d.gnau.v1.GetCheckpointRequest\x1a\x1e.gnau.v1.GetCheckpointResponse\x12S\n\x0eGetCheckpoints\x12\x1e.gnau.v1.GetCheckpointsRequest\x1a\x1f.gnau.v1.GetCheckpointsResponse0\x01\x12G\n\nGetEntries\x12\x1a.gnau.v1.GetEntriesRequest\x1a\x1b.gnau.v1.GetEntriesResponse0\x01\x12Z\n\x11GetInclusionProof\x12!.gnau.v1.GetInclusionProofRequest\x1a\".gnau.v1.GetInclusionProofResponse\x12`\n\x13GetConsistencyProof\x12#.gnau.v1.GetConsistencyProofRequest\x1a$.gnau.v1.GetConsistencyProofResponse\x12N\n\rGetPublicKeys\x12\x1d.gnau.v1.GetPublicKeysRequest\x1a\x1e.gnau.v1.GetPublicKeysResponse\x12M\n\x0cWatchEntries\x12\x1c.gnau.v1.WatchEntriesRequest\x1a\x1d.gnau.v1.WatchEntriesResponse0\x01\x12H\n\x0bVerifyRound\x12\x1b.gnau.v1.VerifyRoundRequest\x1a\x1c.gnau.v1.VerifyRoundResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,30 +37,34 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETCHECKPOINTREQUEST']._serialized_end=92
   _globals['_GETCHECKPOINTRESPONSE']._serialized_start=94
   _globals['_GETCHECKPOINTRESPONSE']._serialized_end=137
-  _globals['_GETENTRIESREQUEST']._serialized_start=139
-  _globals['_GETENTRIESREQUEST']._serialized_end=186
-  _globals['_GETENTRIESRESPONSE']._serialized_start=188
-  _globals['_GETENTRIESRESPONSE']._serialized_end=241
-  _globals['_GETINCLUSIONPROOFREQUEST']._serialized_start=243
-  _globals['_GETINCLUSIONPROOFREQUEST']._serialized_end=303
-  _globals['_GETINCLUSIONPROOFRESPONSE']._serialized_start=305
-  _globals['_GETINCLUSIONPROOFRESPONSE']._serialized_end=348
-  _globals['_GETCONSISTENCYPROOFREQUEST']._serialized_start=350
-  _globals['_GETCONSISTENCYPROOFREQUEST']._serialized_end=419
-  _globals['_GETCONSISTENCYPROOFRESPONSE']._serialized_start=421
-  _globals['_GETCONSISTENCYPROOFRESPONSE']._serialized_end=466
-  _globals['_GETPUBLICKEYSREQUEST']._serialized_start=468
-  _globals['_GETPUBLICKEYSREQUEST']._serialized_end=490
-  _globals['_GETPUBLICKEYSRESPONSE']._serialized_start=492
-  _globals['_GETPUBLICKEYSRESPONSE']._serialized_end=577
-  _globals['_WATCHENTRIESREQUEST']._serialized_start=579
-  _globals['_WATCHENTRIESREQUEST']._serialized_end=621
-  _globals['_WATCHENTRIESRESPONSE']._serialized_start=623
-  _globals['_WATCHENTRIESRESPONSE']._serialized_end=678
-  _globals['_VERIFYROUNDREQUEST']._serialized_start=680
-  _globals['_VERIFYROUNDREQUEST']._serialized_end=718
-  _globals['_VERIFYROUNDRESPONSE']._serialized_start=720
-  _globals['_VERIFYROUNDRESPONSE']._serialized_end=788
-  _globals['_AUDITSERVICE']._serialized_start=791
-  _globals['_AUDITSERVICE']._serialized_end=1381
+  _globals['_GETCHECKPOINTSREQUEST']._serialized_start=139
+  _globals['_GETCHECKPOINTSREQUEST']._serialized_end=201
+  _globals['_GETCHECKPOINTSRESPONSE']._serialized_start=203
+  _globals['_GETCHECKPOINTSRESPONSE']._serialized_end=248
+  _globals['_GETENTRIESREQUEST']._serialized_start=250
+  _globals['_GETENTRIESREQUEST']._serialized_end=297
+  _globals['_GETENTRIESRESPONSE']._serialized_start=299
+  _globals['_GETENTRIESRESPONSE']._serialized_end=352
+  _globals['_GETINCLUSIONPROOFREQUEST']._serialized_start=354
+  _globals['_GETINCLUSIONPROOFREQUEST']._serialized_end=414
+  _globals['_GETINCLUSIONPROOFRESPONSE']._serialized_start=416
+  _globals['_GETINCLUSIONPROOFRESPONSE']._serialized_end=459
+  _globals['_GETCONSISTENCYPROOFREQUEST']._serialized_start=461
+  _globals['_GETCONSISTENCYPROOFREQUEST']._serialized_end=530
+  _globals['_GETCONSISTENCYPROOFRESPONSE']._serialized_start=532
+  _globals['_GETCONSISTENCYPROOFRESPONSE']._serialized_end=577
+  _globals['_GETPUBLICKEYSREQUEST']._serialized_start=579
+  _globals['_GETPUBLICKEYSREQUEST']._serialized_end=601
+  _globals['_GETPUBLICKEYSRESPONSE']._serialized_start=603
+  _globals['_GETPUBLICKEYSRESPONSE']._serialized_end=688
+  _globals['_WATCHENTRIESREQUEST']._serialized_start=690
+  _globals['_WATCHENTRIESREQUEST']._serialized_end=732
+  _globals['_WATCHENTRIESRESPONSE']._serialized_start=734
+  _globals['_WATCHENTRIESRESPONSE']._serialized_end=789
+  _globals['_VERIFYROUNDREQUEST']._serialized_start=791
+  _globals['_VERIFYROUNDREQUEST']._serialized_end=829
+  _globals['_VERIFYROUNDRESPONSE']._serialized_start=831
+  _globals['_VERIFYROUNDRESPONSE']._serialized_end=899
+  _globals['_AUDITSERVICE']._serialized_start=902
+  _globals['_AUDITSERVICE']._serialized_end=1577
 # @@protoc_insertion_point(module_scope)

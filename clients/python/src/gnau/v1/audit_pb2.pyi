@@ -90,6 +90,58 @@ class GetCheckpointResponse(_message.Message):
 Global___GetCheckpointResponse: _TypeAlias = GetCheckpointResponse  # noqa: Y015
 
 @_typing.final
+class GetCheckpointsRequest(_message.Message):
+    """Request of AuditService.GetCheckpoints."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FIRST_SIZE_FIELD_NUMBER: _builtins.int
+    LAST_SIZE_FIELD_NUMBER: _builtins.int
+    first_size: _builtins.int
+    """The smallest size to send, 0 or more."""
+    last_size: _builtins.int
+    """The largest size to send, at least `first_size`; 0 (unset) means up to the latest checkpoint."""
+    def __init__(
+        self,
+        *,
+        first_size: _builtins.int = ...,
+        last_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["first_size", b"first_size", "last_size", b"last_size"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCheckpointsRequest: _TypeAlias = GetCheckpointsRequest  # noqa: Y015
+
+@_typing.final
+class GetCheckpointsResponse(_message.Message):
+    """One message of the AuditService.GetCheckpoints stream."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def checkpoints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """A batch of checkpoints, at least one, continuing the stream in increasing size, each as
+        C2SP signed-note text (as in GetCheckpointResponse).
+        """
+
+    def __init__(
+        self,
+        *,
+        checkpoints: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoints", b"checkpoints"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetCheckpointsResponse: _TypeAlias = GetCheckpointsResponse  # noqa: Y015
+
+@_typing.final
 class GetEntriesRequest(_message.Message):
     """Request of AuditService.GetEntries."""
 
@@ -271,8 +323,9 @@ class GetPublicKeysResponse(_message.Message):
     """The log's origin, e.g. "gnau-dealer/eu-prod-1": the first line of every checkpoint."""
     @_builtins.property
     def verifier_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
-        """Verifier keys (`<name>+<key ID hex>+<base64>`) of the current log key first, then of
-        earlier keys. Pin a key out of band: keys fetched here prove nothing by themselves.
+        """Verifier keys (`<name>+<key ID hex>+<base64>`) of every key that has signed for the log,
+        oldest first, as an audit bundle's header lists them. Pin a key out of band: keys fetched
+        here prove nothing by themselves.
         """
 
     @_builtins.property

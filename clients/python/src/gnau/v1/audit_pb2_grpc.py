@@ -28,19 +28,19 @@ if _version_not_supported:
 class AuditServiceStub:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
-    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
-    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
-    operator) role: entries name players and stakes. A client should trust nothing it has not
-    checked: open the checkpoint with a pinned verifier key, check entries against it with
-    inclusion proofs, and check each new checkpoint against the last one it saw with a
-    consistency proof.
+    Everything here is read-only. GetCheckpoint, GetCheckpoints, GetInclusionProof,
+    GetConsistencyProof and GetPublicKeys are open to everyone, with no token: they are what a
+    player or a witness needs to check a checkpoint. GetEntries, WatchEntries and VerifyRound
+    need the auditor (or operator) role: entries name players and stakes. A client should trust
+    nothing it has not checked: open the checkpoint with a pinned verifier key, check entries
+    against it with inclusion proofs, and check each new checkpoint against the last one it saw
+    with a consistency proof.
 
-    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
-    default) and --max-streams-per-peer from one client address (50); another is refused with
-    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
-    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
-    with UNAVAILABLE (SHUTTING_DOWN).
+    Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
+    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
+    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
+    ends with UNAVAILABLE (SHUTTING_DOWN).
 
     Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
     request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
@@ -57,6 +57,11 @@ class AuditServiceStub:
                 '/gnau.v1.AuditService/GetCheckpoint',
                 request_serializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointResponse.FromString,
+                _registered_method=True)
+        self.GetCheckpoints = channel.unary_stream(
+                '/gnau.v1.AuditService/GetCheckpoints',
+                request_serializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointsRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointsResponse.FromString,
                 _registered_method=True)
         self.GetEntries = channel.unary_stream(
                 '/gnau.v1.AuditService/GetEntries',
@@ -93,19 +98,19 @@ class AuditServiceStub:
 class AuditServiceServicer:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
-    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
-    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
-    operator) role: entries name players and stakes. A client should trust nothing it has not
-    checked: open the checkpoint with a pinned verifier key, check entries against it with
-    inclusion proofs, and check each new checkpoint against the last one it saw with a
-    consistency proof.
+    Everything here is read-only. GetCheckpoint, GetCheckpoints, GetInclusionProof,
+    GetConsistencyProof and GetPublicKeys are open to everyone, with no token: they are what a
+    player or a witness needs to check a checkpoint. GetEntries, WatchEntries and VerifyRound
+    need the auditor (or operator) role: entries name players and stakes. A client should trust
+    nothing it has not checked: open the checkpoint with a pinned verifier key, check entries
+    against it with inclusion proofs, and check each new checkpoint against the last one it saw
+    with a consistency proof.
 
-    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
-    default) and --max-streams-per-peer from one client address (50); another is refused with
-    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
-    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
-    with UNAVAILABLE (SHUTTING_DOWN).
+    Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
+    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
+    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
+    ends with UNAVAILABLE (SHUTTING_DOWN).
 
     Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
     request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
@@ -114,6 +119,17 @@ class AuditServiceServicer:
 
     def GetCheckpoint(self, request, context):
         """Returns the latest signed checkpoint of the log.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetCheckpoints(self, request, context):
+        """Streams the signed checkpoints with sizes in [first_size, last_size], in increasing size,
+        100 a message and at most 10,000 a call; to read on, call again with first_size = the last
+        size received + 1. The log signs one checkpoint per write it commits, so the sizes have
+        gaps: a range may hold none, and the stream then ends without a message. An audit bundle
+        (`gnau audit export`) carries every checkpoint of its range.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -174,6 +190,11 @@ def add_AuditServiceServicer_to_server(servicer, server):
                     request_deserializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointResponse.SerializeToString,
             ),
+            'GetCheckpoints': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetCheckpoints,
+                    request_deserializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointsRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_audit__pb2.GetCheckpointsResponse.SerializeToString,
+            ),
             'GetEntries': grpc.unary_stream_rpc_method_handler(
                     servicer.GetEntries,
                     request_deserializer=gnau_dot_v1_dot_audit__pb2.GetEntriesRequest.FromString,
@@ -215,19 +236,19 @@ def add_AuditServiceServicer_to_server(servicer, server):
 class AuditService:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
-    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
-    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
-    operator) role: entries name players and stakes. A client should trust nothing it has not
-    checked: open the checkpoint with a pinned verifier key, check entries against it with
-    inclusion proofs, and check each new checkpoint against the last one it saw with a
-    consistency proof.
+    Everything here is read-only. GetCheckpoint, GetCheckpoints, GetInclusionProof,
+    GetConsistencyProof and GetPublicKeys are open to everyone, with no token: they are what a
+    player or a witness needs to check a checkpoint. GetEntries, WatchEntries and VerifyRound
+    need the auditor (or operator) role: entries name players and stakes. A client should trust
+    nothing it has not checked: open the checkpoint with a pinned verifier key, check entries
+    against it with inclusion proofs, and check each new checkpoint against the last one it saw
+    with a consistency proof.
 
-    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
-    default) and --max-streams-per-peer from one client address (50); another is refused with
-    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
-    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
-    with UNAVAILABLE (SHUTTING_DOWN).
+    Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
+    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
+    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
+    ends with UNAVAILABLE (SHUTTING_DOWN).
 
     Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
     request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
@@ -251,6 +272,33 @@ class AuditService:
             '/gnau.v1.AuditService/GetCheckpoint',
             gnau_dot_v1_dot_audit__pb2.GetCheckpointRequest.SerializeToString,
             gnau_dot_v1_dot_audit__pb2.GetCheckpointResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCheckpoints(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/gnau.v1.AuditService/GetCheckpoints',
+            gnau_dot_v1_dot_audit__pb2.GetCheckpointsRequest.SerializeToString,
+            gnau_dot_v1_dot_audit__pb2.GetCheckpointsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -31,19 +31,19 @@ GRPC_VERSION: str
 class AuditServiceStub:
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
-    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
-    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
-    operator) role: entries name players and stakes. A client should trust nothing it has not
-    checked: open the checkpoint with a pinned verifier key, check entries against it with
-    inclusion proofs, and check each new checkpoint against the last one it saw with a
-    consistency proof.
+    Everything here is read-only. GetCheckpoint, GetCheckpoints, GetInclusionProof,
+    GetConsistencyProof and GetPublicKeys are open to everyone, with no token: they are what a
+    player or a witness needs to check a checkpoint. GetEntries, WatchEntries and VerifyRound
+    need the auditor (or operator) role: entries name players and stakes. A client should trust
+    nothing it has not checked: open the checkpoint with a pinned verifier key, check entries
+    against it with inclusion proofs, and check each new checkpoint against the last one it saw
+    with a consistency proof.
 
-    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
-    default) and --max-streams-per-peer from one client address (50); another is refused with
-    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
-    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
-    with UNAVAILABLE (SHUTTING_DOWN).
+    Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
+    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
+    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
+    ends with UNAVAILABLE (SHUTTING_DOWN).
 
     Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
     request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
@@ -56,6 +56,13 @@ class AuditServiceStub:
     def __new__(cls, channel: _aio.Channel) -> AuditServiceAsyncStub: ...
     GetCheckpoint: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetCheckpointRequest, _audit_pb2.GetCheckpointResponse]
     """Returns the latest signed checkpoint of the log."""
+    GetCheckpoints: _grpc.UnaryStreamMultiCallable[_audit_pb2.GetCheckpointsRequest, _audit_pb2.GetCheckpointsResponse]
+    """Streams the signed checkpoints with sizes in [first_size, last_size], in increasing size,
+    100 a message and at most 10,000 a call; to read on, call again with first_size = the last
+    size received + 1. The log signs one checkpoint per write it commits, so the sizes have
+    gaps: a range may hold none, and the stream then ends without a message. An audit bundle
+    (`gnau audit export`) carries every checkpoint of its range.
+    """
     GetEntries: _grpc.UnaryStreamMultiCallable[_audit_pb2.GetEntriesRequest, _audit_pb2.GetEntriesResponse]
     """Streams the entries with indices in [start, end), in index order, 100 a message and at
     most 10,000 a call.
@@ -80,19 +87,19 @@ class AuditServiceStub:
 class AuditServiceAsyncStub(AuditServiceStub):
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
-    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
-    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
-    operator) role: entries name players and stakes. A client should trust nothing it has not
-    checked: open the checkpoint with a pinned verifier key, check entries against it with
-    inclusion proofs, and check each new checkpoint against the last one it saw with a
-    consistency proof.
+    Everything here is read-only. GetCheckpoint, GetCheckpoints, GetInclusionProof,
+    GetConsistencyProof and GetPublicKeys are open to everyone, with no token: they are what a
+    player or a witness needs to check a checkpoint. GetEntries, WatchEntries and VerifyRound
+    need the auditor (or operator) role: entries name players and stakes. A client should trust
+    nothing it has not checked: open the checkpoint with a pinned verifier key, check entries
+    against it with inclusion proofs, and check each new checkpoint against the last one it saw
+    with a consistency proof.
 
-    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
-    default) and --max-streams-per-peer from one client address (50); another is refused with
-    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
-    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
-    with UNAVAILABLE (SHUTTING_DOWN).
+    Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
+    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
+    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
+    ends with UNAVAILABLE (SHUTTING_DOWN).
 
     Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
     request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
@@ -102,6 +109,13 @@ class AuditServiceAsyncStub(AuditServiceStub):
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetCheckpoint: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetCheckpointRequest, _audit_pb2.GetCheckpointResponse]  # type: ignore[assignment]
     """Returns the latest signed checkpoint of the log."""
+    GetCheckpoints: _aio.UnaryStreamMultiCallable[_audit_pb2.GetCheckpointsRequest, _audit_pb2.GetCheckpointsResponse]  # type: ignore[assignment]
+    """Streams the signed checkpoints with sizes in [first_size, last_size], in increasing size,
+    100 a message and at most 10,000 a call; to read on, call again with first_size = the last
+    size received + 1. The log signs one checkpoint per write it commits, so the sizes have
+    gaps: a range may hold none, and the stream then ends without a message. An audit bundle
+    (`gnau audit export`) carries every checkpoint of its range.
+    """
     GetEntries: _aio.UnaryStreamMultiCallable[_audit_pb2.GetEntriesRequest, _audit_pb2.GetEntriesResponse]  # type: ignore[assignment]
     """Streams the entries with indices in [start, end), in index order, 100 a message and at
     most 10,000 a call.
@@ -125,19 +139,19 @@ class AuditServiceAsyncStub(AuditServiceStub):
 class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
 
-    Everything here is read-only. GetCheckpoint, GetInclusionProof, GetConsistencyProof and
-    GetPublicKeys are open to everyone, with no token: they are what a player or a witness needs
-    to check a checkpoint. GetEntries, WatchEntries and VerifyRound need the auditor (or
-    operator) role: entries name players and stakes. A client should trust nothing it has not
-    checked: open the checkpoint with a pinned verifier key, check entries against it with
-    inclusion proofs, and check each new checkpoint against the last one it saw with a
-    consistency proof.
+    Everything here is read-only. GetCheckpoint, GetCheckpoints, GetInclusionProof,
+    GetConsistencyProof and GetPublicKeys are open to everyone, with no token: they are what a
+    player or a witness needs to check a checkpoint. GetEntries, WatchEntries and VerifyRound
+    need the auditor (or operator) role: entries name players and stakes. A client should trust
+    nothing it has not checked: open the checkpoint with a pinned verifier key, check entries
+    against it with inclusion proofs, and check each new checkpoint against the last one it saw
+    with a consistency proof.
 
-    Streams (GetEntries, WatchEntries) are limited: at most --max-streams open at once (500 by
-    default) and --max-streams-per-peer from one client address (50); another is refused with
-    RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds its own
-    stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream ends
-    with UNAVAILABLE (SHUTTING_DOWN).
+    Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
+    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
+    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
+    ends with UNAVAILABLE (SHUTTING_DOWN).
 
     Errors, with a google.rpc.ErrorInfo as in DealerService: INVALID_ARGUMENT for a malformed
     request, OUT_OF_RANGE for an index or size beyond the log, NOT_FOUND for an unknown round,
@@ -151,6 +165,19 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_audit_pb2.GetCheckpointResponse, _abc.Awaitable[_audit_pb2.GetCheckpointResponse]]:
         """Returns the latest signed checkpoint of the log."""
+
+    @_abc_1.abstractmethod
+    def GetCheckpoints(
+        self,
+        request: _audit_pb2.GetCheckpointsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_audit_pb2.GetCheckpointsResponse], _abc.AsyncIterator[_audit_pb2.GetCheckpointsResponse]]:
+        """Streams the signed checkpoints with sizes in [first_size, last_size], in increasing size,
+        100 a message and at most 10,000 a call; to read on, call again with first_size = the last
+        size received + 1. The log signs one checkpoint per write it commits, so the sizes have
+        gaps: a range may hold none, and the stream then ends without a message. An audit bundle
+        (`gnau audit export`) carries every checkpoint of its range.
+        """
 
     @_abc_1.abstractmethod
     def GetEntries(
