@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 import grpc
-from gnau_client import EntryOrderError, GnauClient, is_local_target
+from gnau_client import EntryOrderError
 
 from gnau_service.audit.bundle import (
     CannotVerifyError,
@@ -44,13 +43,21 @@ from gnau_service.audit.bundle import (
 from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
-from gnau_service.audit.note import NoteError, Verifier
+from gnau_service.audit.note import NoteError
 from gnau_service.cli.recall import (
     full_record,
     one_line,
     read_history,
     record_json,
     summary_json,
+)
+from gnau_service.cli.remote import (
+    TargetError,
+    UnusableKeyError,
+    add_token_options,
+    connect,
+    read_vkey,
+    refusal,
 )
 from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_size
 from gnau_service.store import (
@@ -132,17 +139,7 @@ def _add_log_options(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--target", metavar="HOST:PORT", help="read over gRPC from a running service instead"
     )
-    parser.add_argument(
-        "--token",
-        help="with --target: a token of the auditor (or operator) role (default: GNAU_TOKEN)",
-    )
-    parser.add_argument(
-        "--tls-ca",
-        type=Path,
-        metavar="FILE",
-        help="with --target: call over TLS, trusting this CA certificate (PEM); needed to send "
-        "a token to any host but this one",
-    )
+    add_token_options(parser, role="the auditor (or operator) role's")
 
 
 def _positive_int(text: str) -> int:
@@ -163,8 +160,7 @@ def _fail(message: str) -> int:
 # -- where the log is read ------------------------------------------------------------------------
 
 
-class _CannotReadLogError(Exception):
-    """The log cannot be read as asked: exit 2, with the message on one line."""
+_CannotReadLogError = TargetError  # the log cannot be read as asked: exit 2, one line
 
 
 def _with_log(
@@ -195,44 +191,14 @@ def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[Au
             except StoreError as error:
                 raise _CannotReadLogError(clip(str(error), 300)) from None
         return
-    with _client(args, needs_entries=needs_entries) as client:
+    reason = "reading log entries needs a token of the auditor role" if needs_entries else None
+    with connect(args, token_required=reason) as client:
         try:
             yield RemoteLog(client)
         except grpc.RpcError as error:
-            raise _CannotReadLogError(_refusal(args.target, error)) from None
+            raise _CannotReadLogError(refusal(args.target, error)) from None
         except (RemoteLogError, EntryOrderError) as error:
             raise _CannotReadLogError(f"{args.target}: {error}") from None
-
-
-def _client(args: argparse.Namespace, *, needs_entries: bool) -> GnauClient:
-    token = args.token or os.environ.get("GNAU_TOKEN") or None
-    if token is None and needs_entries:
-        raise _CannotReadLogError(
-            "reading log entries needs a token of the auditor role: pass --token or set GNAU_TOKEN"
-        )
-    credentials = None
-    if args.tls_ca is not None:
-        try:
-            credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
-        except OSError as error:
-            raise _CannotReadLogError(f"--tls-ca: {error}") from None
-    elif token is not None and not is_local_target(args.target):
-        raise _CannotReadLogError(
-            f"the token would cross the network to {args.target} in clear text: call over TLS "
-            "with --tls-ca FILE"
-        )
-    try:
-        return GnauClient(args.target, credentials=credentials, token=token)
-    except ValueError as error:  # a token that is not a bearer token
-        raise _CannotReadLogError(f"--token: {error}") from None
-
-
-def _refusal(target: str, error: grpc.RpcError) -> str:
-    """A failed call in one line: the status and the server's (or gRPC's) message."""
-    if not isinstance(error, grpc.Call):
-        return f"{target}: {error}"
-    details = " ".join(str(error.details() or "").split())
-    return f"{target}: {error.code().name}: {clip(details, 300)}"
 
 
 # -- export and checkpoint ------------------------------------------------------------------------
@@ -303,8 +269,8 @@ def run_checkpoint(args: argparse.Namespace) -> int:
 
 def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
     try:
-        keys = [_read_key(text) for text in args.key]
-    except CannotVerifyError as error:
+        keys = [read_vkey(text) for text in args.key]
+    except UnusableKeyError as error:
         return _fail(str(error))
     note = log.checkpoint()
     if note is None:
@@ -331,7 +297,7 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     try:
-        keys = [_read_key(text) for text in args.key]
+        keys = [read_vkey(text) for text in args.key]
         # Bytes, as they are: reading text would turn CRLF into LF, and CRLF must be refused.
         pinned = args.checkpoint.read_bytes() if args.checkpoint else None
         # Binary lines split at LF only; text mode would also split at a lone CR.
@@ -344,28 +310,10 @@ def run_verify(args: argparse.Namespace) -> int:
                 progress=_ProgressBar(),
                 jobs=args.jobs,
             )
-    except (OSError, CannotVerifyError) as error:
+    except (OSError, CannotVerifyError, UnusableKeyError) as error:
         return _fail(f"cannot verify {args.bundle}: {error}")
     print(report.summary())
     return 0 if report.verdict is Verdict.VALID else 1
-
-
-class _UnusableKeyError(CannotVerifyError):
-    """A --key that is neither a vkey nor a readable file holding one."""
-
-
-def _read_key(text: str) -> Verifier:
-    path = Path(text)
-    if "+" not in text and path.is_file():
-        try:
-            text = path.read_bytes().decode("utf-8").strip()
-        except UnicodeDecodeError as error:
-            raise _UnusableKeyError(f"--key file {path} is not UTF-8: {error.reason}") from None
-    try:
-        return Verifier.from_vkey(text)
-    # KeyFormatError, or the UnicodeEncodeError of a key name holding a lone surrogate.
-    except ValueError as error:
-        raise _UnusableKeyError(f"--key: {clip(str(error), 200)}") from None
 
 
 class _ProgressBar:

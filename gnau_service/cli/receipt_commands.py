@@ -13,17 +13,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 import grpc
 from gnau.v1 import round_pb2
-from gnau_client import GnauClient
 
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
-from gnau_service.audit.note import NoteError, SignedNote, Verifier
+from gnau_service.audit.note import NoteError, SignedNote
 from gnau_service.audit.receipts import Receipt, ReceiptFormatError, verify_receipt
+from gnau_service.cli.remote import (
+    TargetError,
+    UnusableKeyError,
+    add_token_options,
+    connect,
+    read_vkey,
+    refusal,
+)
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.server.convert import revealed_round_from_proto
 
@@ -75,26 +81,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
-    """``--target`` and ``--token``: where the service is, and who asks."""
+    """Where the service is, and who asks (no token: the public role)."""
     parser.add_argument(
         "--target", default=DEFAULT_TARGET, help=f"host:port of the service ({DEFAULT_TARGET})"
     )
-    parser.add_argument(
-        "--token", help="bearer token (default: GNAU_TOKEN; none is the public role)"
-    )
-
-
-def client_for(args: argparse.Namespace) -> GnauClient:
-    return GnauClient(args.target, token=args.token or os.environ.get("GNAU_TOKEN") or None)
+    add_token_options(parser)
 
 
 def _fail(command: str, message: str) -> int:
     print(f"gnau {command}: {message}", file=sys.stderr)
     return 2
-
-
-def _refused(command: str, error: grpc.RpcError) -> int:
-    return _fail(command, f"{error.code().name}: {error.details()}")
 
 
 def run_receipt_get(args: argparse.Namespace) -> int:
@@ -105,10 +101,12 @@ def run_receipt_get(args: argparse.Namespace) -> int:
         except (OSError, NoteError, CheckpointError) as error:
             return _fail("receipt get", f"cannot read the pinned checkpoint {args.pin}: {error}")
     try:
-        with client_for(args) as client:
+        with connect(args) as client:
             text = client.get_round_receipt(args.round_id, pinned_size=pinned_size)
+    except TargetError as error:
+        return _fail("receipt get", str(error))
     except grpc.RpcError as error:
-        return _refused("receipt get", error)
+        return _fail("receipt get", refusal(args.target, error))
     if args.out is None:
         sys.stdout.write(text)
         return 0
@@ -126,27 +124,21 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
         # Bytes, as written: a pin with CRLF line ends is not the note that was signed.
         pinned = args.checkpoint.read_bytes().decode("utf-8") if args.checkpoint else None
         receipt = Receipt.from_text(args.receipt.read_bytes())
-    except (OSError, UnicodeError, NoteError, ReceiptFormatError) as error:
+    except (OSError, UnicodeError, UnusableKeyError, ReceiptFormatError) as error:
         return _fail("verify-receipt", f"cannot verify {args.receipt}: {error}")
     report = verify_receipt(receipt, keys, pinned)
     print(report.summary())
     return 0 if report.ok else 1
 
 
-def read_vkey(text: str) -> Verifier:
-    """A verifier key given as itself, or as a file holding one."""
-    path = Path(text)
-    if "+" not in text and path.is_file():
-        text = path.read_text(encoding="utf-8").strip()
-    return Verifier.from_vkey(text)
-
-
 def run_round_get(args: argparse.Namespace) -> int:
     try:
-        with client_for(args) as client:
+        with connect(args) as client:
             round_ = client.get_round(args.round_id)
+    except TargetError as error:
+        return _fail("round get", str(error))
     except grpc.RpcError as error:
-        return _refused("round get", error)
+        return _fail("round get", refusal(args.target, error))
     if not args.json:
         state = round_pb2.RoundState.Name(round_.state).removeprefix("ROUND_STATE_")
         print(f"round {round_.round_id}  table {round_.table_id}  {state}")

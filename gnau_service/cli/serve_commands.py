@@ -137,6 +137,9 @@ def run_play(args: argparse.Namespace) -> int:
     except grpc.RpcError as error:
         print(f"gnau play: {error.code().name}: {error.details()}", file=sys.stderr)
         return 2
+    except ValueError as error:  # the client refuses a token in clear text to another host
+        print(f"gnau play: {error}", file=sys.stderr)
+        return 2
     total = args.tables * args.rounds
     print(f"{total - failures} of {total} rounds verified independently")
     return 1 if failures else 0

@@ -1,0 +1,86 @@
+"""Calling a running service from the command line: ``--target``, ``--token``, ``--tls-ca``,
+one way to connect, one line for a refusal, and reading a pinned log key.
+
+A token is a credential: it is sent in clear text only to this machine (a loopback address or a
+Unix socket); to any other host the call must go over TLS (``--tls-ca``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import grpc
+from gnau_client import GnauClient, is_local_target
+
+from gnau_service.audit.entries import clip
+from gnau_service.audit.note import Verifier
+
+
+class TargetError(Exception):
+    """The service cannot be called as asked: the message is one line for stderr."""
+
+
+class UnusableKeyError(ValueError):
+    """A ``--key`` that is neither a vkey nor a readable file holding one."""
+
+
+def add_token_options(parser: argparse.ArgumentParser, *, role: str = "a") -> None:
+    parser.add_argument(
+        "--token",
+        help=f"with --target: {role} bearer token (default: GNAU_TOKEN)",
+    )
+    parser.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help="with --target: call over TLS, trusting this CA certificate (PEM); needed to send "
+        "a token to any host but this one",
+    )
+
+
+def connect(args: argparse.Namespace, *, token_required: str | None = None) -> GnauClient:
+    """A client for ``args.target``, with ``args.token`` (or GNAU_TOKEN) and ``args.tls_ca``.
+    ``token_required``: the reason a call needs a token, if it does."""
+    token = args.token or os.environ.get("GNAU_TOKEN") or None
+    if token is None and token_required is not None:
+        raise TargetError(f"{token_required}: pass --token or set GNAU_TOKEN")
+    credentials = None
+    if args.tls_ca is not None:
+        try:
+            credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
+        except OSError as error:
+            raise TargetError(f"--tls-ca: {error}") from None
+    elif token is not None and not is_local_target(args.target):
+        raise TargetError(
+            f"the token would cross the network to {args.target} in clear text: call over TLS "
+            "with --tls-ca FILE"
+        )
+    try:
+        return GnauClient(args.target, credentials=credentials, token=token)
+    except ValueError as error:  # a token that is not a bearer token
+        raise TargetError(f"--token: {error}") from None
+
+
+def refusal(target: str, error: grpc.RpcError) -> str:
+    """A failed call in one line: the status and the server's (or gRPC's) message."""
+    if not isinstance(error, grpc.Call):
+        return f"{target}: {error}"
+    details = " ".join(str(error.details() or "").split())
+    return f"{target}: {error.code().name}: {clip(details, 300)}"
+
+
+def read_vkey(text: str) -> Verifier:
+    """A log's verifier key given as itself, or as a file holding one."""
+    path = Path(text)
+    if "+" not in text and path.is_file():
+        try:
+            text = path.read_bytes().decode("utf-8").strip()
+        except UnicodeDecodeError as error:
+            raise UnusableKeyError(f"--key file {path} is not UTF-8: {error.reason}") from None
+    try:
+        return Verifier.from_vkey(text)
+    # KeyFormatError, or the UnicodeEncodeError of a key name holding a lone surrogate.
+    except ValueError as error:
+        raise UnusableKeyError(f"--key: {clip(str(error), 200)}") from None
