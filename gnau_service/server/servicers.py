@@ -14,7 +14,7 @@ import grpc
 from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
 from google.protobuf.message import Message
 
-from gnau_service.audit.entries import EntryError, EntryKind, decode_entry
+from gnau_service.audit.entries import EntryError, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.rounds import ReplayError, RoundReplay
 from gnau_service.rules.cards import parse_cards
@@ -29,7 +29,7 @@ from gnau_service.server.limits import (
     MAX_ENTRIES_PER_CALL,
     MAX_REQUEST_ID_CHARS,
 )
-from gnau_service.server.receipts import round_receipt
+from gnau_service.server.receipts import key_rotation_notes, round_receipt
 from gnau_service.server.rounds import (
     Dealer,
     Idempotency,
@@ -244,9 +244,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         self, request: audit_pb2.GetPublicKeysRequest, context: Context
     ) -> audit_pb2.GetPublicKeysResponse:
         keys = await asyncio.to_thread(self._store.public_keys)
-        rotations = await asyncio.to_thread(self._store.entries_of_kind, EntryKind.KEY_ROTATED)
-        verifiers = [Verifier.from_vkey(vkey) for vkey in keys]
-        notes = [str(decode_entry(data, *verifiers).payload["rotation"]) for data in rotations]
+        notes = await asyncio.to_thread(key_rotation_notes, self._store)
         return audit_pb2.GetPublicKeysResponse(
             origin=self._store.signer.origin, verifier_keys=keys, key_rotations=notes
         )
