@@ -433,6 +433,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null) {
     report.passed.push("fairness");
     const keys = await trusted(pins, receipt.rotations);
     const entries = await entriesStep(receipt, keys);
+    report.tableId = entries[0].kind === "ROUND_COMMITTED" ? entries[0].payload.table_id : null;
     report.passed.push("entries");
     roundStep(receipt, report.round, published(entries));
     report.passed.push("round");
