@@ -353,3 +353,27 @@ async def test_a_phone_sized_screen_needs_no_sideways_scrolling(
             .map((e) => e.id || e.className || e.tagName)"""
     )
     assert overflowing == [], overflowing
+
+
+async def test_a_pinned_checkpoint_must_be_one_history_with_the_receipts(
+    page: Page, web_service: WebService
+) -> None:
+    earlier = (await receipt_of(web_service, await web_service.play()))["checkpoint"]
+    round_id = await web_service.play()
+    await open_page(page, web_service)
+    await page.fill("#vkey", web_service.vkey)
+    await page.fill("#pinned-checkpoint", earlier)
+    await page.fill("#round-id", round_id)
+    await page.click("#fetch-receipt")  # asks for the proof from the pin's size
+    state, _, text = await verdict(page)
+    assert state == "valid", text
+    size = int(earlier.split("\n")[1])
+    assert f"one history with your pinned checkpoint of {size} entries" in text
+    await expect(page.locator("#steps li[data-state=passed]")).to_have_count(7)
+    # The same receipt against a pin the log never signed: a fork or a forgery, named.
+    origin, _, root, *rest = earlier.split("\n")
+    await page.fill("#pinned-checkpoint", "\n".join([origin, str(size + 1000), root, *rest]))
+    await page.click("#verify-pasted")
+    state, step, text = await verdict(page)
+    assert (state, step) == ("invalid", "consistency"), text
+    assert "the pinned checkpoint does not open" in text

@@ -56,8 +56,8 @@ async function verifyText(text, origin) {
   try {
     report = await verifyDocument(text, { vkeys: vkey ? [vkey] : [], pinnedCheckpoint: pinned.trim() ? pinned : null });
   } catch (error) {
-    if (!(error instanceof UnreadableError)) throw error;
-    showVerdict("unreadable", "Cannot check this", `${origin}: ${error.message}`);
+    const reason = error instanceof UnreadableError ? error.message : `this page could not check it (${error})`;
+    showVerdict("unreadable", "Cannot check this", `${origin}: ${reason}`);
     showRound(text, null);
     $("verdict").focus();
     return;
@@ -244,7 +244,12 @@ async function fetchReceipt(roundId) {
 }
 
 function openRoundFromHash() {
-  const roundId = decodeURIComponent(location.hash.slice(1));
+  let roundId;
+  try {
+    roundId = decodeURIComponent(location.hash.slice(1));
+  } catch {
+    roundId = location.hash.slice(1); // not percent-encoding: take it as written
+  }
   if (roundId) fetchReceipt(roundId);
 }
 

@@ -142,9 +142,9 @@ async function decodeEntry(text, keys) {
     throw new Error(`${label}: a ${kind} entry must have round_id null`);
   }
   if (!isObject(payload)) throw new Error(`${label}: payload must be a JSON object`);
-  if (!/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`${label}: prev_hash must be 64 lower-case hex digits`);
-  if (!/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`${label}: key_id must be 8 lower-case hex digits`);
-  if (!/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`${label}: signature must be 128 lower-case hex digits`);
+  if (!isString(entry.prev_hash) || !/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`${label}: prev_hash must be 64 lower-case hex digits`);
+  if (!isString(entry.key_id) || !/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`${label}: key_id must be 8 lower-case hex digits`);
+  if (!isString(entry.signature) || !/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`${label}: signature must be 128 lower-case hex digits`);
   // The signed bytes are the canonical JSON of the seven members other than the signature.
   const { signature, ...signed } = entry;
   const candidates = keys.filter((key) => key.keyId === entry.key_id);
