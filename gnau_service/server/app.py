@@ -1,7 +1,8 @@
-"""Wiring: the port, the log key, the tokens, the store, the servicers, health, reflection, TLS,
+"""Wiring: the ports, the log key, the tokens, the store, the servicers, health, reflection, TLS,
 limits, and a graceful shutdown (:mod:`~gnau_service.server.shutdown`).
 
-The port is bound first: a service that cannot serve creates no key, token file or database.
+The ports (gRPC, and HTTP if ``--http-listen`` is set) are bound first: a service that cannot
+serve creates no key, token file or database.
 
 >>> # In tests:  async with running(settings) as app: ... app.port ...
 """
@@ -38,6 +39,7 @@ from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
+from gnau_service.server.web import WebServer
 from gnau_service.store import LogTail, Store, open_store, redacted_url
 
 DEALER_SERVICE: Final = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
@@ -146,6 +148,11 @@ class App:
     interceptor: CallInterceptor
     settings: Settings
     new_operator_token: str | None = None
+    web: WebServer | None = None  # the HTTP port, when --http-listen is set
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self.web is None else self.web.port
 
     async def stop(self) -> None:
         """Graceful shutdown, in the order of :mod:`~gnau_service.server.shutdown`."""
@@ -162,7 +169,11 @@ class App:
         await self.shutdown.calls_finished(left(grace))
         await asyncio.sleep(left(notice))
         # Calls still running now have overrun the grace period; the transport cancels them.
-        await self.server.stop(left(grace))
+        # The HTTP port stops beside it: it only reads, so its requests need the store until then.
+        await asyncio.gather(
+            self.server.stop(left(grace)),
+            *([] if self.web is None else [self.web.stop()]),
+        )
         await self.storage.stop()
         await self.tail.stop()
         self.store.close()
@@ -196,12 +207,17 @@ async def start(settings: Settings) -> App:
         options=_channel_options(settings),
     )
     port = _bind(server, settings)  # before anything is created: a busy port creates nothing
+    web: WebServer | None = None
     try:
+        if settings.http_listen:
+            web = WebServer.bind(settings.http_listen)
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
         store = open_store(settings.database_url, signer)
     except BaseException:
+        if web is not None:
+            web.close()
         await server.stop(None)
         raise
     tail = LogTail(store)
@@ -227,7 +243,11 @@ async def start(settings: Settings) -> App:
                 (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
             )
         await server.start()
+        if web is not None:
+            await web.start(dealer, store, shutdown_timeout=settings.grace_seconds)
     except BaseException:
+        if web is not None:
+            await web.stop()
         await server.stop(None)
         await tail.stop()
         store.close()
@@ -243,6 +263,8 @@ async def start(settings: Settings) -> App:
         tls=settings.tls_cert is not None,
         mtls=settings.tls_client_ca is not None,
         reflection=settings.reflection,
+        http_listen=settings.http_listen or None,
+        http_port=None if web is None else web.port,
     )
     return App(
         server,
@@ -256,6 +278,7 @@ async def start(settings: Settings) -> App:
         interceptor,
         settings,
         new_token,
+        web,
     )
 
 

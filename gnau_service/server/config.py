@@ -34,6 +34,7 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Settings:
     listen: str = "127.0.0.1:50051"
+    http_listen: str = ""  # off unless set: the browser verifier and public receipts
     data_dir: Path = Path("gnau-data")
     database: str = ""  # default: sqlite:///<data_dir>/gnau.db
     key: Path | None = None  # default: <data_dir>/log-signing-key.pem, generated if missing
@@ -70,6 +71,11 @@ class Settings:
 #: name → (flag, environment variable, meaning): the configuration table.
 SETTINGS: Final = {
     "listen": ("--listen", "GNAU_LISTEN", "host:port to serve gRPC on"),
+    "http_listen": (
+        "--http-listen",
+        "GNAU_HTTP_LISTEN",
+        "host:port to serve the browser verifier and public receipts over HTTP; off unless set",
+    ),
     "data_dir": ("--data-dir", "GNAU_DATA_DIR", "directory for the default database, key, tokens"),
     "database": ("--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db"),
     "key": ("--key", "GNAU_KEY", "Ed25519 PEM log key (mode 0600); generated if missing"),
@@ -154,6 +160,11 @@ def _typed(values: Mapping[str, Any]) -> Settings:
         raise ConfigError(
             f"setting 'log_format' must be json or console, not {quoted(settings.log_format)}"
         )
+    if settings.http_listen:
+        try:
+            split_host_port(settings.http_listen)
+        except ValueError as error:
+            raise ConfigError(f"setting 'http_listen' (--http-listen): {error}") from None
     if settings.max_stake > LARGEST_MAX_STAKE:
         raise ConfigError(
             f"setting 'max_stake' (--max-stake) is {settings.max_stake}, more than "
@@ -203,6 +214,24 @@ def _convert(name: str, kind: str, value: Any) -> Any:
 
 #: Settings for which 0 is a sensible value; every other number must be positive.
 _MAY_BE_ZERO: Final = frozenset({"shutdown_notice_seconds"})
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host:port`` (an IPv6 host in brackets, ``[::1]:8080``) as the host and the port number.
+
+    >>> split_host_port("127.0.0.1:8080"), split_host_port("[::1]:0")
+    (('127.0.0.1', 8080), ('::1', 0))
+    >>> split_host_port("8080")
+    Traceback (most recent call last):
+    ...
+    ValueError: expected host:port, got '8080'
+    """
+    host, colon, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not colon or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"expected host:port, got {quoted(address)}")
+    return host, int(port)
 
 
 def environment() -> Mapping[str, str]:

@@ -1,0 +1,361 @@
+// The page: takes a receipt (by round id, pasted, or as a file), verifies it with the pure
+// modules beside this one, and shows the verdict and the round. Everything a document holds is
+// put on the page as text (textContent), never as markup.
+
+import { readRevealedRound } from "./fairness.js";
+import { hexOf } from "./bytes.js";
+import { parseJson, isObject } from "./json.js";
+import { cardLabel, cardName, rankTitle } from "./rules.js";
+import { STEPS, UnreadableError, pinnedSizeOf, summaryOf, verifyDocument } from "./receipt.js";
+
+const $ = (id) => document.getElementById(id);
+const KEY_STORAGE = "gnau-verifier-pinned-vkey";
+
+function element(tag, { className, text, attributes } = {}, ...children) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  for (const [name, value] of Object.entries(attributes ?? {})) node.setAttribute(name, value);
+  node.append(...children);
+  return node;
+}
+
+// -- the verdict --------------------------------------------------------------------------------
+
+function showVerdict(state, headline, detail = "", step = "") {
+  const verdict = $("verdict");
+  verdict.dataset.state = state;
+  verdict.dataset.step = step;
+  verdict.replaceChildren(element("strong", { text: headline }));
+  if (detail) verdict.append(element("p", { text: detail }));
+}
+
+function showSteps(report) {
+  const list = $("steps");
+  list.replaceChildren();
+  if (!report) return;
+  const steps = report.kind === "round" ? ["fairness"] : STEPS;
+  for (const step of steps) {
+    let state = "not-run";
+    let mark = "–";
+    if (report.passed.includes(step)) [state, mark] = ["passed", "✓"];
+    else if (report.failure?.step === step) [state, mark] = ["failed", "✗"];
+    else if (step === "consistency" && !report.failure) [state, mark] = ["skipped", "–"];
+    const label = { passed: "holds", failed: "fails", "not-run": "not run", skipped: "no pinned checkpoint" }[state];
+    list.append(element("li", { text: `${mark} ${step}`, attributes: { "data-step": step, "data-state": state, "aria-label": `${step}: ${label}` } }));
+  }
+}
+
+async function verifyText(text, origin) {
+  showVerdict("working", "Checking…");
+  showSteps(null);
+  $("round-section").hidden = true;
+  const vkey = $("vkey").value.trim();
+  const pinned = $("pinned-checkpoint").value;
+  let report;
+  try {
+    report = await verifyDocument(text, { vkeys: vkey ? [vkey] : [], pinnedCheckpoint: pinned.trim() ? pinned : null });
+  } catch (error) {
+    const reason = error instanceof UnreadableError ? error.message : `this page could not check it (${error})`;
+    showVerdict("unreadable", "Cannot check this", `${origin}: ${reason}`);
+    showRound(text, null);
+    $("verdict").focus();
+    return;
+  }
+  if (report.failure) {
+    showVerdict("invalid", `✗ INVALID at step ${report.failure.step}`, report.failure.reason, report.failure.step);
+  } else if (report.kind === "round") {
+    showVerdict(
+      "valid",
+      "✓ VALID: the round was dealt fairly",
+      "A revealed round on its own: the commitment, lock, deck and every hand recompute. It is not checked against the log (a receipt is).",
+    );
+  } else {
+    const pin = report.pinnedSize === null ? "" : ` It is one history with your pinned checkpoint of ${report.pinnedSize} entries.`;
+    const state = report.state === "voided" ? `voided (${report.voidReason})` : report.state;
+    showVerdict(
+      "valid",
+      `✓ VALID: round ${report.roundId}, ${state}`,
+      `Every step holds: ${report.passed.join(", ")}. It stands in the log's signed tree of ${report.checkpointSize} entries.${pin}`,
+    );
+  }
+  $("verdict").title = summaryOf(report);
+  showSteps(report);
+  showRound(text, report);
+  $("verdict").focus();
+}
+
+// -- the round ----------------------------------------------------------------------------------
+
+function cardView(card, role, points) {
+  const tags = [role, points].filter(Boolean);
+  const face = element(
+    "span",
+    { className: `card suit-${card[1]}${role ? ` ${role}` : ""}`, attributes: { role: "img", "aria-label": [cardName(card), ...tags].join(", ") } },
+    element("span", { className: "rank", text: cardLabel(card).slice(0, -1), attributes: { "aria-hidden": "true" } }),
+    element("span", { className: "suit", text: cardLabel(card).slice(-1), attributes: { "aria-hidden": "true" } }),
+  );
+  return element("li", { className: "card-slot" }, face, element("span", { className: "card-tag", text: tags.join(" "), attributes: { "aria-hidden": "true" } }));
+}
+
+function cardsView(cards, evaluation) {
+  const list = element("ul", { className: "cards", attributes: { "aria-label": "cards" } });
+  const ox = [...(evaluation?.ox ?? [])];
+  const power = [...(evaluation?.power ?? [])];
+  cards.forEach((card, position) => {
+    let role = "";
+    // A card may appear twice with several decks: mark each listed ox or power card once.
+    if (ox.includes(card)) {
+      role = "ox";
+      ox.splice(ox.indexOf(card), 1);
+    } else if (power.includes(card)) {
+      role = "power";
+      power.splice(power.indexOf(card), 1);
+    }
+    const counted = evaluation && (card[0] === "3" || card[0] === "6") && role ? `as ${evaluation.points[position]}` : "";
+    list.append(cardView(card, role, counted));
+  });
+  return list;
+}
+
+const signed = (n) => (n > 0n ? `+${n}` : n < 0n ? `−${-n}` : "0");
+
+function resultView(evaluation, outcome, delta, stake) {
+  const result = element("div", { className: "result" });
+  if (evaluation) {
+    const title = rankTitle(evaluation.rank) + (evaluation.nenku ? " (Nenku)" : "");
+    result.append(element("span", { className: "category", text: title }));
+  }
+  if (stake !== undefined) result.append(element("span", { text: `stake ${stake}` }));
+  if (outcome) result.append(element("span", { className: `outcome ${outcome.toLowerCase()}`, text: outcome }));
+  if (delta !== undefined) result.append(element("span", { className: "delta", text: `delta ${signed(BigInt(delta))}` }));
+  return result;
+}
+
+function handView(title, cards, evaluation, { outcome, delta, stake, dealer = false } = {}) {
+  const head = element("div", { className: "hand-head" }, element("h3", { text: title }));
+  return element("article", { className: `hand${dealer ? " dealer" : ""}`, attributes: { "aria-label": title } }, head, cardsView(cards, evaluation), resultView(evaluation, outcome, delta, stake));
+}
+
+function factsView(pairs) {
+  const list = element("dl", { className: "facts" });
+  for (const [name, value] of pairs) list.append(element("dt", { text: name }), element("dd", { text: value }));
+  return list;
+}
+
+function showRound(text, report) {
+  const section = $("round-section");
+  const container = $("round");
+  container.replaceChildren();
+  let round = report?.round ?? null;
+  const verified = report && !report.failure;
+  if (!round) {
+    // Not verified: show what the document says, marked as such, if it reads as a round at all.
+    try {
+      const value = parseJson(text);
+      const document = isObject(value) && isObject(value.round) ? value.round : isObject(value?.revealed_round) ? value.revealed_round : value;
+      round = readRevealedRound(document);
+    } catch {
+      round = null;
+    }
+  }
+  if (!round) {
+    section.hidden = !(report && report.state === "voided");
+    if (!section.hidden) container.append(element("p", { text: "This round was voided before its deal: it has no seats or cards." }));
+    return;
+  }
+  section.hidden = false;
+  if (!verified) {
+    container.append(element("p", { className: "warning", text: "Shown as the document states it: it did not verify, so do not rely on any of it." }));
+  }
+  const settlement = verified ? report.settlement : null;
+  const rules = round.rules;
+  container.append(
+    factsView([
+      ["Round", round.round_id],
+      ...(report?.tableId ? [["Table", report.tableId]] : []),
+      ["House rules", `${rules.decks} deck${rules.decks > 1 ? "s" : ""}; tie: ${rules.tie}; payout: ${rules.payout}; 10 is a Duke: ${rules.ten_is_duke ? "yes" : "no"}; 3-6 pairs: ${rules.three_six_pair ? "yes" : "no"}; trips make an ox: ${rules.trips_make_ox ? "yes" : "no"}; Five Small: ${rules.five_small ? "yes" : "no"}; suited pays double: ${rules.suited_double ? "yes" : "no"}`],
+    ]),
+  );
+  const hands = element("div", { className: "hands" });
+  hands.append(
+    handView("Dealer", round.dealer_hand, settlement?.dealer ?? null, { delta: settlement ? settlement.dealerDelta : undefined, dealer: true }),
+  );
+  const bySeat = new Map((settlement?.seats ?? []).map((seat) => [seat.seat, seat]));
+  const handsBySeat = new Map(round.hands.map((hand) => [hand.seat_number, hand.cards]));
+  for (const seat of round.seats) {
+    const settled = bySeat.get(seat.seat_number);
+    const title = `Seat ${seat.seat_number}: ${seat.player_id}`;
+    hands.append(
+      handView(title, handsBySeat.get(seat.seat_number) ?? [], settled?.evaluation ?? null, {
+        stake: seat.stake,
+        outcome: report?.state === "voided" ? "" : settled?.outcome,
+        delta: settled?.delta,
+      }),
+    );
+  }
+  container.append(hands);
+  const details = element("details", {}, element("summary", { text: "Seeds and hashes" }));
+  details.append(
+    factsView([
+      ["Commitment", hexOf(round.commitment)],
+      ["Transcript hash", hexOf(round.transcript_hash)],
+      ["Server seed", hexOf(round.server_seed)],
+      ["Beacon", round.beacon ? `${round.beacon.label}: ${hexOf(round.beacon.value)}` : "none"],
+      ...round.seats.map((seat) => [`Client seed, seat ${seat.seat_number}`, hexOf(seat.client_seed) || "none"]),
+    ]),
+  );
+  container.append(details);
+}
+
+// -- fetching -----------------------------------------------------------------------------------
+
+async function fetchJson(path) {
+  const response = await fetch(path, { headers: { Accept: "application/json" }, cache: "no-store" });
+  const text = await response.text();
+  if (!response.ok) {
+    let reason = `${response.status} ${response.statusText}`;
+    try {
+      reason = JSON.parse(text).reason ?? reason;
+    } catch {
+      /* not a JSON refusal: keep the status line */
+    }
+    throw new Error(reason);
+  }
+  return text;
+}
+
+async function fetchReceipt(roundId) {
+  $("round-id").value = roundId;
+  const pinnedSize = pinnedSizeOf($("pinned-checkpoint").value);
+  const query = pinnedSize ? `?pinned_size=${pinnedSize}` : "";
+  showVerdict("working", `Fetching the receipt of ${roundId}…`);
+  let text;
+  try {
+    text = await fetchJson(`rounds/${encodeURIComponent(roundId)}/receipt${query}`);
+  } catch (error) {
+    showVerdict("unreadable", "Cannot fetch the receipt", `${roundId}: ${error.message}`);
+    showSteps(null);
+    $("round-section").hidden = true;
+    return;
+  }
+  $("receipt-text").value = text;
+  await verifyText(text, `the receipt of ${roundId}`);
+}
+
+function openRoundFromHash() {
+  let roundId;
+  try {
+    roundId = decodeURIComponent(location.hash.slice(1));
+  } catch {
+    roundId = location.hash.slice(1); // not percent-encoding: take it as written
+  }
+  if (roundId) fetchReceipt(roundId);
+}
+
+// -- recall -------------------------------------------------------------------------------------
+
+let nextPageToken = "";
+
+async function listRounds(more = false) {
+  const table = $("table-id").value.trim();
+  const params = new URLSearchParams({ page_size: "10" });
+  if (table) params.set("table_id", table);
+  if (more && nextPageToken) params.set("page_token", nextPageToken);
+  $("recall-status").textContent = "Loading…";
+  let page;
+  try {
+    page = JSON.parse(await fetchJson(`rounds?${params}`));
+  } catch (error) {
+    $("recall-status").textContent = `Cannot list rounds: ${error.message}`;
+    return;
+  }
+  const list = $("recall-list");
+  if (!more) list.replaceChildren();
+  for (const round of page.rounds) {
+    const when = String(round.created_at).replace("T", " ").replace(/\.\d+Z$/, " UTC");
+    const button = element("button", { text: `${round.round_id} · table ${round.table_id} · ${round.state} · ${when}`, attributes: { type: "button", "data-round-id": round.round_id } });
+    button.addEventListener("click", () => {
+      if (location.hash === `#${encodeURIComponent(round.round_id)}`) openRoundFromHash();
+      else location.hash = encodeURIComponent(round.round_id);
+    });
+    list.append(element("li", {}, button));
+  }
+  nextPageToken = page.next_page_token;
+  $("recall-more").hidden = !nextPageToken;
+  const shown = list.children.length;
+  $("recall-status").textContent = shown ? `${shown} revealed round${shown > 1 ? "s" : ""}, newest first. Choose one to verify it.` : "No revealed round yet.";
+}
+
+// -- wiring -------------------------------------------------------------------------------------
+
+async function fillKeyFromServer() {
+  try {
+    const keys = JSON.parse(await fetchJson("keys"));
+    $("vkey").value = keys.verifier_keys[0] ?? "";
+    rememberKey();
+    $("key-warning").hidden = false;
+  } catch (error) {
+    $("key-warning").hidden = false;
+    $("key-warning").textContent = `Cannot fetch the server's key: ${error.message}`;
+  }
+}
+
+function rememberKey() {
+  try {
+    localStorage.setItem(KEY_STORAGE, $("vkey").value.trim());
+  } catch {
+    /* storage refused (a private window): the key is kept for this visit only */
+  }
+}
+
+async function readDroppedFile(file) {
+  const text = await file.text();
+  $("receipt-text").value = text;
+  await verifyText(text, file.name);
+}
+
+function start() {
+  try {
+    $("vkey").value = localStorage.getItem(KEY_STORAGE) ?? "";
+  } catch {
+    /* no storage: start empty */
+  }
+  $("vkey").addEventListener("change", rememberKey);
+  $("fetch-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const roundId = $("round-id").value.trim();
+    if (!roundId) return;
+    if (location.hash === `#${encodeURIComponent(roundId)}`) fetchReceipt(roundId);
+    else location.hash = encodeURIComponent(roundId);
+  });
+  $("verify-pasted").addEventListener("click", () => verifyText($("receipt-text").value, "the pasted text"));
+  $("receipt-file").addEventListener("change", (event) => {
+    const [file] = event.target.files;
+    if (file) readDroppedFile(file);
+  });
+  const zone = $("drop-zone");
+  zone.addEventListener("dragover", (event) => {
+    event.preventDefault();
+    zone.classList.add("dragging");
+  });
+  zone.addEventListener("dragleave", () => zone.classList.remove("dragging"));
+  zone.addEventListener("drop", (event) => {
+    event.preventDefault();
+    zone.classList.remove("dragging");
+    const [file] = event.dataTransfer.files;
+    if (file) readDroppedFile(file);
+  });
+  $("fetch-key").addEventListener("click", fillKeyFromServer);
+  $("recall-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    listRounds();
+  });
+  $("recall-more").addEventListener("click", () => listRounds(true));
+  window.addEventListener("hashchange", openRoundFromHash);
+  openRoundFromHash();
+  listRounds();
+  document.body.dataset.ready = "true";
+}
+
+start();

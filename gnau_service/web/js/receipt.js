@@ -1,0 +1,532 @@
+// Round receipts (docs/receipts.md): reading one, and its seven checks in their order. Also the
+// bare revealed round (gnau verify-round), for which only the fairness step applies.
+
+import { HEX_PAIRS, bytesOfHex, hexOf, quoted, utf8 } from "./bytes.js";
+import { ed25519Verify } from "./crypto.js";
+import {
+  REVEALED_ROUND_FORMAT,
+  RevealFormatError,
+  computeCommitment,
+  failureText,
+  readRevealedRound,
+  revealedRoundJson,
+  verifyRevealedRound,
+} from "./fairness.js";
+import { canonicalJson, CanonicalError } from "./jcs.js";
+import { JsonError, isInteger, isObject, jsonType, parseJson } from "./json.js";
+import { leafHash, verifyConsistency, verifyInclusion, ProofError } from "./merkle.js";
+import { KeyFormatError, NoteError, openCheckpoint, parseCheckpoint, parseSignedNote, parseVkey, trustedKeys, utcInstant } from "./note.js";
+import { RulesError, readHouseRules, settle } from "./rules.js";
+
+export const RECEIPT_FORMAT = "gnau-dealer/round-receipt/v1";
+export const STEPS = ["fairness", "entries", "round", "outcome", "checkpoint", "inclusion", "consistency"];
+const MAX_ENTRIES = 4;
+const MAX_PROOF_HASHES = 64;
+
+/** A document, key or pin that cannot be checked at all (gnau verify-receipt's exit 2). */
+export class UnreadableError extends Error {}
+
+class StepFailure extends Error {
+  constructor(step, reason) {
+    super(reason);
+    this.step = step;
+  }
+}
+
+// -- reading ------------------------------------------------------------------------------------
+
+function members(value, what, names) {
+  if (!isObject(value)) throw new UnreadableError(`${what} must be a JSON object, not ${jsonType(value)}`);
+  const given = Object.keys(value);
+  const missing = names.filter((name) => !given.includes(name));
+  const unknown = given.filter((name) => !names.includes(name));
+  if (missing.length || unknown.length) {
+    throw new UnreadableError(`${what}: missing members ${quoted(missing, 120)}, unknown members ${quoted(unknown, 120)}`);
+  }
+  return value;
+}
+
+function typed(object, name, check, kind, what) {
+  const value = object[name];
+  if (!check(value)) throw new UnreadableError(`${what}: ${name} must be ${kind}, not ${jsonType(value)}`);
+  return value;
+}
+
+const isString = (value) => typeof value === "string";
+
+function hashes(list, what) {
+  if (list.length > MAX_PROOF_HASHES) throw new UnreadableError(`${what}: a proof of ${list.length} hashes is too long`);
+  return list.map((item) => {
+    if (!isString(item) || item.length !== 64 || !HEX_PAIRS.test(item)) throw new UnreadableError(`${what}: a proof hash must be 64 hex digits`);
+    return bytesOfHex(item);
+  });
+}
+
+/** Read a receipt's JSON form (docs/receipts.md, "The document"); throws UnreadableError. */
+export function readReceipt(value) {
+  const top = members(value, "the receipt", ["format", "round_id", "round", "entries", "checkpoint", "key_rotations", "consistency"]);
+  if (top.format !== RECEIPT_FORMAT) throw new UnreadableError(`format is ${quoted(top.format)}, not '${RECEIPT_FORMAT}'`);
+  const roundId = typed(top, "round_id", isString, "a string", "the receipt");
+  if (top.round !== null && !isObject(top.round)) throw new UnreadableError(`round must be an object or null, not ${jsonType(top.round)}`);
+  const entries = typed(top, "entries", Array.isArray, "an array", "the receipt");
+  if (entries.length < 1 || entries.length > MAX_ENTRIES) throw new UnreadableError(`entries must hold 1 to ${MAX_ENTRIES}, not ${entries.length}`);
+  const rotations = typed(top, "key_rotations", Array.isArray, "an array", "the receipt");
+  if (!rotations.every(isString)) throw new UnreadableError("key_rotations must be strings (signed notes)");
+  let consistency = null;
+  if (top.consistency !== null) {
+    const fields = members(top.consistency, "consistency", ["first_size", "proof"]);
+    consistency = {
+      firstSize: typed(fields, "first_size", isInteger, "an integer", "consistency"),
+      proof: hashes(typed(fields, "proof", Array.isArray, "an array", "consistency"), "consistency"),
+    };
+  }
+  return {
+    roundId,
+    round: top.round,
+    entries: entries.map((item, position) => {
+      const what = `entries[${position}]`;
+      const entry = members(item, what, ["index", "entry", "inclusion_proof"]);
+      const text = typed(entry, "entry", isString, "a string", what);
+      if (!text.isWellFormed()) throw new UnreadableError(`${what}: entry is not valid Unicode text`);
+      return {
+        index: typed(entry, "index", isInteger, "an integer", what),
+        text,
+        bytes: utf8(text),
+        proof: hashes(typed(entry, "inclusion_proof", Array.isArray, "an array", what), what),
+      };
+    }),
+    checkpoint: typed(top, "checkpoint", isString, "a string", "the receipt"),
+    rotations,
+    consistency,
+  };
+}
+
+// -- entries (docs/audit.md, "Entries") ---------------------------------------------------------
+
+const ENTRY_MEMBERS = ["index", "key_id", "kind", "payload", "prev_hash", "round_id", "signature", "time"];
+const KINDS = ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED", "SERVICE_STARTED", "CONFIG_CHANGED", "KEY_ROTATED"];
+const MAX_NESTING = 32;
+
+/** Parse, check and verify one entry's text against the trusted keys; throws with the rule. */
+async function decodeEntry(text, keys) {
+  let entry;
+  try {
+    entry = parseJson(text, { maxDepth: MAX_NESTING });
+  } catch (error) {
+    if (error instanceof JsonError) throw new Error(`entry is not JSON an entry may be: ${error.message}`);
+    throw error;
+  }
+  if (!isObject(entry)) throw new Error("entry is not a JSON object");
+  const label = `entry ${Number.isSafeInteger(entry.index) ? entry.index : `(index ${quoted(entry.index)})`}`;
+  const names = Object.keys(entry);
+  const missing = ENTRY_MEMBERS.filter((name) => !names.includes(name));
+  const unknown = names.filter((name) => !ENTRY_MEMBERS.includes(name));
+  if (missing.length || unknown.length) throw new Error(`${label}: missing members ${quoted(missing)}, unknown members ${quoted(unknown, 120)}`);
+  let canonical;
+  try {
+    canonical = canonicalJson(entry);
+  } catch (error) {
+    if (error instanceof CanonicalError) throw new Error(`${label}: ${error.message}`);
+    throw error;
+  }
+  if (canonical !== text) throw new Error(`${label}: bytes are not RFC 8785 canonical JSON`);
+  const { index, kind, time, payload } = entry;
+  if (!Number.isSafeInteger(index) || index < 0) throw new Error(`entry index ${quoted(index)} is not an integer in 0..2**53-1`);
+  if (!KINDS.includes(kind)) throw new Error(`${label}: unknown kind ${quoted(kind)}`);
+  if (utcInstant(time) === null) throw new Error(`${label}: time ${quoted(time)} is not an RFC 3339 UTC timestamp of a real instant`);
+  if (kind.startsWith("ROUND_")) {
+    if (!isString(entry.round_id) || entry.round_id.length === 0 || entry.round_id.length > 128) {
+      throw new Error(`${label}: a ${kind} entry needs a round_id of 1-128 chars`);
+    }
+  } else if (entry.round_id !== null) {
+    throw new Error(`${label}: a ${kind} entry must have round_id null`);
+  }
+  if (!isObject(payload)) throw new Error(`${label}: payload must be a JSON object`);
+  if (!isString(entry.prev_hash) || !/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`${label}: prev_hash must be 64 lower-case hex digits`);
+  if (!isString(entry.key_id) || !/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`${label}: key_id must be 8 lower-case hex digits`);
+  if (!isString(entry.signature) || !/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`${label}: signature must be 128 lower-case hex digits`);
+  // The signed bytes are the canonical JSON of the seven members other than the signature.
+  const { signature, ...signed } = entry;
+  const candidates = keys.filter((key) => key.keyId === entry.key_id);
+  if (candidates.length === 0) throw new Error(`${label}: signed by key ${entry.key_id}, which is not trusted`);
+  const message = utf8(canonicalJson(signed));
+  for (const key of candidates) {
+    if (await ed25519Verify(key.publicKey, bytesOfHex(signature), message)) return entry;
+  }
+  throw new Error(`${label}: the signature does not verify`);
+}
+
+// -- the checks ---------------------------------------------------------------------------------
+
+const ALLOWED_AFTER = {
+  ROUND_COMMITTED: [null],
+  ROUND_DEALT: ["ROUND_COMMITTED"],
+  ROUND_REVEALED: ["ROUND_DEALT"],
+  ROUND_SETTLED: ["ROUND_REVEALED"],
+  ROUND_VOIDED: ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED"],
+};
+/** The fields each event publishes, exactly (docs/audit.md, "Rounds in the log"). */
+const EVENT_FIELDS = {
+  ROUND_COMMITTED: ["table_id", "house_rules", "commitment"],
+  ROUND_DEALT: ["seats", "beacon", "transcript_hash", "hands", "dealer_hand"],
+  ROUND_REVEALED: ["server_seed", "deck"],
+};
+/** The fields of each event that the round merges: the commitment's table_id is not one. */
+const MERGED_FIELDS = { ...EVENT_FIELDS, ROUND_COMMITTED: ["house_rules", "commitment"], ROUND_VOIDED: ["server_seed"] };
+
+/** The pinned keys, and every key a valid chain of rotations from one of them hands over to. */
+async function trusted(pins, rotations) {
+  const keys = [...pins];
+  for (const pin of pins) {
+    let chain;
+    try {
+      chain = await trustedKeys(pin, rotations);
+    } catch (error) {
+      if (error instanceof NoteError) continue; // rotations from another pinned key
+      throw error;
+    }
+    for (const key of chain) if (!keys.some((known) => known.name === key.name && known.vkey === key.vkey)) keys.push(key);
+  }
+  return keys;
+}
+
+function same(a, b) {
+  return stableJson(a) === stableJson(b);
+}
+
+/** JSON with members in sorted order and BigInts in decimal: equal for equal values. */
+export function stableJson(value) {
+  if (typeof value === "bigint") return value.toString();
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(",")}]`;
+  if (isObject(value)) {
+    return `{${Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${stableJson(value[key])}`).join(",")}}`;
+  }
+  return JSON.stringify(value?.text ?? value); // a JsonFloat as written
+}
+
+/** Where two JSON values first differ, as "settlement.players[0].delta is 5, the rules give 10". */
+function firstDifference(expected, logged, path) {
+  if (isObject(expected) && isObject(logged)) {
+    for (const key of [...new Set([...Object.keys(expected), ...Object.keys(logged)])].sort()) {
+      if (!same(expected[key], logged[key])) return firstDifference(expected[key], logged[key], `${path}.${key}`);
+    }
+  }
+  if (Array.isArray(expected) && Array.isArray(logged) && expected.length === logged.length) {
+    for (let i = 0; i < expected.length; i++) {
+      if (!same(expected[i], logged[i])) return firstDifference(expected[i], logged[i], `${path}[${i}]`);
+    }
+  }
+  return `${path} is ${logged === undefined ? "missing" : quoted(logged)}, the rules give ${quoted(expected)}`;
+}
+
+async function fairnessStep(receipt) {
+  let round;
+  try {
+    round = readRevealedRound(receipt.round);
+  } catch (error) {
+    if (error instanceof RevealFormatError) throw new StepFailure("fairness", `the round is not a revealed round: ${error.message}`);
+    throw error;
+  }
+  if (round.round_id !== receipt.roundId) {
+    throw new StepFailure("fairness", `the round is ${quoted(round.round_id)}, the receipt is for ${quoted(receipt.roundId)}`);
+  }
+  const { failures } = await verifyRevealedRound(round);
+  if (failures.length) throw new StepFailure("fairness", failureText(failures[0]));
+  return round;
+}
+
+async function entriesStep(receipt, keys) {
+  const entries = [];
+  let last = null;
+  for (const [position, item] of receipt.entries.entries()) {
+    let entry;
+    try {
+      entry = await decodeEntry(item.text, keys);
+    } catch (error) {
+      throw new StepFailure("entries", `entry ${item.index}: ${error.message}`);
+    }
+    if (entry.index !== Number(item.index)) throw new StepFailure("entries", `entries[${position}] says index ${entry.index}, listed as ${item.index}`);
+    if (entries.length && entry.index <= entries.at(-1).index) {
+      throw new StepFailure("entries", `entry ${entry.index} is not after entry ${entries.at(-1).index}`);
+    }
+    if (entry.round_id !== receipt.roundId || !entry.kind.startsWith("ROUND_")) {
+      throw new StepFailure("entries", `entry ${entry.index} is ${entry.kind} of ${quoted(entry.round_id)}, not an event of round ${quoted(receipt.roundId)}`);
+    }
+    if (!ALLOWED_AFTER[entry.kind].includes(last)) {
+      throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} ${last === null ? "before anything else" : `after ${last}`}`);
+    }
+    const fields = EVENT_FIELDS[entry.kind];
+    if (fields) {
+      const given = Object.keys(entry.payload).sort();
+      if (!same(given, [...fields].sort())) {
+        throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} must carry exactly ${fields.join(", ")}, got ${quoted(given, 120)}`);
+      }
+    }
+    last = entry.kind;
+    entries.push(entry);
+  }
+  if (!entries.some((entry) => entry.kind === "ROUND_REVEALED" || entry.kind === "ROUND_VOIDED")) {
+    throw new StepFailure("entries", "no entry reveals the round's seed (a reveal or a void)");
+  }
+  return entries;
+}
+
+/** The fields the entries published, merged into one revealed-round object. */
+function published(entries) {
+  const merged = Object.create(null);
+  for (const entry of entries) for (const key of MERGED_FIELDS[entry.kind] ?? []) merged[key] = entry.payload[key] ?? null;
+  return merged;
+}
+
+function roundStep(receipt, round, merged) {
+  const dealt = Object.hasOwn(merged, "seats");
+  if (round === null) {
+    if (dealt) throw new StepFailure("round", "the log dealt this round, but the receipt has no round");
+    return;
+  }
+  if (!dealt) throw new StepFailure("round", "the receipt has a dealt round, but the log never dealt it");
+  const ours = revealedRoundJson(round);
+  let theirs;
+  try {
+    // A voided round's log holds no deck: the receipt's own, which step 1 proved is the shuffle.
+    theirs = revealedRoundJson(
+      readRevealedRound({ ...merged, format: REVEALED_ROUND_FORMAT, round_id: receipt.roundId, deck: merged.deck ?? ours.deck }),
+    );
+  } catch (error) {
+    if (error instanceof RevealFormatError) throw new StepFailure("round", `the entries do not form a round: ${error.message}`);
+    throw error;
+  }
+  for (const key of Object.keys(ours)) {
+    if (!same(ours[key], theirs[key])) throw new StepFailure("round", `${key} differs from what the log published`);
+  }
+}
+
+/** Step 4, in log order: the reveal's chain, the settlement's deltas, a void's seed. */
+async function outcomeStep(receipt, entries) {
+  const roundId = receipt.roundId;
+  const fail = (reason) => {
+    throw new StepFailure("outcome", `round ${roundId}: ${reason}`);
+  };
+  const document = Object.create(null);
+  let settlement = null;
+  for (const entry of entries) {
+    const payload = entry.payload;
+    if (entry.kind === "ROUND_COMMITTED" || entry.kind === "ROUND_DEALT") {
+      for (const key of MERGED_FIELDS[entry.kind]) document[key] = payload[key];
+      continue;
+    }
+    if (entry.kind === "ROUND_REVEALED") {
+      for (const key of MERGED_FIELDS[entry.kind]) document[key] = payload[key];
+      const { failures } = await verifyRevealedRound(readLogged(document, roundId, fail));
+      if (failures.length) fail(failureText(failures[0]));
+    } else if (entry.kind === "ROUND_SETTLED") {
+      const round = readLogged(document, roundId, fail);
+      const seats = round.seats.map((seat) => seat.seat_number);
+      if (!same(round.hands.map((hand) => hand.seat_number), seats)) fail(`its hands are not one for each locked seat [${seats.join(", ")}]`);
+      const stakes = new Map(round.seats.map((seat) => [seat.seat_number, seat.stake]));
+      let expected;
+      try {
+        settlement = settle(round.dealer_hand, round.hands.map((hand) => ({ seat: hand.seat_number, cards: hand.cards, stake: stakes.get(hand.seat_number) })), round.rules);
+        expected = settlement.json;
+      } catch (error) {
+        if (error instanceof RulesError) fail(`its hands cannot be settled: ${error.message}`);
+        throw error;
+      }
+      if (!same(expected, payload)) {
+        fail(`the logged settlement does not follow from the dealt hands (${firstDifference(expected, payload, "settlement")})`);
+      }
+    } else if (entry.kind === "ROUND_VOIDED") {
+      const seed = payload.server_seed;
+      if (!isString(seed) || !isString(payload.reason) || !payload.reason) fail("ROUND_VOIDED must carry a reason and the seed");
+      if (!isObject(document.house_rules)) fail(`its void cannot be checked: the committed house_rules are ${quoted(document.house_rules)}, not a JSON object`);
+      let commitment;
+      try {
+        if (!HEX_PAIRS.test(seed) || seed.length !== 64) throw new RulesError(`server_seed must be exactly 32 bytes of hex, got ${quoted(seed)}`);
+        commitment = await computeCommitment(roundId, readHouseRules(document.house_rules), bytesOfHex(seed));
+      } catch (error) {
+        if (error instanceof RulesError) fail(`its void cannot be checked: ${error.message}`);
+        throw error;
+      }
+      if (hexOf(commitment) !== document.commitment) fail("the seed revealed by its void does not match its commitment");
+    }
+  }
+  return settlement;
+}
+
+function readLogged(document, roundId, fail) {
+  try {
+    return readRevealedRound({ ...document, format: REVEALED_ROUND_FORMAT, round_id: roundId });
+  } catch (error) {
+    if (error instanceof RevealFormatError) fail(`its logged fields do not form a round: ${error.message}`);
+    throw error;
+  }
+}
+
+async function checkpointStep(receipt, keys, pins) {
+  let failure = null;
+  for (const origin of [...new Set(pins.map((pin) => pin.name))].sort()) {
+    try {
+      const checkpoint = await openCheckpoint(receipt.checkpoint, origin, keys);
+      const last = BigInt(receipt.entries.at(-1).index);
+      if (checkpoint.size <= last) {
+        throw new StepFailure("checkpoint", `the checkpoint's tree of ${checkpoint.size} entries does not reach entry ${last}`);
+      }
+      return checkpoint;
+    } catch (error) {
+      if (error instanceof StepFailure) throw error;
+      if (!(error instanceof NoteError)) throw error;
+      failure = error;
+    }
+  }
+  throw new StepFailure("checkpoint", failure.message);
+}
+
+async function inclusionStep(receipt, checkpoint) {
+  for (const item of receipt.entries) {
+    try {
+      await verifyInclusion(await leafHash(item.bytes), item.index, checkpoint.size, item.proof, checkpoint.root);
+    } catch (error) {
+      if (error instanceof ProofError) throw new StepFailure("inclusion", `entry ${item.index} is not in the checkpoint's tree: ${error.message}`);
+      throw error;
+    }
+  }
+}
+
+async function consistencyStep(receipt, checkpoint, pinned, keys) {
+  let pin;
+  try {
+    pin = await openCheckpoint(pinned, checkpoint.origin, keys);
+  } catch (error) {
+    if (error instanceof NoteError) throw new StepFailure("consistency", `the pinned checkpoint does not open: ${error.message}`);
+    throw error;
+  }
+  const { size, root } = checkpoint;
+  if (pin.size === size) {
+    if (hexOf(pin.root) !== hexOf(root)) throw new StepFailure("consistency", `two signed roots for size ${size}: a fork`);
+    return pin.size;
+  }
+  if (pin.size > size) {
+    throw new StepFailure("consistency", `the pinned checkpoint (${pin.size} entries) is newer than the receipt's (${size}): get the receipt again to check it against this pin`);
+  }
+  const proof = receipt.consistency;
+  if (proof === null || BigInt(proof.firstSize) !== pin.size) {
+    throw new StepFailure("consistency", `the receipt carries no consistency proof from size ${pin.size}: get it with that pin`);
+  }
+  try {
+    await verifyConsistency(pin.size, size, proof.proof, pin.root, root);
+  } catch (error) {
+    if (error instanceof ProofError) throw new StepFailure("consistency", `the pinned tree is not a prefix of the receipt's: ${error.message}`);
+    throw error;
+  }
+  return pin.size;
+}
+
+/**
+ * Check a read receipt against the pinned keys (parsed vkeys) and, optionally, a pinned
+ * checkpoint's text. Returns {passed, failure: {step, reason} | null, state, checkpointSize,
+ * pinnedSize, round, settlement}: every step that held, or the first that failed.
+ */
+export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null) {
+  const report = { roundId: receipt.roundId, passed: [], failure: null, state: "", checkpointSize: null, pinnedSize: null, round: null, settlement: null };
+  try {
+    if (receipt.round !== null) report.round = await fairnessStep(receipt);
+    report.passed.push("fairness");
+    const keys = await trusted(pins, receipt.rotations);
+    const entries = await entriesStep(receipt, keys);
+    report.tableId = entries[0].kind === "ROUND_COMMITTED" ? entries[0].payload.table_id : null;
+    report.passed.push("entries");
+    roundStep(receipt, report.round, published(entries));
+    report.passed.push("round");
+    report.settlement = await outcomeStep(receipt, entries);
+    report.state = entries.at(-1).kind.replace("ROUND_", "").toLowerCase();
+    report.voidReason = entries.at(-1).kind === "ROUND_VOIDED" ? String(entries.at(-1).payload.reason) : null;
+    report.passed.push("outcome");
+    const checkpoint = await checkpointStep(receipt, keys, pins);
+    report.checkpointSize = checkpoint.size;
+    report.passed.push("checkpoint");
+    await inclusionStep(receipt, checkpoint);
+    report.passed.push("inclusion");
+    if (pinnedCheckpoint !== null) {
+      report.pinnedSize = await consistencyStep(receipt, checkpoint, pinnedCheckpoint, keys);
+      report.passed.push("consistency");
+    }
+  } catch (error) {
+    if (!(error instanceof StepFailure)) throw error;
+    report.failure = { step: error.step, reason: error.message };
+  }
+  return report;
+}
+
+/** A bare revealed round (gnau verify-round): the fairness step alone. */
+export async function verifyRound(value) {
+  const round = readRevealedRound(value);
+  const { failures } = await verifyRevealedRound(round);
+  let settlement = null;
+  if (failures.length === 0) {
+    const stakes = new Map(round.seats.map((seat) => [seat.seat_number, seat.stake]));
+    settlement = settle(round.dealer_hand, round.hands.map((hand) => ({ seat: hand.seat_number, cards: hand.cards, stake: stakes.get(hand.seat_number) })), round.rules);
+  }
+  return {
+    roundId: round.round_id,
+    round,
+    settlement,
+    passed: failures.length ? [] : ["fairness"],
+    failure: failures.length ? { step: "fairness", reason: failureText(failures[0]) } : null,
+  };
+}
+
+/**
+ * Verify a document given as text: a receipt (with `vkeys`, the pinned keys' text, and an
+ * optional pinned checkpoint), a revealed round, or a test-vector file holding one. Returns
+ * {kind: "receipt" | "round", ...the report}; throws UnreadableError when nothing can be checked.
+ */
+export async function verifyDocument(text, { vkeys = [], pinnedCheckpoint = null } = {}) {
+  let value;
+  try {
+    value = parseJson(text);
+  } catch (error) {
+    if (error instanceof JsonError) throw new UnreadableError(`not JSON: ${error.message}`);
+    throw error;
+  }
+  if (isObject(value) && value.format === REVEALED_ROUND_FORMAT) return { kind: "round", ...(await readableRound(value)) };
+  if (isObject(value) && !Object.hasOwn(value, "format") && isObject(value.revealed_round)) {
+    return { kind: "round", ...(await readableRound(value.revealed_round)) };
+  }
+  const receipt = readReceipt(value);
+  if (vkeys.length === 0) throw new UnreadableError("a receipt is checked against the log's public key: enter the pinned key (vkey)");
+  const pins = [];
+  for (const vkey of vkeys) {
+    try {
+      pins.push(await parseVkey(vkey));
+    } catch (error) {
+      if (error instanceof KeyFormatError) throw new UnreadableError(`the pinned key cannot be used: ${error.message}`);
+      throw error;
+    }
+  }
+  return { kind: "receipt", ...(await verifyReceipt(receipt, pins, pinnedCheckpoint)) };
+}
+
+async function readableRound(value) {
+  try {
+    return await verifyRound(value);
+  } catch (error) {
+    if (error instanceof RevealFormatError) throw new UnreadableError(`not a revealed round: ${error.message}`);
+    throw error;
+  }
+}
+
+/** The size a pinned checkpoint's text claims (to ask for a receipt with that pin), or null. */
+export function pinnedSizeOf(text) {
+  try {
+    return parseCheckpoint(parseSignedNote(text).text).size;
+  } catch {
+    return null;
+  }
+}
+
+export const summaryOf = (report) => {
+  if (report.failure) return `round ${report.roundId}: INVALID at step ${report.failure.step}: ${report.failure.reason}`;
+  if (report.kind === "round") return `round ${report.roundId}: VALID (revealed round): fairness holds; not checked against the log`;
+  const pin = report.pinnedSize === null ? "" : `; one history with the pinned checkpoint of size ${report.pinnedSize}`;
+  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${pin}`;
+};
