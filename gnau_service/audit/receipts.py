@@ -24,6 +24,7 @@ unreadable, not invalid.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -40,7 +41,8 @@ from gnau_service.audit.rounds import (
     RoundCheck,
     RoundReplay,
 )
-from gnau_service.audit.signing import RotationError, trusted_keys
+from gnau_service.audit.signing import RotationError, TrustedKey, trusted_keys
+from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import RevealedRound, json_type
 from gnau_service.fairness.verifier import verify_revealed_round
@@ -62,6 +64,7 @@ _CONSISTENCY_MEMBERS: Final = ("first_size", "proof")
 MAX_ENTRIES: Final = 4
 #: Hashes in a proof, at most: the tree of a 2^63-entry log is 63 levels deep.
 MAX_PROOF_HASHES: Final = 64
+_HASH_HEX: Final = re.compile("[0-9a-fA-F]{64}")
 
 
 class Step(StrEnum):
@@ -236,8 +239,9 @@ def _verify(
 ) -> None:
     revealed = _fairness(receipt)
     report.passed.append(Step.FAIRNESS)
-    keys = _trusted(pinned_keys, receipt.key_rotations)
-    entries, checks = _entries(receipt, keys)
+    chain = _trusted(pinned_keys, receipt.key_rotations)
+    keys = [key.verifier for key in chain]
+    entries, checks = _entries(receipt, chain)
     report.passed.append(Step.ENTRIES)
     _same_round(receipt, revealed, _published(entries))
     report.passed.append(Step.ROUND)
@@ -277,19 +281,35 @@ def _fairness(receipt: Receipt) -> RevealedRound | None:
     return revealed
 
 
-def _trusted(pinned_keys: Sequence[Verifier], rotations: Sequence[str]) -> list[Verifier]:
-    """The pinned keys and every key the rotations hand over to from one of them."""
-    keys = list(pinned_keys)
+def _trusted(pinned_keys: Sequence[Verifier], rotations: Sequence[str]) -> list[TrustedKey]:
+    """The pinned keys, and every key the rotations hand over to from one of them, each with
+    the times it was current."""
+    chain = [TrustedKey(key, None, None) for key in pinned_keys]
     for pinned in pinned_keys:
         try:
-            chain = trusted_keys(pinned, rotations)
+            handed_over = trusted_keys(pinned, rotations)
         except (NoteError, RotationError):
-            continue  # rotations from another pinned key; checked as entries are
-        keys += [key.verifier for key in chain if key.verifier not in keys]
-    return keys
+            continue  # rotations from another pinned key
+        chain = [key for key in chain if key.verifier != pinned] + list(handed_over)
+    return chain
 
 
-def _entries(receipt: Receipt, keys: Sequence[Verifier]) -> tuple[list[LogEntry], list[RoundCheck]]:
+def _current_at(chain: Sequence[TrustedKey], key_id: str, time: str) -> bool:
+    """Whether the key ``key_id`` was current at ``time``: a retired key signs nothing after its
+    rotation, a new one nothing before it (an entry at the rotation's own time may be either's:
+    the rotation and the entries around it share their batch's time)."""
+    instant = parse_utc_timestamp(time)
+    return any(
+        key.verifier.key_id.hex() == key_id
+        and (key.since is None or parse_utc_timestamp(key.since) <= instant)
+        and (key.until is None or instant <= parse_utc_timestamp(key.until))
+        for key in chain
+    )
+
+
+def _entries(
+    receipt: Receipt, chain: Sequence[TrustedKey]
+) -> tuple[list[LogEntry], list[RoundCheck]]:
     """The round's entries, decoded and in the order of a round's life; and what replaying them
     leaves to check (the outcome step)."""
     entries: list[LogEntry] = []
@@ -297,9 +317,15 @@ def _entries(receipt: Receipt, keys: Sequence[Verifier]) -> tuple[list[LogEntry]
     checks: list[RoundCheck] = []
     for position, item in enumerate(receipt.entries):
         try:
-            entry = decode_entry(item.data, *keys)
+            entry = decode_entry(item.data, *(key.verifier for key in chain))
         except EntryError as error:
             raise _Failed(Step.ENTRIES, f"entry {item.index}: {error}") from None
+        if not _current_at(chain, entry.key_id, entry.time):
+            raise _Failed(
+                Step.ENTRIES,
+                f"entry {entry.index} is signed by key {entry.key_id}, which was not the log's "
+                f"key at {entry.time}",
+            )
         if entry.index != item.index:
             raise _Failed(
                 Step.ENTRIES,
@@ -413,6 +439,8 @@ def _consistency_with(
     except (NoteError, CheckpointError) as error:
         raise _Failed(Step.CONSISTENCY, f"the pinned checkpoint does not open: {error}") from None
     size, root = signed.checkpoint.size, signed.checkpoint.root_hash
+    if pin.size == 0:
+        return 0  # every log extends its empty beginning: nothing to prove
     if pin.size == size:
         if pin.root_hash != root:
             raise _Failed(Step.CONSISTENCY, f"two signed roots for size {size:,}: a fork")
@@ -487,12 +515,10 @@ def _hashes(items: list[Any], what: str) -> tuple[bytes, ...]:
         raise ReceiptFormatError(f"{what}: a proof of {len(items)} hashes is too long")
     hashes = []
     for item in items:
-        if not isinstance(item, str) or len(item) != 64:
+        # A full match: bytes.fromhex alone would skip white space inside the string.
+        if not isinstance(item, str) or not _HASH_HEX.fullmatch(item):
             raise ReceiptFormatError(f"{what}: a proof hash must be 64 hex digits")
-        try:
-            hashes.append(bytes.fromhex(item))
-        except ValueError:
-            raise ReceiptFormatError(f"{what}: a proof hash must be 64 hex digits") from None
+        hashes.append(bytes.fromhex(item))
     return tuple(hashes)
 
 

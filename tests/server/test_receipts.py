@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.entries import decode_entry, encode_entry
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.receipts import (
     Receipt,
@@ -183,6 +184,31 @@ async def test_a_round_from_before_a_key_rotation_verifies_from_the_old_key(
     # Pinned to the new key alone, the old entries are not trusted: pin the round's key.
     failed = verify_receipt(Receipt.from_json(document), [new.verifier]).failure
     assert failed is not None and failed.step is Step.ENTRIES
+
+
+async def test_a_retired_key_signs_nothing_after_its_rotation(service: Service) -> None:
+    old = service.app.store.signer
+    new = LogSigner.from_private_key(old.origin, Ed25519PrivateKey.generate())
+    await asyncio.to_thread(service.app.store.rotate_key, new)
+    settled = await play(service, "after-rotation")
+    document = await receipt_of(service, settled.round_id)
+    assert verify_receipt(Receipt.from_json(copy.deepcopy(document)), [old.verifier]).ok
+    # The retired key, stolen, re-signs the round's deal as it stands (same time, same bytes
+    # but the key): the signature verifies, but the key was no longer the log's at that time.
+    dealt = decode_entry(document["entries"][1]["entry"].encode(), new.verifier)
+    forged = encode_entry(
+        old.signer,
+        index=dealt.index,
+        kind=dealt.kind,
+        time=dealt.time,
+        payload=dealt.payload,
+        prev_hash=dealt.prev_hash,
+        round_id=dealt.round_id,
+    )
+    document["entries"][1]["entry"] = forged.decode()
+    failure = verify_receipt(Receipt.from_json(document), [old.verifier]).failure
+    assert failure is not None and failure.step is Step.ENTRIES
+    assert "was not the log's key at" in failure.reason
 
 
 # -- tampering, each caught at its own step -------------------------------------------------------

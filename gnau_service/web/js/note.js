@@ -161,7 +161,8 @@ export function utcInstant(text) {
  * before, and brings back no earlier key. Throws at the first that breaks the chain.
  */
 export async function trustedKeys(pinned, rotations) {
-  const chain = [pinned];
+  // Each key carries when it was current: since/until as utcInstant strings (null: open).
+  const chain = [{ ...pinned, since: null, until: null }];
   let since = null;
   for (const [position, message] of rotations.entries()) {
     const current = chain.at(-1);
@@ -181,7 +182,8 @@ export async function trustedKeys(pinned, rotations) {
     if (chain.some((key) => sameKey(key, next))) throw new NoteError(`rotation ${position + 1} brings back the earlier key ${next.vkey}`);
     if (since !== null && time <= since) throw new NoteError(`rotation ${position + 1} is not after the previous one`);
     since = time;
-    chain.push(next);
+    chain[chain.length - 1] = { ...current, until: time };
+    chain.push({ ...next, since: time, until: null });
   }
   return chain;
 }

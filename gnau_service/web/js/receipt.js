@@ -174,9 +174,17 @@ const EVENT_FIELDS = {
 /** The fields of each event that the round merges: the commitment's table_id is not one. */
 const MERGED_FIELDS = { ...EVENT_FIELDS, ROUND_COMMITTED: ["house_rules", "commitment"], ROUND_VOIDED: ["server_seed"] };
 
+/**
+ * Whether the key with this id was current at this instant: a retired key signs nothing after
+ * its rotation, a new one nothing before (the rotation's own instant may be either's).
+ */
+function currentAt(keys, keyId, instant) {
+  return keys.some((key) => key.keyId === keyId && (key.since == null || key.since <= instant) && (key.until == null || instant <= key.until));
+}
+
 /** The pinned keys, and every key a valid chain of rotations from one of them hands over to. */
 async function trusted(pins, rotations) {
-  const keys = [...pins];
+  const keys = pins.map((pin) => ({ ...pin, since: null, until: null }));
   for (const pin of pins) {
     let chain;
     try {
@@ -185,7 +193,12 @@ async function trusted(pins, rotations) {
       if (error instanceof NoteError) continue; // rotations from another pinned key
       throw error;
     }
-    for (const key of chain) if (!keys.some((known) => known.name === key.name && known.vkey === key.vkey)) keys.push(key);
+    // The chain knows when each of its keys was current: it replaces the bare pin.
+    for (const key of chain) {
+      const known = keys.findIndex((other) => other.name === key.name && other.vkey === key.vkey);
+      if (known === -1) keys.push(key);
+      else keys[known] = key;
+    }
   }
   return keys;
 }
@@ -244,6 +257,9 @@ async function entriesStep(receipt, keys) {
       entry = await decodeEntry(item.text, keys);
     } catch (error) {
       throw new StepFailure("entries", `entry ${item.index}: ${error.message}`);
+    }
+    if (!currentAt(keys, entry.key_id, utcInstant(entry.time))) {
+      throw new StepFailure("entries", `entry ${entry.index} is signed by key ${entry.key_id}, which was not the log's key at ${entry.time}`);
     }
     if (entry.index !== Number(item.index)) throw new StepFailure("entries", `entries[${position}] says index ${entry.index}, listed as ${item.index}`);
     if (entries.length && entry.index <= entries.at(-1).index) {
