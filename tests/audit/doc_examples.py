@@ -1,0 +1,122 @@
+"""The example log of docs/audit.md, rebuilt from today's code: a service start and one round
+(committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
+
+Every payload comes from the builders the service itself uses (``gnau_service.audit.rounds``,
+``software_identity``), so the page shows what the service writes; only the software hash is a
+placeholder, since the real one changes with every commit. ``tests/audit/test_audit_docs.py``
+fails when the page and this drift apart; run ``python -m tests.audit.doc_examples`` to print
+the blocks to paste.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.audit.log import LogAppender
+from gnau_service.audit.merkle import MemoryTree, leaf_hash
+from gnau_service.audit.receipts import Receipt, ReceiptEntry
+from gnau_service.audit.rounds import (
+    committed_payload,
+    dealt_payload,
+    revealed_payload,
+    settle_round,
+    settled_payload,
+)
+from gnau_service.audit.signing import LogSigner
+from gnau_service.audit.software import software_identity
+from gnau_service.fairness.round import CommittedRound
+from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rules.house_rules import HouseRules
+
+ORIGIN = "gnau-dealer/example"
+#: The page's key: private bytes 00 01 02 ... 1f. Never use it.
+PRIVATE_KEY = bytes(range(32))
+#: Stands for the SHA-256 of the installed package's source in the example.
+SOFTWARE_SHA256 = "ab" * 32
+ROUND_ID = "r-5e1f0c9a2b7d4e3f8a6b0c1d"
+TIMES = [
+    "2025-03-01T12:00:00.000000Z",
+    "2025-03-01T12:00:01.250000Z",
+    "2025-03-01T12:00:09.500000Z",
+    "2025-03-01T12:00:15.000000Z",
+    "2025-03-01T12:00:15.125000Z",
+]
+
+
+def signer() -> LogSigner:
+    return LogSigner.from_private_key(ORIGIN, Ed25519PrivateKey.from_private_bytes(PRIVATE_KEY))
+
+
+@dataclass(frozen=True)
+class ExampleLog:
+    entries: list[bytes]
+    checkpoint: str
+    #: The example round, revealed: the ``round`` of its receipt.
+    revealed: dict[str, object]
+
+
+def example_log() -> ExampleLog:
+    """The example log's entries (their stored bytes), its signed checkpoint, its round."""
+    log_signer = signer()
+    log = LogAppender(log_signer)
+    started: dict[str, JsonValue] = {
+        # As gnau_service.server.app writes it at start-up.
+        "software": {**software_identity(), "sha256": SOFTWARE_SHA256},
+        "origin": ORIGIN,
+        "key": log_signer.vkey,
+    }
+    committed = CommittedRound(ROUND_ID, HouseRules(), server_seed=bytes(range(32, 64)))
+    seats = [LockedSeat(1, "alice", 100, client_seed=b"alice"), LockedSeat(2, "bob", 250)]
+    dealt = committed.lock(seats).deal()
+    events: list[tuple[EntryKind, dict[str, JsonValue], str | None]] = [
+        (EntryKind.SERVICE_STARTED, started, None),
+        (EntryKind.ROUND_COMMITTED, committed_payload(committed, "table-1"), ROUND_ID),
+        (EntryKind.ROUND_DEALT, dealt_payload(dealt), ROUND_ID),
+        (EntryKind.ROUND_REVEALED, revealed_payload(dealt), ROUND_ID),
+        (EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal())), ROUND_ID),
+    ]
+    entries = [
+        log.append(kind, payload, time=time, round_id=round_id).data
+        for (kind, payload, round_id), time in zip(events, TIMES, strict=True)
+    ]
+    return ExampleLog(entries, str(log.checkpoint()), dealt.reveal().to_json())
+
+
+def blocks() -> dict[str, str]:
+    """The page's example blocks, by name, as they must read."""
+    log = example_log()
+    return {
+        "vkey": signer().vkey + "\n",
+        "entries": "".join(data.decode("utf-8") + "\n" for data in log.entries),
+        "checkpoint": log.checkpoint,
+    }
+
+
+def example_receipt() -> str:
+    """docs/schemas/examples/receipt.json: the receipt of the example round, against the
+    example log's checkpoint, as the service writes one."""
+    log = example_log()
+    tree = MemoryTree()
+    for data in log.entries:
+        tree.append(leaf_hash(data))
+    size = len(log.entries)
+    receipt = Receipt(
+        round_id=ROUND_ID,
+        round=log.revealed,
+        entries=tuple(
+            ReceiptEntry(index, data, tuple(tree.inclusion_proof(index, size)))
+            for index, data in enumerate(log.entries)
+            if index > 0
+        ),
+        checkpoint=log.checkpoint,
+    )
+    return receipt.to_text()
+
+
+if __name__ == "__main__":
+    for name, text in blocks().items():
+        print(f"<!-- example: {name} -->\n{text}")
+    print(example_receipt())
