@@ -222,6 +222,24 @@ def _forge(served: Served, receipt: Receipts, kind: str, change: Callable[[Any],
     item["entry"] = data.decode("utf-8")
 
 
+def _retired_key_resigns(served: Served, receipt: Receipts) -> None:
+    """The key the log rotated away from, stolen, re-signs an entry of a later round as it
+    stands: the signature verifies, but that key was not the log's at the entry's time."""
+    item = _entry_of(receipt, "ROUND_DEALT")
+    entry = json.loads(item["entry"])
+    retired = next(signer for signer in served.signers.values() if signer.vkey == served.vkey)
+    data = encode_entry(
+        retired.signer,
+        index=entry["index"],
+        kind=EntryKind(entry["kind"]),
+        time=entry["time"],
+        payload=entry["payload"],
+        prev_hash=entry["prev_hash"],
+        round_id=entry["round_id"],
+    )
+    item["entry"] = data.decode("utf-8")
+
+
 def _swap(cards: list[str], first: int, second: int) -> None:
     cards[first], cards[second] = cards[second], cards[first]
 
@@ -350,6 +368,13 @@ TAMPERINGS: list[tuple[str, str, Tampering, str, str]] = [
         "the key rotation left out",
         "settled_after_rotation",
         lambda r, s: r.update(key_rotations=[]),
+        "entries",
+        "",
+    ),
+    (
+        "an entry re-signed by the retired key",
+        "settled_after_rotation",
+        lambda r, s: _retired_key_resigns(s, r),
         "entries",
         "",
     ),
