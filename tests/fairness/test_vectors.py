@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import random
 import re
 import subprocess
 import sys
@@ -337,6 +338,84 @@ def test_the_docs_script_verifies_every_vector(vector: dict[str, Any]) -> None:
     result = _run_docs_script(vector["revealed_round"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"round {vector['revealed_round']['round_id']} verifies"
+
+
+# The defaults as docs/fairness.md lists them, written out here rather than read from the code.
+DOCUMENTED_DEFAULT_RULES = {
+    "decks": 1,
+    "five_small": True,
+    "payout": "points",
+    "suited_double": False,
+    "ten_is_duke": False,
+    "three_six_pair": False,
+    "tie": "dealer",
+    "trips_make_ox": True,
+}
+
+
+def _as_another_writer_might_write_it(revealed: dict[str, Any]) -> dict[str, Any]:
+    """The same round in the other spellings the format allows: upper-case hex, ``10`` for
+    ``T`` and lower-case cards, default rules and empty client seeds and a null beacon left
+    out, and the seats and hands in no particular order."""
+    other = json.loads(json.dumps(revealed))
+
+    def card(text: str) -> str:
+        return text.replace("T", "10").lower() if text[0] in "T2468" else text
+
+    for key in ("commitment", "transcript_hash", "server_seed"):
+        other[key] = other[key].upper()
+    other["house_rules"] = {
+        key: value
+        for key, value in other["house_rules"].items()
+        if DOCUMENTED_DEFAULT_RULES[key] != value
+    }
+    for seat in other["seats"]:
+        if seat["client_seed"]:
+            seat["client_seed"] = seat["client_seed"].upper()
+        else:
+            del seat["client_seed"]
+    if other["beacon"] is None:
+        del other["beacon"]
+    else:
+        other["beacon"]["value"] = other["beacon"]["value"].upper()
+    other["deck"] = [card(text) for text in other["deck"]]
+    other["dealer_hand"] = [card(text) for text in other["dealer_hand"]]
+    for hand in other["hands"]:
+        hand["cards"] = [card(text) for text in hand["cards"]]
+    generator = random.Random(len(other["seats"]))
+    generator.shuffle(other["seats"])
+    generator.shuffle(other["hands"])
+    return other
+
+
+def test_the_other_spellings_are_the_format(vector: dict[str, Any]) -> None:
+    """The package reads them as the same round: they are the format, not an extension."""
+    other = _as_another_writer_might_write_it(vector["revealed_round"])
+    assert other != vector["revealed_round"]
+    assert "10" in json.dumps(other["deck"])
+    assert RevealedRound.from_json(other) == RevealedRound.from_json(vector["revealed_round"])
+
+
+def test_the_docs_script_accepts_every_spelling_the_format_allows(vector: dict[str, Any]) -> None:
+    other = _as_another_writer_might_write_it(vector["revealed_round"])
+    result = _run_docs_script(other)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"round {other['round_id']} verifies"
+
+
+def test_the_docs_script_reads_a_left_out_rule_as_its_default(
+    vector: dict[str, Any],
+) -> None:
+    """Leaving a rule out means its default, so dropping a non-default rule breaks the
+    commitment."""
+    other = _as_another_writer_might_write_it(vector["revealed_round"])
+    if other["house_rules"] == {}:
+        other["house_rules"] = {"ten_is_duke": True}
+    else:
+        other["house_rules"].popitem()
+    result = _run_docs_script(other)
+    assert result.returncode != 0
+    assert "AssertionError" in result.stderr
 
 
 def test_the_docs_script_rejects_a_tampered_hand(vector: dict[str, Any]) -> None:
