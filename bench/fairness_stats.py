@@ -407,8 +407,10 @@ def save_figure(figure: Figure, path: Path) -> None:
 
 
 def _format_statistic(result: TestResult) -> str:
+    if result.statistic == int(result.statistic) and abs(result.statistic) >= 1:
+        return f"{int(result.statistic):,}"  # a count
     if result.degrees_of_freedom is None and abs(result.statistic) < 1:
-        return f"{result.statistic:+.5f}"
+        return f"{result.statistic:+.5f}"  # a correlation or a KS distance
     return f"{result.statistic:,.3f}"
 
 
@@ -461,6 +463,13 @@ def render_report(battery: Battery) -> str:
     residuals = position_residuals(tally)
     worst = max(range(len(residuals)), key=lambda cell: abs(residuals[cell]))
     position, card = divmod(worst, CARDS)
+    expected_per_cell = tally.rounds / CARDS
+    cell_sd = math.sqrt(tally.rounds * (1 / CARDS) * (1 - 1 / CARDS))
+    matrix_df, row_df = (CARDS - 1) ** 2, CARDS - 1
+    matrix_margin = float(stats.chi2.isf(ALPHA, matrix_df)) - matrix_df
+    row_margin = float(stats.chi2.isf(ALPHA, row_df)) - row_df
+    matrix_bias = math.sqrt(matrix_margin) * cell_sd / expected_per_cell
+    row_bias = math.sqrt(row_margin) * cell_sd / expected_per_cell
     lines += [
         "",
         "## Position by card",
@@ -477,6 +486,31 @@ def render_report(battery: Battery) -> str:
         f"Largest residual: {residuals[worst]:+.2f} sd ({card_from_index(card)} at position "
         f"{position}); with 2,704 cells, about 27 beyond 2.58 sd are expected by chance, "
         f"observed {sum(abs(r) > 2.576 for r in residuals)}.",
+        "",
+        "## What this shows, and what it does not",
+        "",
+        f"- At {tally.rounds:,} rounds, "
+        + (
+            "no test sees a departure from a uniformly random deck"
+            if battery.passed
+            else "**a test sees a departure from a uniformly random deck**"
+        )
+        + ": each card equally likely at each position (the matrix and each position), "
+        "consecutive rounds independent (serial pairs, correlation, runs), dealt hands as "
+        "frequent as their exact counts.",
+        f"- Resolution: a cell's count has a standard deviation of {cell_sd:,.0f}, "
+        f"{cell_sd / expected_per_cell:.2%} of its expected {expected_per_cell:,.0f}. A bias "
+        "confined to one cell, of z standard deviations, adds about z squared to the "
+        f"statistics, so it fails the matrix test (99% threshold {matrix_margin:.0f} above "
+        f"its mean) from about {matrix_bias:.1%} of the cell's count, and its position's "
+        f"chi-square ({row_margin:.0f} above the mean on 51 df) from about {row_bias:.1%}. "
+        "A bias spread over many cells is seen at a far smaller size per cell.",
+        "- The six tests read the same rounds (the first card of each feeds three of them), "
+        "so their p-values are not independent. At 99% each, a fair shuffle fails at least "
+        "one of six independent tests in about one run in 17.",
+        "- Nothing here shows that the deck is unpredictable, which rests on the secret seed "
+        "and on HMAC_DRBG (`docs/fairness.md`, section 3); `dieharder.md` tests the DRBG's "
+        "words themselves.",
         "",
     ]
     return "\n".join(lines)

@@ -54,6 +54,9 @@ def test_the_report_and_figures_are_written(battery: Any, tmp_path: Path) -> Non
     assert f"({residuals.name})" in text
     assert text.count("| pass |") == 6
     assert "`chi2.sf, statistic x 51/52`" in text
+    assert "## What this shows, and what it does not" in text
+    # 20,000 rounds: 384.6 per cell, sd sqrt(20000 / 52 * 51 / 52) = 19.42, i.e. 5.05%.
+    assert "a standard deviation of 19, 5.05% of its expected 385" in text
     for figure in (heatmap, residuals):
         with Image.open(figure) as image:
             assert image.format == "PNG"
