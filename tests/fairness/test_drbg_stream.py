@@ -109,3 +109,43 @@ def test_each_row_of_the_table_has_its_own_command() -> None:
     assert drbg_stream.repeat_command(test, "00", 4) == (
         ".venv/bin/python bench/drbg_stream.py --seed 00 \\| dieharder -g 200 -d 201 -n 2"
     )
+
+
+def _run(test: int, seed: str, *verdicts: str) -> object:
+    lines = [
+        drbg_stream.DieharderLine("a_test", n, 100, 100, 0.5 if v == "PASSED" else 0.001, v)
+        for n, v in enumerate(verdicts)
+    ]
+    return drbg_stream.BatteryRun(drbg_stream.DieharderTest(test), seed, lines, 1000, 1.0)
+
+
+def _render(runs: list[object], rechecks: list[object]) -> str:
+    text: str = drbg_stream.render_battery(
+        runs, rechecks=rechecks, seed_hex="00", generates=4, version="3.31.1", seconds=60.0
+    )
+    return text
+
+
+def test_a_weak_that_does_not_recur_is_reported_with_its_rechecks() -> None:
+    runs = [_run(0, "00", "PASSED"), _run(208, "00", "WEAK", "PASSED")]
+    rechecks = [_run(208, "01", "PASSED", "PASSED"), _run(208, "02", "PASSED", "PASSED")]
+    text = _render(runs, rechecks)
+    assert "**2 tests, 3 p-values: 2 PASSED, 1 WEAK, 0 FAILED.**" in text
+    assert "4 p-values: 4 PASSED, 0 WEAK, 0 FAILED (below)" in text
+    assert "## Rechecks on fresh streams" in text
+    assert "--seed 02 \\| dieharder -g 200 -d 208`" in text
+    assert "show none of the defects these tests look for" in text
+
+
+def test_a_weak_that_recurs_is_not_called_a_pass() -> None:
+    runs = [_run(208, "00", "WEAK")]
+    rechecks = [_run(208, "01", "WEAK"), _run(208, "02", "PASSED")]
+    text = _render(runs, rechecks)
+    assert "**A test FAILED, or a WEAK recurred on a fresh stream**" in text
+    assert "show none of the defects" not in text
+
+
+def test_a_failure_is_not_called_a_pass() -> None:
+    text = _render([_run(0, "00", "FAILED")], [])
+    assert "**A test FAILED" in text
+    assert "## Rechecks" not in text
