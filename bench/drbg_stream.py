@@ -25,8 +25,8 @@ instantiation instead: long runs of one DRBG.
 
 ``--dieharder`` runs the battery below, each test on the stream from round 0 (so each line of
 the table is repeated by its own command), counts the bytes each one read, and writes the
-table. Writing stops when dieharder closes the pipe; the count is of bytes written into the
-pipe, so it can exceed what dieharder used by its read buffer and the pipe's 64 KiB.
+table. Writing stops when dieharder closes the pipe; the count is of the whole chunks (512 KiB)
+written into the pipe before then: what dieharder read, to within one chunk.
 """
 
 from __future__ import annotations
@@ -318,8 +318,8 @@ def render_battery(
         f"{total_bytes / 1e9:.2f} GB of stream in {seconds / 60:.1f} min (2 cores, shared "
         "with other work: the time is an upper bound).",
         "- Each test reads the stream from round 0: each row is repeated exactly by its own "
-        "command. *Bytes* counts what was written into dieharder's pipe before it closed it "
-        "(within 64 KiB plus dieharder's read buffer of what it used).",
+        "command. *Bytes* counts the whole 512 KiB chunks written into dieharder's pipe "
+        "before it closed it: what dieharder read, to within one chunk.",
         "- Rerun everything with `make dieharder-evidence` (about "
         f"{seconds / 60:.0f} minutes on 2 cores).",
         "",
