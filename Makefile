@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch \
-	fairness-evidence clean
+	fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
@@ -51,9 +51,16 @@ bench-service: $(INSTALLED)
 bench-watch: $(INSTALLED)
 	$(BIN)/python bench/bench_watch.py
 
-## fairness-evidence: the 1,000,000-round statistical battery (minutes), written to bench/results
+## fairness-evidence: the 1,000,000-round statistical report on a fresh seed (scipy, matplotlib:
+## the [evidence] extra, which [test] includes), written to bench/results (minutes on 2 cores)
 fairness-evidence: $(INSTALLED)
 	$(BIN)/python bench/fairness_stats.py --shuffles 1000000
+
+## dieharder-evidence: the shuffle DRBG's output through dieharder (Debian: apt-get install
+## dieharder), fixed seed, so it rewrites docs/evidence/dieharder.md with the same table (about
+## 20 minutes on 2 cores)
+dieharder-evidence: $(INSTALLED)
+	$(BIN)/python bench/drbg_stream.py --dieharder docs/evidence/dieharder.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis clients/node/node_modules

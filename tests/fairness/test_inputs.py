@@ -22,6 +22,7 @@ from gnau_service.fairness import (
     compute_transcript_hash,
     new_server_seed,
 )
+from gnau_service.fairness.commitment import commitment_preimage
 from gnau_service.fairness.encoding import frames
 from gnau_service.fairness.transcript import canonical_seats
 from gnau_service.rules.cards import Card
@@ -263,6 +264,7 @@ def test_seats_must_be_unique_and_present() -> None:
     [
         ("", bytes(32), "round_id"),
         ("r" * 129, bytes(32), "round_id"),
+        ("é" * 65, bytes(32), "round_id"),  # 65 characters, but 130 bytes of UTF-8
         (None, bytes(32), "round_id"),
         ("r", bytes(31), "server_seed"),
         ("r", "00" * 32, "server_seed"),
@@ -272,6 +274,16 @@ def test_commit_refuses_bad_values(round_id: Any, server_seed: Any, field: str) 
     with pytest.raises(CommitError, match=field) as raised:
         compute_commitment(round_id, HouseRules(), server_seed)
     assert raised.value.field == field
+
+
+def test_the_round_id_limit_is_128_bytes_not_characters() -> None:
+    """As docs/fairness.md says: 64 two-byte characters fit, and are framed as 128 bytes."""
+    round_id = "é" * 64
+    assert len(round_id) == 64
+    preimage = commitment_preimage(round_id, HouseRules(), bytes(32))
+    framed_tag = 4 + len(b"gnau-dealer/fairness/v1/commitment")
+    assert preimage[framed_tag : framed_tag + 4] == bytes.fromhex("00000080")
+    assert preimage[framed_tag + 4 : framed_tag + 4 + 128] == b"\xc3\xa9" * 64
 
 
 def test_transcript_refuses_a_commitment_of_the_wrong_size() -> None:

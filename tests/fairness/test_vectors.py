@@ -1,11 +1,13 @@
 """The checked-in vectors, checked three ways: by this package, by an independent
-re-implementation written here with hashlib/hmac only, and by the docs' standalone script."""
+re-implementation written here with hashlib/hmac only, and by the docs' standalone script.
+(The Node.js client's ``clients/node/fairness.test.mjs`` reads the same directory: a fourth.)"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import random
 import re
 import subprocess
 import sys
@@ -22,16 +24,58 @@ from .conftest import FAIRNESS_VECTORS, REPO_ROOT, VECTOR_DIR, load_script
 make_fairness_vectors = load_script(VECTOR_DIR / "make_fairness_vectors.py")
 
 
-def test_the_three_required_rounds_are_there() -> None:
+REJECTION_VECTOR = VECTOR_DIR / "fairness-round-8decks-82seats-rejection.json"
+
+
+def test_the_required_rounds_are_there() -> None:
     shapes = set()
     for path in FAIRNESS_VECTORS:
         revealed = json.loads(path.read_text(encoding="utf-8"))["revealed_round"]
         shapes.add((revealed["house_rules"]["decks"], len(revealed["seats"])))
-    assert {(1, 2), (1, 9), (2, 12)} <= shapes
+    assert {(1, 2), (1, 9), (2, 12), (8, 82)} <= shapes
+    assert REJECTION_VECTOR in FAIRNESS_VECTORS
 
 
 def test_the_generator_still_produces_the_checked_in_files() -> None:
     assert make_fairness_vectors.main(["--check"]) == 0
+
+
+def test_the_rejection_vector_rejects_the_word_it_says() -> None:
+    """Pick 11 of 8 decks is a draw below 416 - 11 = 405; 2**32 = 10,604,857 * 405 + 211, so
+    the accepted words are 0 .. 4,294,967,084 and the 12th word, 4,294,967,136, is discarded."""
+    vector = json.loads(REJECTION_VECTOR.read_text(encoding="utf-8"))
+    walk = vector["intermediate"]["fisher_yates"]
+    assert walk["rejected_words"] == [
+        {"pick": 11, "n": 405, "word_index": 11, "word": 4_294_967_136}
+    ]
+    assert 10_604_857 * 405 + 211 == 2**32
+    assert walk["words_used"] == len(walk["picks"]) + 1 == 416
+    assert vector["revealed_round"]["server_seed"] == (
+        "63cb3eb0a700d1521b03feb953b31b78887e30e3c93615fe1d1ee4779212d9bd"
+    )
+
+
+def test_words_used_counts_the_picks_and_the_rejections(vector: dict[str, Any]) -> None:
+    walk = vector["intermediate"]["fisher_yates"]
+    assert walk["words_used"] == len(walk["picks"]) + len(walk["rejected_words"])
+    if vector["revealed_round"]["house_rules"]["decks"] != 8:
+        assert walk["rejected_words"] == []
+
+
+def test_the_search_finds_the_rejection_seed_first() -> None:
+    index = make_fairness_vectors.REJECTION_SEARCH_INDEX
+    assert make_fairness_vectors.search_rejection(index - 3, index + 1) == index
+    assert make_fairness_vectors.rejection_search_seed(index).hex() == (
+        "63cb3eb0a700d1521b03feb953b31b78887e30e3c93615fe1d1ee4779212d9bd"
+    )
+
+
+def test_the_generator_records_rejected_words() -> None:
+    # n = 3: 2**32 mod 3 = 1, so only 2**32 - 1 is rejected; 5 mod 3 = 2; then 7 mod 2 = 1.
+    walk = make_fairness_vectors.walk_fisher_yates(iter([2**32 - 1, 5, 7]), 3)
+    assert walk.picks == [2, 1]
+    assert walk.words_used == 3
+    assert walk.rejected_words == [{"pick": 0, "n": 3, "word_index": 0, "word": 2**32 - 1}]
 
 
 def test_the_package_verifies_every_vector(vector: dict[str, Any]) -> None:
@@ -158,7 +202,9 @@ class _IndependentWords:
         return word
 
 
-def _independent_round(revealed: dict[str, Any]) -> dict[str, Any]:
+def _independent_round(revealed: dict[str, Any], *, reject: bool = True) -> dict[str, Any]:
+    """The round recomputed from the docs; ``reject=False`` is the classic mistake of taking
+    ``w mod n`` for every word, with no rejection."""
     commitment_bytes = _independent_commitment_preimage(revealed)
     commitment = hashlib.sha256(commitment_bytes).digest()
     transcript_bytes = _independent_transcript_preimage(revealed)
@@ -174,12 +220,16 @@ def _independent_round(revealed: dict[str, Any]) -> dict[str, Any]:
     words = _IndependentWords(new_drbg())
     decks = revealed["house_rules"]["decks"]
     deck = [rank + suit for suit in "CDHS" for rank in "A23456789TJQK"] * decks
-    picks = []
+    picks: list[int] = []
+    rejected = []
     for top in range(len(deck) - 1, 0, -1):
         n = top + 1
-        limit = (2**32 // n) * n
+        limit = (2**32 // n) * n if reject else 2**32
         word = next(words)
         while word >= limit:
+            rejected.append(
+                {"pick": len(picks), "n": n, "word_index": words.used - 1, "word": word}
+            )
             word = next(words)
         pick = word % n
         picks.append(pick)
@@ -201,6 +251,7 @@ def _independent_round(revealed: dict[str, Any]) -> dict[str, Any]:
         "first_outputs": first_outputs,
         "picks": picks,
         "words_used": words.used,
+        "rejected_words": rejected,
         "deck": deck,
         "hands": [{"seat_number": seat, "cards": hands[seat]} for seat in seat_numbers],
         "dealer_hand": hands[None],
@@ -218,10 +269,25 @@ def test_an_independent_implementation_reproduces_every_vector(vector: dict[str,
     assert mine["first_outputs"] == intermediate["drbg"]["first_outputs"]
     assert mine["picks"] == intermediate["fisher_yates"]["picks"]
     assert mine["words_used"] == intermediate["fisher_yates"]["words_used"]
+    assert mine["rejected_words"] == intermediate["fisher_yates"]["rejected_words"]
     assert mine["deck"] == revealed["deck"]
     assert mine["hands"] == revealed["hands"]
     assert mine["dealer_hand"] == revealed["dealer_hand"]
     assert mine["set_aside"] == intermediate["set_aside"]
+
+
+def test_an_implementation_without_rejection_fails_the_rejection_vector(
+    vector: dict[str, Any],
+) -> None:
+    """``w mod n`` on every word agrees with the three vectors that reject nothing (so they
+    cannot catch it) and deals another deck for the one that does."""
+    revealed = vector["revealed_round"]
+    careless = _independent_round(revealed, reject=False)
+    if vector["intermediate"]["fisher_yates"]["rejected_words"]:
+        assert careless["deck"] != revealed["deck"]
+        assert careless["words_used"] == len(careless["picks"])
+    else:
+        assert careless["deck"] == revealed["deck"]
 
 
 def test_the_independent_drbg_matches_a_nist_vector() -> None:
@@ -272,6 +338,84 @@ def test_the_docs_script_verifies_every_vector(vector: dict[str, Any]) -> None:
     result = _run_docs_script(vector["revealed_round"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"round {vector['revealed_round']['round_id']} verifies"
+
+
+# The defaults as docs/fairness.md lists them, written out here rather than read from the code.
+DOCUMENTED_DEFAULT_RULES = {
+    "decks": 1,
+    "five_small": True,
+    "payout": "points",
+    "suited_double": False,
+    "ten_is_duke": False,
+    "three_six_pair": False,
+    "tie": "dealer",
+    "trips_make_ox": True,
+}
+
+
+def _as_another_writer_might_write_it(revealed: dict[str, Any]) -> dict[str, Any]:
+    """The same round in the other spellings the format allows: upper-case hex, ``10`` for
+    ``T`` and lower-case cards, default rules and empty client seeds and a null beacon left
+    out, and the seats and hands in no particular order."""
+    other = json.loads(json.dumps(revealed))
+
+    def card(text: str) -> str:
+        return text.replace("T", "10").lower() if text[0] in "T2468" else text
+
+    for key in ("commitment", "transcript_hash", "server_seed"):
+        other[key] = other[key].upper()
+    other["house_rules"] = {
+        key: value
+        for key, value in other["house_rules"].items()
+        if DOCUMENTED_DEFAULT_RULES[key] != value
+    }
+    for seat in other["seats"]:
+        if seat["client_seed"]:
+            seat["client_seed"] = seat["client_seed"].upper()
+        else:
+            del seat["client_seed"]
+    if other["beacon"] is None:
+        del other["beacon"]
+    else:
+        other["beacon"]["value"] = other["beacon"]["value"].upper()
+    other["deck"] = [card(text) for text in other["deck"]]
+    other["dealer_hand"] = [card(text) for text in other["dealer_hand"]]
+    for hand in other["hands"]:
+        hand["cards"] = [card(text) for text in hand["cards"]]
+    generator = random.Random(len(other["seats"]))
+    generator.shuffle(other["seats"])
+    generator.shuffle(other["hands"])
+    return other
+
+
+def test_the_other_spellings_are_the_format(vector: dict[str, Any]) -> None:
+    """The package reads them as the same round: they are the format, not an extension."""
+    other = _as_another_writer_might_write_it(vector["revealed_round"])
+    assert other != vector["revealed_round"]
+    assert "10" in json.dumps(other["deck"])
+    assert RevealedRound.from_json(other) == RevealedRound.from_json(vector["revealed_round"])
+
+
+def test_the_docs_script_accepts_every_spelling_the_format_allows(vector: dict[str, Any]) -> None:
+    other = _as_another_writer_might_write_it(vector["revealed_round"])
+    result = _run_docs_script(other)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"round {other['round_id']} verifies"
+
+
+def test_the_docs_script_reads_a_left_out_rule_as_its_default(
+    vector: dict[str, Any],
+) -> None:
+    """Leaving a rule out means its default, so dropping a non-default rule breaks the
+    commitment."""
+    other = _as_another_writer_might_write_it(vector["revealed_round"])
+    if other["house_rules"] == {}:
+        other["house_rules"] = {"ten_is_duke": True}
+    else:
+        other["house_rules"].popitem()
+    result = _run_docs_script(other)
+    assert result.returncode != 0
+    assert "AssertionError" in result.stderr
 
 
 def test_the_docs_script_rejects_a_tampered_hand(vector: dict[str, Any]) -> None:

@@ -12,11 +12,22 @@ domain tags and of the JSON format)::
 
     .venv/bin/python tests/vectors/make_fairness_vectors.py          # write the files
     .venv/bin/python tests/vectors/make_fairness_vectors.py --check  # exit 1 if they differ
+
+One vector must make the rejection sampler discard a word, or an implementation that takes
+``w mod n`` without rejecting would pass them all; no fixed seed drawn at random does that
+(about 1 round in 7 million with 1 deck, 1 in 100,000 with 8). Its server seed was found by a
+deterministic search, repeatable with::
+
+    .venv/bin/python tests/vectors/make_fairness_vectors.py --search-rejection
+
+which tries ``SHA-256(REJECTION_SEARCH_TAG || uint64(i))`` for ``i = 0, 1, ...`` as the seed of
+that vector's round and prints the first one whose shuffle rejects a word.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -27,12 +38,15 @@ from pathlib import Path
 from gnau_service.fairness import Beacon, CommittedRound, LockedSeat
 from gnau_service.fairness.commitment import commitment_preimage
 from gnau_service.fairness.encoding import SHUFFLE_TAG
-from gnau_service.fairness.shuffle import GENERATE_BYTES, draw_below, drbg_words, shuffle_drbg
+from gnau_service.fairness.shuffle import GENERATE_BYTES, accept_word, drbg_words, shuffle_drbg
 from gnau_service.fairness.transcript import transcript_preimage
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 
 VECTOR_DIR = Path(__file__).resolve().parent
 DRBG_OUTPUTS_SHOWN = 2
+REJECTION_SEARCH_TAG = b"gnau-dealer/vectors/rejection-search"
+REJECTION_SEARCH_INDEX = 106_949
+"""What ``--search-rejection`` finds: the first seed index whose round rejects a word."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +114,72 @@ SPECS = (
 )
 
 
+def rejection_spec(server_seed_hex: str) -> VectorSpec:
+    """The round of the rejection vector, with the given seed (the search tries many)."""
+    return VectorSpec(
+        file_name="fairness-round-8decks-82seats-rejection.json",
+        description=(
+            "8 decks, 82 seats (the largest table: 415 of 416 cards dealt), and a shuffle that "
+            "rejects a word: see intermediate.fisher_yates.rejected_words. An implementation "
+            "that takes w mod n without rejecting deals a different deck."
+        ),
+        round_id="table-8/round-000416",
+        rules=HouseRules(decks=8),
+        server_seed_hex=server_seed_hex,
+        seats=tuple(LockedSeat(n, f"player-{n:02d}", 25 * n) for n in range(1, 83)),
+    )
+
+
+def rejection_search_seed(index: int) -> bytes:
+    """The ``index``-th server seed the rejection search tries."""
+    return hashlib.sha256(REJECTION_SEARCH_TAG + index.to_bytes(8, "big")).digest()
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Fisher-Yates as it reads the word stream: the picks and every rejected word."""
+
+    picks: list[int]
+    words_used: int
+    rejected_words: list[dict[str, int]]
+    """``{"pick": k, "n": n, "word_index": i, "word": w}``: while making ``picks[k]``, a draw
+    below ``n``, the ``i``-th word of the stream (0-based) was ``w`` and was discarded."""
+
+
+def walk_fisher_yates(words: Iterator[int], deck_size: int) -> Walk:
+    """The picks of a shuffle of ``deck_size`` cards, recording each rejected word."""
+    picks: list[int] = []
+    rejected: list[dict[str, int]] = []
+    used = 0
+    for n in range(deck_size, 1, -1):
+        while True:
+            word = next(words)
+            used += 1
+            drawn = accept_word(word, n)
+            if drawn is not None:
+                picks.append(drawn)
+                break
+            rejected.append({"pick": len(picks), "n": n, "word_index": used - 1, "word": word})
+    return Walk(picks, used, rejected)
+
+
+def search_rejection(start: int = 0, stop: int = 10_000_000) -> int | None:
+    """The first index from ``start`` whose seed makes the rejection vector's shuffle reject a
+    word, or ``None`` if none below ``stop`` does."""
+    template = rejection_spec("00" * 32)
+    for index in range(start, stop):
+        seed = rejection_search_seed(index)
+        locked = CommittedRound(template.round_id, template.rules, seed).lock(template.seats)
+        words = drbg_words(shuffle_drbg(seed, locked.transcript_hash))
+        if walk_fisher_yates(words, 52 * template.rules.decks).rejected_words:
+            return index
+    return None
+
+
+REJECTION_SPEC = rejection_spec(rejection_search_seed(REJECTION_SEARCH_INDEX).hex())
+ALL_SPECS = (*SPECS, REJECTION_SPEC)
+
+
 def build_vector(spec: VectorSpec) -> dict[str, object]:
     """One vector: the revealed round and the intermediate values that lead to it."""
     server_seed = bytes.fromhex(spec.server_seed_hex)
@@ -109,8 +189,9 @@ def build_vector(spec: VectorSpec) -> dict[str, object]:
 
     drbg = shuffle_drbg(server_seed, locked.transcript_hash)
     first_outputs = [drbg.generate(GENERATE_BYTES).hex() for _ in range(DRBG_OUTPUTS_SHOWN)]
-    words = _CountingWords(drbg_words(shuffle_drbg(server_seed, locked.transcript_hash)))
-    picks = [draw_below(n, words) for n in range(len(dealt.deck), 1, -1)]
+    walk = walk_fisher_yates(
+        drbg_words(shuffle_drbg(server_seed, locked.transcript_hash)), len(dealt.deck)
+    )
 
     return {
         "description": spec.description,
@@ -131,24 +212,13 @@ def build_vector(spec: VectorSpec) -> dict[str, object]:
                 "first_outputs": first_outputs,
             },
             "fisher_yates": {
-                "picks": picks,
-                "words_used": words.count,
+                "picks": walk.picks,
+                "words_used": walk.words_used,
+                "rejected_words": walk.rejected_words,
             },
             "set_aside": [str(card) for card in dealt.deal.set_aside],
         },
     }
-
-
-class _CountingWords(Iterator[int]):
-    """Passes words through, counting them (more words than picks means rejections)."""
-
-    def __init__(self, words: Iterator[int]) -> None:
-        self._words = words
-        self.count = 0
-
-    def __next__(self) -> int:
-        self.count += 1
-        return next(self._words)
 
 
 def render(vector: dict[str, object]) -> str:
@@ -164,9 +234,21 @@ _ITEM_BREAK = re.compile(r",\s*\n\s*")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write the fairness test vectors.")
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    parser.add_argument(
+        "--search-rejection",
+        action="store_true",
+        help="find the first seed whose 8-deck round rejects a word, instead of writing",
+    )
     args = parser.parse_args(argv)
+    if args.search_rejection:
+        found = search_rejection()
+        if found is None:
+            print("no seed below the search limit rejects a word", file=sys.stderr)
+            return 1
+        print(f"index {found}: server seed {rejection_search_seed(found).hex()}")
+        return 0
     stale = []
-    for spec in SPECS:
+    for spec in ALL_SPECS:
         path = VECTOR_DIR / spec.file_name
         text = render(build_vector(spec))
         if args.check:
