@@ -13,13 +13,12 @@ from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import SignedNote, Verifier
 from gnau_service.audit.receipts import Consistency, Receipt, ReceiptEntry
-from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.server.rounds import (
     SEED_IS_PUBLIC,
     Dealer,
     OutOfRange,
-    RoundView,
     WrongState,
+    revealed_round,
 )
 from gnau_service.store import LogReader
 
@@ -41,9 +40,10 @@ def round_receipt(dealer: Dealer, round_id: str, *, public: bool, pinned_size: i
             f"pinned_size {pinned_size:,} is not between 0 and the log's signed size {size:,}"
         )
     entries = store.round_entries(round_id)
+    revealed = revealed_round(view)
     return Receipt(
         round_id=round_id,
-        round=_revealed(view),
+        round=None if revealed is None else revealed.to_json(),
         entries=tuple(
             ReceiptEntry(index, data, tuple(store.inclusion_proof(index, size)))
             for index, data in zip(record.log_indices, entries, strict=True)
@@ -63,23 +63,3 @@ def key_rotation_notes(reader: LogReader) -> tuple[str, ...]:
         str(decode_entry(data, *verifiers).payload["rotation"])
         for data in reader.entries_of_kind(EntryKind.KEY_ROTATED)
     )
-
-
-def _revealed(view: RoundView) -> dict[str, object] | None:
-    """The round in the verifiable form of docs/fairness.md; None if it was never dealt."""
-    record = view.record
-    if not record.seats:
-        return None
-    assert view.server_seed is not None and record.transcript_hash is not None
-    return RevealedRound(
-        round_id=record.round_id,
-        rules=record.rules,
-        seats=record.seats,
-        beacon=record.beacon,
-        commitment=record.commitment,
-        transcript_hash=record.transcript_hash,
-        server_seed=view.server_seed,
-        deck=view.deck,
-        seat_hands=view.hands,
-        dealer_hand=view.dealer_hand,
-    ).to_json()

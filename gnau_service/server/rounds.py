@@ -36,7 +36,13 @@ from gnau_service.audit.rounds import (
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.deal import SeatHand, max_seats
 from gnau_service.fairness.errors import FairnessError
-from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
+from gnau_service.fairness.reveal import (
+    RevealedRound,
+    beacon_to_json,
+    read_beacon,
+    read_seat,
+    seat_to_json,
+)
 from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.cards import Card
@@ -232,6 +238,14 @@ def view_of(record: RoundRecord, seed: bytes, settlement: Settlement | None = No
         deck=dealt.deck if public_seed is not None else (),
         settlement=settlement,
     )
+
+
+def revealed_round(view: RoundView) -> RevealedRound | None:
+    """The round in the verifiable form of docs/fairness.md, once its seed is public; None if
+    it is not, or was never dealt."""
+    if view.server_seed is None or not view.record.seats:
+        return None
+    return _dealt(view.record, view.server_seed).reveal()
 
 
 def _dealt(record: RoundRecord, seed: bytes) -> DealtRound:

@@ -203,13 +203,23 @@ def _entry_of(receipt: Receipts, kind: str) -> dict[str, Any]:
     raise AssertionError(f"no {kind} entry")
 
 
-def _forge(served: Served, receipt: Receipts, kind: str, change: Callable[[Any], None]) -> None:
-    """Re-sign the round's ``kind`` entry, its payload changed, with the log's real key: what
-    a dishonest dealer holding the key could log."""
+def _forge(
+    served: Served,
+    receipt: Receipts,
+    kind: str,
+    change: Callable[[Any], None],
+    key_vkey: str | None = None,
+) -> None:
+    """Re-sign the round's ``kind`` entry, its payload changed, with the log's real key (or
+    the key of ``key_vkey``): what a dishonest dealer holding the key could log."""
     item = _entry_of(receipt, kind)
     entry = json.loads(item["entry"])
     change(entry["payload"])
-    signer = served.signers[entry["key_id"]]
+    signer = (
+        served.signers[entry["key_id"]]
+        if key_vkey is None
+        else next(signer for signer in served.signers.values() if signer.vkey == key_vkey)
+    )
     data = encode_entry(
         signer.signer,
         index=entry["index"],
@@ -225,19 +235,7 @@ def _forge(served: Served, receipt: Receipts, kind: str, change: Callable[[Any],
 def _retired_key_resigns(served: Served, receipt: Receipts) -> None:
     """The key the log rotated away from, stolen, re-signs an entry of a later round as it
     stands: the signature verifies, but that key was not the log's at the entry's time."""
-    item = _entry_of(receipt, "ROUND_DEALT")
-    entry = json.loads(item["entry"])
-    retired = next(signer for signer in served.signers.values() if signer.vkey == served.vkey)
-    data = encode_entry(
-        retired.signer,
-        index=entry["index"],
-        kind=EntryKind(entry["kind"]),
-        time=entry["time"],
-        payload=entry["payload"],
-        prev_hash=entry["prev_hash"],
-        round_id=entry["round_id"],
-    )
-    item["entry"] = data.decode("utf-8")
+    _forge(served, receipt, "ROUND_DEALT", lambda payload: None, key_vkey=served.vkey)
 
 
 def _swap(cards: list[str], first: int, second: int) -> None:

@@ -33,7 +33,7 @@ from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound
 from tests.server.conftest import Service
-from tests.server.test_service import SEATS, details, play, refusal, shuffle
+from tests.server.test_service import deal, details, play, refusal, shuffle, void
 
 Document = dict[str, Any]
 
@@ -102,37 +102,21 @@ async def test_a_round_has_no_receipt_before_its_seed_is_public(service: Service
 
 async def test_revealed_and_voided_rounds_have_receipts(service: Service) -> None:
     voided_early = await shuffle(service, "receipt-void-1")
-    await service.call(
-        "dealer",
-        "VoidRound",
-        dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=voided_early.round_id, reason="x"),
-    )
+    await void(service, voided_early.round_id, "x")
     early = await receipt_of(service, voided_early.round_id)
     assert early["round"] is None
     assert verify(service, early).state == "voided"
 
     dealt = await shuffle(service, "receipt-void-2")
-    await service.call(
-        "dealer",
-        "Deal",
-        dealer_pb2.DealRequest(request_id=rid(), round_id=dealt.round_id, seats=SEATS),
-    )
-    await service.call(
-        "dealer",
-        "VoidRound",
-        dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=dealt.round_id, reason="power"),
-    )
+    await deal(service, dealt.round_id)
+    await void(service, dealt.round_id, "power")
     late = await receipt_of(service, dealt.round_id)
     assert late["round"] is not None and len(late["round"]["deck"]) == 52
     report = verify(service, late)
     assert report.ok and report.state == "voided", report.summary()
 
     revealed = await shuffle(service, "receipt-reveal")
-    await service.call(
-        "dealer",
-        "Deal",
-        dealer_pb2.DealRequest(request_id=rid(), round_id=revealed.round_id, seats=SEATS),
-    )
+    await deal(service, revealed.round_id)
     await service.call(
         "dealer",
         "Reveal",

@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from gnau.v1 import dealer_pb2
 
 from gnau_service.audit.receipts import Receipt, verify_receipt
 from gnau_service.audit.signing import LogSigner
 from tests.server.conftest import Service
 from tests.server.test_receipts import TAMPERED, receipt_of
-from tests.server.test_service import SEATS, play, shuffle
+from tests.server.test_service import deal, play, shuffle, void
 from tests.web.test_js_rules import node
 
 JS = Path(__file__).parents[2] / "gnau_service" / "web" / "js"
@@ -71,22 +70,10 @@ async def test_the_page_and_the_reference_agree_on_every_receipt(service: Servic
         tamper(tampered)
         receipts.append(tampered)
     early = await shuffle(service, "agree-void-early")
-    await service.call(
-        "dealer",
-        "VoidRound",
-        dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=early.round_id, reason="x"),
-    )
+    await void(service, early.round_id, "x")
     late = await shuffle(service, "agree-void-late")
-    await service.call(
-        "dealer",
-        "Deal",
-        dealer_pb2.DealRequest(request_id=rid(), round_id=late.round_id, seats=SEATS),
-    )
-    await service.call(
-        "dealer",
-        "VoidRound",
-        dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=late.round_id, reason="y"),
-    )
+    await deal(service, late.round_id)
+    await void(service, late.round_id, "y")
     await asyncio.to_thread(
         service.app.store.rotate_key,
         LogSigner.from_private_key(old_key.origin, Ed25519PrivateKey.generate()),

@@ -41,6 +41,16 @@ async def shuffle(service: Service, table: str = "table-1", **rules: object) -> 
     return (await service.call("dealer", "Shuffle", request)).round
 
 
+async def deal(service: Service, round_id: str) -> round_pb2.Round:
+    request = dealer_pb2.DealRequest(request_id=rid(), round_id=round_id, seats=SEATS)
+    return (await service.call("dealer", "Deal", request)).round
+
+
+async def void(service: Service, round_id: str, reason: str = "voided by a test") -> None:
+    request = dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_id, reason=reason)
+    await service.call("dealer", "VoidRound", request)
+
+
 async def play(service: Service, table: str = "table-1") -> round_pb2.Round:
     round_ = await shuffle(service, table)
     await service.call(
