@@ -73,14 +73,18 @@ def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
             colors=False, exception_formatter=structlog.dev.plain_traceback
         )
     )
-    stamped: list[structlog.types.Processor] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
+    global _trace_ids  # noqa: PLW0603  (loggers cached on first use keep the chain below)
     if trace_ids:
         from gnau_service.server.tracing import add_trace_ids  # noqa: PLC0415  (only if on)
 
-        stamped.append(add_trace_ids)
+        _trace_ids = add_trace_ids
+    else:
+        _trace_ids = None
+    stamped: list[structlog.types.Processor] = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _with_trace_ids,
+    ]
     exceptions: list[structlog.types.Processor] = [_STRUCTURED_TRACEBACKS] if json_lines else []
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *stamped, *exceptions, renderer],
@@ -107,6 +111,17 @@ def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
         threading.excepthook = lambda hook: _log_uncaught(
             hook.exc_type, hook.exc_value or hook.exc_type(), hook.exc_traceback
         )
+
+
+#: The trace ids' processor while tracing is on. Loggers cached on their first use keep the
+#: processor chain they were made with, so the chain always calls this, which may change.
+_trace_ids: structlog.types.Processor | None = None
+
+
+def _with_trace_ids(
+    logger: structlog.types.WrappedLogger, name: str, event_dict: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    return event_dict if _trace_ids is None else _trace_ids(logger, name, event_dict)  # type: ignore[return-value]
 
 
 #: Exceptions as structured data, without the frames' local variables: a local may be a seed,

@@ -31,7 +31,7 @@ import grpc
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
     ConsoleSpanExporter,
@@ -64,25 +64,25 @@ class Tracing:
         self._tracer = provider.get_tracer("gnau_service.server", __version__)
 
     @classmethod
-    def exporting(cls, mode: str, exporter: SpanExporter | None = None) -> Tracing:
-        """Spans to ``exporter`` (sent as each span ends: a test's in-memory one), or for
-        ``mode`` ``otlp`` or ``console``, in batches off the event loop."""
-        provider = TracerProvider(
-            resource=Resource.create({SERVICE_NAME: "gnau-dealer", SERVICE_VERSION: __version__})
-        )
-        if exporter is not None:
-            provider.add_span_processor(SimpleSpanProcessor(exporter))
-        elif mode == "otlp":
+    def exporting(cls, mode: str) -> Tracing:
+        """Spans for ``--tracing`` ``otlp`` or ``console``, sent in batches off the event loop."""
+        exporter: SpanExporter
+        if mode == "otlp":
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # noqa: PLC0415
                 OTLPSpanExporter,
             )
 
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+            exporter = OTLPSpanExporter()
         elif mode == "console":
-            provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
+            exporter = ConsoleSpanExporter()
         else:
             raise ValueError(f"tracing mode {mode!r} is not otlp or console")
-        return cls(provider)
+        return cls(_provider(BatchSpanProcessor(exporter)))
+
+    @classmethod
+    def to(cls, exporter: SpanExporter) -> Tracing:
+        """Spans to ``exporter`` as each ends (a test's in-memory exporter)."""
+        return cls(_provider(SimpleSpanProcessor(exporter)))
 
     def start(self, call: CallName, context: Context) -> CallWatch:
         carrier = {str(key): str(value) for key, value in context.invocation_metadata() or ()}
@@ -102,6 +102,15 @@ class Tracing:
 
     def shutdown(self) -> None:
         self.provider.shutdown()
+
+
+def _provider(processor: SpanProcessor) -> TracerProvider:
+    """A provider of the service's own (never OpenTelemetry's global one)."""
+    provider = TracerProvider(
+        resource=Resource.create({SERVICE_NAME: "gnau-dealer", SERVICE_VERSION: __version__})
+    )
+    provider.add_span_processor(processor)
+    return provider
 
 
 class _SpanWatch:

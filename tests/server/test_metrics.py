@@ -192,6 +192,7 @@ async def test_storage_errors_are_counted_and_serving_drops(tmp_path: Path) -> N
             filler.unlink()
     assert moved(before, during, "gnau_storage_errors_total") == 3
     refused = {"grpc_service": DEALER, "grpc_method": "Shuffle", "grpc_code": "UNAVAILABLE"}
-    assert moved(before, during, "gnau_refusals_total", **refused, reason="STORAGE_UNAVAILABLE") == 3
+    storage = {**refused, "reason": "STORAGE_UNAVAILABLE"}
+    assert moved(before, during, "gnau_refusals_total", **storage) == 3
     assert value(during, "gnau_storage_failing") == 1
     assert value(during, "gnau_serving") == 0
