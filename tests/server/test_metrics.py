@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
 import grpc
-import pytest
 from gnau.v1 import audit_pb2, dealer_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -54,17 +52,6 @@ def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
 
 def rpc(method: str, **more: str) -> dict[str, str]:
     return {"grpc_type": "unary", "grpc_service": DEALER, "grpc_method": method, **more}
-
-
-@pytest.fixture
-async def metered(settings: Settings) -> AsyncIterator[Service]:
-    """The server fixture's service (SQLite and PostgreSQL), with its HTTP port."""
-    with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0")
-    async with (
-        running(with_http) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
-    ):
-        yield Service(app, with_http, channel)
 
 
 async def test_rounds_move_the_counters_by_exactly_what_was_done(metered: Service) -> None:
