@@ -12,6 +12,7 @@ are bound first: a service that cannot serve creates no key, token file or datab
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -74,12 +75,14 @@ def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
         )
     )
     global _trace_ids  # noqa: PLW0603  (loggers cached on first use keep the chain below)
+    _trace_ids = None
     if trace_ids:
-        from gnau_service.server.tracing import add_trace_ids  # noqa: PLC0415  (only if on)
+        # Without OpenTelemetry installed the service refuses to start, in one line (see
+        # start): until then, lines go without trace ids.
+        with contextlib.suppress(ImportError):
+            from gnau_service.server.tracing import add_trace_ids  # noqa: PLC0415  (only if on)
 
-        _trace_ids = add_trace_ids
-    else:
-        _trace_ids = None
+            _trace_ids = add_trace_ids
     stamped: list[structlog.types.Processor] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -254,9 +257,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         if settings.metrics_listen:
             metrics_web = WebServer.bind(settings.metrics_listen, "--metrics-listen")
         if tracing is None and settings.tracing != "off":
-            from gnau_service.server.tracing import Tracing  # noqa: PLC0415  (only if on)
-
-            tracing = Tracing.exporting(settings.tracing)
+            tracing = _tracing(settings.tracing)
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
@@ -367,6 +368,18 @@ def _on_storage_failure(
         storage.failed(error)
 
     return failed
+
+
+def _tracing(mode: str) -> Tracing:
+    """Tracing for ``--tracing`` ``mode``; imported only now, and only if installed."""
+    try:
+        from gnau_service.server.tracing import Tracing  # noqa: PLC0415  (only if on)
+    except ImportError as error:
+        raise RuntimeError(
+            f"--tracing {mode} needs OpenTelemetry ({error.name} is missing): install the "
+            "tracing extra, pip install 'gnau-service[tracing]'"
+        ) from None
+    return Tracing.exporting(mode)
 
 
 async def _set_dealing(servicer: health.aio.HealthServicer, serving: bool) -> None:

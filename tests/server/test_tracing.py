@@ -131,3 +131,23 @@ def test_tracing_off_never_imports_opentelemetry(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == []
+
+
+def test_tracing_without_opentelemetry_installed_is_a_one_line_error(tmp_path: Path) -> None:
+    # OpenTelemetry made unimportable, as on an install without the [tracing] extra.
+    script = (
+        "import sys; sys.modules['opentelemetry'] = None\n"
+        "from gnau_service.cli.main import main\n"
+        f"sys.argv = ['gnau', 'serve', '--listen', '127.0.0.1:0', '--tracing', 'otlp',"
+        f" '--data-dir', {str(tmp_path / 'data')!r}]\n"
+        "sys.exit(main())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    assert lines[-1]["event"] == "cannot start"
+    assert "pip install 'gnau-service[tracing]'" in lines[-1]["error"]
+    assert not (tmp_path / "data").exists(), "nothing is created by a service that cannot start"
