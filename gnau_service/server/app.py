@@ -118,13 +118,18 @@ def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
 
 #: The trace ids' processor while tracing is on. Loggers cached on their first use keep the
 #: processor chain they were made with, so the chain always calls this, which may change.
-_trace_ids: structlog.types.Processor | None = None
+_trace_ids: (
+    Callable[
+        [structlog.types.WrappedLogger, str, structlog.types.EventDict], structlog.types.EventDict
+    ]
+    | None
+) = None
 
 
 def _with_trace_ids(
     logger: structlog.types.WrappedLogger, name: str, event_dict: structlog.types.EventDict
 ) -> structlog.types.EventDict:
-    return event_dict if _trace_ids is None else _trace_ids(logger, name, event_dict)  # type: ignore[return-value]
+    return event_dict if _trace_ids is None else _trace_ids(logger, name, event_dict)
 
 
 #: Exceptions as structured data, without the frames' local variables: a local may be a seed,

@@ -252,8 +252,9 @@ class _StoreGauges(Collector):
         )
         try:
             gauges = self._read()
-        except StoreError as error:
-            log.warning("metrics: cannot read the store", cause=str(error))
+        except Exception as error:  # any failure to read: the rest of the scrape still counts
+            cause = str(error) if isinstance(error, StoreError) else type(error).__name__
+            log.warning("metrics: cannot read the store", cause=cause)
             readable.add_metric((), 0)
             return [readable]
         readable.add_metric((), 1)
