@@ -14,6 +14,10 @@ Run: ``.venv/bin/python bench/bench_metrics.py`` (about a minute with the defaul
    median of the trials.
 3. A scrape's own cost: ``--scrapes`` scrapes of ``/metrics`` on the metrics server, its CPU
    per scrape (Prometheus scrapes every 15 s or so; a round takes milliseconds).
+4. The metrics' own work, alone and exactly: what the interceptor's observer does per call
+   (started, the duration, handled) and the store's observer per batch, timed in this process
+   over ``--observations`` calls, beside an empty loop; its share of the server's CPU per call
+   (step 2, off) is the metrics' cost, below the noise of step 2.
 
 The machine is shared and noisy: compare the ratios, not absolute figures across runs.
 """
@@ -26,15 +30,25 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+import grpc
 from bench_service import GNAU, ServerProcess, free_port
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import round_pb2
 from gnau_client import GnauClient
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.signing import LogSigner
+from gnau_service.server.calls import CallName, RpcType
+from gnau_service.server.metrics import Metrics
+from gnau_service.store import open_store
+from gnau_service.store.batches import CommittedBatch
 
 SEATS: Final = [
     round_pb2.Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n) for n in range(1, 4)
@@ -82,6 +96,36 @@ def play(served: Served, client: GnauClient, rounds: int, table: str) -> float:
     return (served.server.cpu_seconds() - before) / rounds
 
 
+def observer_cpu(observations: int, directory: Path) -> tuple[float, float]:
+    """CPU seconds per call of the metrics' call observer, and per batch of the store observer
+    (one unit, one entry), each less an empty loop's."""
+    signer = LogSigner.from_private_key("gnau-dealer/bench", Ed25519PrivateKey.generate())
+    store = open_store(f"sqlite:///{directory / 'observer.db'}", signer)
+    metrics = Metrics(
+        store,
+        streams_open=lambda: 0,
+        streams_limit=500,
+        storage_failing=lambda: False,
+        serving=lambda: True,
+    )
+    call = CallName.of("/gnau.v1.DealerService/Shuffle", RpcType.UNARY)
+    batch = CommittedBatch(1, (EntryKind.ROUND_DEALT,), 10, 0.001, 0.0005, careful=False)
+    context: Any = None  # the metrics observer does not read it
+    ok = grpc.StatusCode.OK
+
+    def timed(step: Callable[[], object]) -> float:
+        started = time.process_time()
+        for _ in range(observations):
+            step()
+        return (time.process_time() - started) / observations
+
+    empty = timed(lambda: None)
+    per_call = timed(lambda: metrics.start(call, context).end(ok, "")) - empty
+    per_batch = timed(lambda: metrics.batch_committed(batch)) - empty
+    store.close()
+    return per_call, per_batch
+
+
 def scrape_cpu(served: Served, scrapes: int) -> tuple[float, int]:
     """CPU seconds of the server per scrape of /metrics, and the exposition's size in bytes."""
     url = f"http://127.0.0.1:{served.metrics_port}/metrics"
@@ -110,15 +154,20 @@ async def run(arguments: argparse.Namespace) -> int:
                 client.close()
         finally:
             statuses = [served.server.stop() for served in servers]
+        per_call, per_batch = observer_cpu(arguments.observations, directory)
     if any(status not in (0, None) for status in statuses):
         print(f"a server did not stop cleanly: {statuses}", file=sys.stderr)
         return 1
-    report(servers, per_scrape, size, arguments)
+    report(servers, per_scrape, size, (per_call, per_batch), arguments)
     return 0
 
 
 def report(
-    servers: list[Served], per_scrape: float, size: int, arguments: argparse.Namespace
+    servers: list[Served],
+    per_scrape: float,
+    size: int,
+    observers: tuple[float, float],
+    arguments: argparse.Namespace,
 ) -> None:
     medians = {s.mode: statistics.median(s.cpu_per_round) for s in servers}
     off = medians["off"]
@@ -130,6 +179,15 @@ def report(
     print("| --- | --- | --- | --- |")
     for mode, cpu in medians.items():
         print(f"| {mode} | {cpu * 1000:.2f} ms | {cpu * 250:.3f} ms | {cpu / off:.3f}x |")
+    per_call, per_batch = observers
+    server_call = off / 4
+    print(
+        f"\nThe metrics' own work: {per_call * 1e6:.1f} µs per call, {per_batch * 1e6:.1f} µs "
+        f"per batch (of {arguments.observations:,} each); a round's four calls and (at most) "
+        f"four batches: {(per_call + per_batch) * 4e6:.1f} µs, "
+        f"{(per_call + per_batch) * 4 / off:.2%} of the server's CPU per round with metrics off "
+        f"({server_call * 1e3:.2f} ms per call)."
+    )
     print(
         f"\nOne scrape of /metrics: {per_scrape * 1000:.2f} ms of server CPU "
         f"({size} bytes; the mean of {arguments.scrapes} scrapes)."
@@ -141,6 +199,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=100, help="rounds per batch")
     parser.add_argument("--trials", type=int, default=7, help="batches per server")
     parser.add_argument("--scrapes", type=int, default=100, help="scrapes of /metrics")
+    parser.add_argument(
+        "--observations", type=int, default=200_000, help="calls timed for the observer alone"
+    )
     return parser.parse_args(argv)
 
 

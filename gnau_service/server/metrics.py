@@ -157,10 +157,12 @@ class Metrics:
             "Calls refused UNAVAILABLE (STORAGE_UNAVAILABLE) because the store could not be used.",
             registry=registry,
         )
-        for state in TRANSITIONS.values():
-            self.transitions.labels(state)
-        for kind in EntryKind:
-            self.entries.labels(str(kind))
+        # Each labelled child looked up once, not at every call (labels() takes a lock).
+        self._per_kind = {
+            kind: (self.entries.labels(str(kind)), _transition(self.transitions, kind))
+            for kind in EntryKind
+        }
+        self._per_call: dict[CallName, _CallChildren] = {}
         Gauge(
             "gnau_storage_failing",
             "1 while the store cannot be used (an outage: health says NOT_SERVING), else 0.",
@@ -193,9 +195,11 @@ class Metrics:
     # -- calls (a CallObserver) -----------------------------------------------------------------
 
     def start(self, call: CallName, context: Context) -> CallWatch:
-        labels = (str(call.kind), call.service, call.method)
-        self.started.labels(*labels).inc()
-        return _CallTimer(self, call, labels)
+        children = self._per_call.get(call)
+        if children is None:
+            children = self._per_call[call] = _CallChildren(self, call)
+        children.started.inc()
+        return _CallTimer(children)
 
     # -- the store (a BatchObserver) and its health ---------------------------------------------
 
@@ -206,32 +210,54 @@ class Metrics:
         if batch.careful:
             self.careful_batches.inc()
         for kind in batch.kinds:
-            self.entries.labels(str(kind)).inc()
-            state = TRANSITIONS.get(kind)
-            if state is not None:
-                self.transitions.labels(state).inc()
+            appended, moved = self._per_kind[kind]
+            appended.inc()
+            if moved is not None:
+                moved.inc()
 
     def storage_failed(self) -> None:
         self.storage_errors.inc()
 
 
+def _transition(transitions: Counter, kind: EntryKind) -> Counter | None:
+    state = TRANSITIONS.get(kind)
+    return None if state is None else transitions.labels(state)
+
+
+class _CallChildren:
+    """One method's labelled metrics, and its handled counters by code as they appear."""
+
+    def __init__(self, metrics: Metrics, call: CallName) -> None:
+        self.metrics = metrics
+        self.call = call
+        self.labels = (str(call.kind), call.service, call.method)
+        self.started = metrics.started.labels(*self.labels)
+        self.handling = metrics.handling.labels(*self.labels)
+        self._handled: dict[grpc.StatusCode, Counter] = {}
+
+    def handled(self, code: grpc.StatusCode) -> Counter:
+        counter = self._handled.get(code)
+        if counter is None:
+            counter = self._handled[code] = self.metrics.handled.labels(*self.labels, code.name)
+        return counter
+
+
 class _CallTimer:
     """One call's watch: its duration and how it ended."""
 
-    __slots__ = ("_call", "_labels", "_metrics", "_started")
+    __slots__ = ("_children", "_started")
 
-    def __init__(self, metrics: Metrics, call: CallName, labels: tuple[str, str, str]) -> None:
-        self._metrics = metrics
-        self._call = call
-        self._labels = labels
+    def __init__(self, children: _CallChildren) -> None:
+        self._children = children
         self._started = time.perf_counter()
 
     def end(self, code: grpc.StatusCode, reason: str) -> None:
-        metrics, call = self._metrics, self._call
-        metrics.handling.labels(*self._labels).observe(time.perf_counter() - self._started)
-        metrics.handled.labels(*self._labels, code.name).inc()
+        children = self._children
+        children.handling.observe(time.perf_counter() - self._started)
+        children.handled(code).inc()
         if reason and code is not grpc.StatusCode.INTERNAL:
-            metrics.refusals.labels(call.service, call.method, code.name, reason).inc()
+            call = children.call
+            children.metrics.refusals.labels(call.service, call.method, code.name, reason).inc()
 
 
 class _StoreGauges(Collector):
