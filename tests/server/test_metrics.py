@@ -10,13 +10,14 @@ from pathlib import Path
 
 import aiohttp
 import grpc
+import pytest
 from gnau.v1 import audit_pb2, dealer_pb2
 from prometheus_client.parser import text_string_to_metric_families
 
 from gnau_service.server.app import running
-from gnau_service.server.config import Settings
+from gnau_service.server.config import ConfigError, Settings, load_settings
 from tests.mounts import fill, tmpfs
-from tests.server.conftest import Service
+from tests.server.conftest import Service, write_tokens
 from tests.server.test_interceptors import raw_method
 from tests.server.test_service import play, refusal, shuffle
 
@@ -152,8 +153,6 @@ async def test_a_metrics_port_serves_only_metrics(tmp_path: Path, settings: Sett
 
 
 async def test_storage_errors_are_counted_and_serving_drops(tmp_path: Path) -> None:
-    from tests.server.conftest import write_tokens
-
     with tmpfs(tmp_path / "disk", size="2m") as disk:
         settings = Settings(
             listen="127.0.0.1:0",
@@ -183,3 +182,15 @@ async def test_storage_errors_are_counted_and_serving_drops(tmp_path: Path) -> N
     assert moved(before, during, "gnau_refusals_total", **storage) == 3
     assert value(during, "gnau_storage_failing") == 1
     assert value(during, "gnau_serving") == 0
+
+
+def test_the_metrics_and_tracing_settings_are_checked() -> None:
+    assert load_settings(None, {}, {}).metrics_listen == ""  # off unless set
+    assert load_settings(None, {}, {}).tracing == "off"
+    environment = {"GNAU_METRICS_LISTEN": "[::1]:9464", "GNAU_TRACING": "otlp"}
+    settings = load_settings(None, environment, {})
+    assert (settings.metrics_listen, settings.tracing) == ("[::1]:9464", "otlp")
+    with pytest.raises(ConfigError, match="metrics_listen"):
+        load_settings(None, {}, {"metrics_listen": "9464"})
+    with pytest.raises(ConfigError, match="tracing"):
+        load_settings(None, {}, {"tracing": "jaeger"})
