@@ -324,7 +324,8 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
 
 @dataclass
 class _Outcome:
-    """How a call ended, for its observers: its status code and a refusal's reason."""
+    """How a call ended, for its observers: its status code and a refusal's reason. Not frozen:
+    the call fills it in as it ends, and its observers read it then."""
 
     code: grpc.StatusCode = grpc.StatusCode.OK
     reason: str = ""

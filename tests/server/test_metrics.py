@@ -12,6 +12,7 @@ import aiohttp
 import grpc
 import pytest
 from gnau.v1 import audit_pb2, dealer_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from gnau_service.server.app import running
@@ -194,3 +195,15 @@ def test_the_metrics_and_tracing_settings_are_checked() -> None:
         load_settings(None, {}, {"metrics_listen": "9464"})
     with pytest.raises(ConfigError, match="tracing"):
         load_settings(None, {}, {"tracing": "jaeger"})
+
+
+async def test_a_servicers_own_abort_is_counted_under_its_code(metered: Service) -> None:
+    before = await scrape(metered.app.http_port)
+    unknown = health_pb2_grpc.HealthStub(metered.channel).Check(
+        health_pb2.HealthCheckRequest(service="no.such.Service")
+    )
+    assert (await refusal(unknown)).code() == grpc.StatusCode.NOT_FOUND
+    after = await scrape(metered.app.http_port)
+    health = {"grpc_type": "unary", "grpc_service": "grpc.health.v1.Health", "grpc_method": "Check"}
+    assert moved(before, after, "grpc_server_handled_total", **health, grpc_code="NOT_FOUND") == 1
+    assert moved(before, after, "grpc_server_handled_total", **health, grpc_code="OK") == 0
