@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch \
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics \
 	fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json
@@ -34,7 +34,7 @@ test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
-bench: bench-rules bench-fairness bench-audit bench-service bench-watch
+bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -50,6 +50,9 @@ bench-service: $(INSTALLED)
 
 bench-watch: $(INSTALLED)
 	$(BIN)/python bench/bench_watch.py
+
+bench-metrics: $(INSTALLED)
+	$(BIN)/python bench/bench_metrics.py
 
 ## fairness-evidence: the 1,000,000-round statistical report on a fresh seed (scipy, matplotlib:
 ## the [evidence] extra, which [test] includes), written to bench/results (minutes on 2 cores)

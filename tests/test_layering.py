@@ -50,3 +50,22 @@ def test_layer_imports_only_what_lies_below_it(layer: str) -> None:
 
 def test_rules_core_is_actually_scanned() -> None:
     assert ("evaluation.py", "rules") in project_imports("rules")
+
+
+def test_below_the_server_nothing_imports_metrics_or_tracing() -> None:
+    """The store is measured through its observer hook; prometheus and opentelemetry are the
+    server's business."""
+    for layer in ALLOWED:
+        for path in (PACKAGE / layer).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                names = (
+                    [alias.name for alias in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                for name in names:
+                    assert name.split(".")[0] not in {"prometheus_client", "opentelemetry"}, (
+                        f"{path} imports {name}"
+                    )

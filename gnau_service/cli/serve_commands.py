@@ -73,7 +73,7 @@ def run_serve(args: argparse.Namespace) -> int:
         settings = load_settings(config_file, os.environ, flags)
     except ConfigError as error:
         return _cannot_start(error)
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, trace_ids=settings.tracing != "off")
     try:
         asyncio.run(serve(settings, on_started=_announce))
     except (ValueError, OSError, RuntimeError) as error:

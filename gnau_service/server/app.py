@@ -1,8 +1,10 @@
 """Wiring: the ports, the log key, the tokens, the store, the servicers, health, reflection, TLS,
 limits, and a graceful shutdown (:mod:`~gnau_service.server.shutdown`).
 
-The ports (gRPC, and HTTP if ``--http-listen`` is set) are bound first: a service that cannot
-serve creates no key, token file or database.
+The ports (gRPC, and HTTP if ``--http-listen`` is set, and metrics if ``--metrics-listen`` is)
+are bound first: a service that cannot serve creates no key, token file or database. Metrics
+(:mod:`~gnau_service.server.metrics`) are kept only where a port serves them; tracing
+(:mod:`~gnau_service.server.tracing`) is imported only when ``--tracing`` asks for it.
 
 >>> # In tests:  async with running(settings) as app: ... app.port ...
 """
@@ -10,6 +12,7 @@ serve creates no key, token file or database.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
@@ -19,7 +22,7 @@ import types
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import grpc
 import structlog
@@ -32,15 +35,20 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
 from gnau_service.server.auth import Credentials, ensure_token_file, load_tokens
+from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
 from gnau_service.server.interceptors import CallInterceptor
+from gnau_service.server.metrics import Metrics
 from gnau_service.server.rounds import Dealer
 from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
-from gnau_service.server.web import WebServer
-from gnau_service.store import LogTail, Store, open_store, redacted_url
+from gnau_service.server.web import WebServer, metrics_application
+from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
+
+if TYPE_CHECKING:
+    from gnau_service.server.tracing import Tracing
 
 DEALER_SERVICE: Final = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
 AUDIT_SERVICE: Final = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
@@ -49,12 +57,14 @@ SERVICE_NAMES: Final = (DEALER_SERVICE, AUDIT_SERVICE)
 log = structlog.get_logger("gnau.server")
 
 
-def configure_logging(log_format: str) -> None:
+def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
     """Structured logs on stderr: one JSON object per line (or a console rendering).
 
     In JSON mode every line is JSON: the service's own, the standard library's (grpc, asyncio,
     psycopg, warnings) through the same processors, and exceptions as structured data
     (structlog's exception dictionaries, without local variables), uncaught ones included.
+    With ``trace_ids`` (tracing on), a line logged inside a call's span carries its
+    ``trace_id`` and ``span_id``.
     """
     json_lines = log_format == "json"
     renderer: structlog.types.Processor = (
@@ -64,9 +74,19 @@ def configure_logging(log_format: str) -> None:
             colors=False, exception_formatter=structlog.dev.plain_traceback
         )
     )
+    global _trace_ids  # noqa: PLW0603  (loggers cached on first use keep the chain below)
+    _trace_ids = None
+    if trace_ids:
+        # Without OpenTelemetry installed the service refuses to start, in one line (see
+        # start): until then, lines go without trace ids.
+        with contextlib.suppress(ImportError):
+            from gnau_service.server.tracing import add_trace_ids  # noqa: PLC0415  (only if on)
+
+            _trace_ids = add_trace_ids
     stamped: list[structlog.types.Processor] = [
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _with_trace_ids,
     ]
     exceptions: list[structlog.types.Processor] = [_STRUCTURED_TRACEBACKS] if json_lines else []
     structlog.configure(
@@ -94,6 +114,22 @@ def configure_logging(log_format: str) -> None:
         threading.excepthook = lambda hook: _log_uncaught(
             hook.exc_type, hook.exc_value or hook.exc_type(), hook.exc_traceback
         )
+
+
+#: The trace ids' processor while tracing is on. Loggers cached on their first use keep the
+#: processor chain they were made with, so the chain always calls this, which may change.
+_trace_ids: (
+    Callable[
+        [structlog.types.WrappedLogger, str, structlog.types.EventDict], structlog.types.EventDict
+    ]
+    | None
+) = None
+
+
+def _with_trace_ids(
+    logger: structlog.types.WrappedLogger, name: str, event_dict: structlog.types.EventDict
+) -> structlog.types.EventDict:
+    return event_dict if _trace_ids is None else _trace_ids(logger, name, event_dict)
 
 
 #: Exceptions as structured data, without the frames' local variables: a local may be a seed,
@@ -149,10 +185,17 @@ class App:
     settings: Settings
     new_operator_token: str | None = None
     web: WebServer | None = None  # the HTTP port, when --http-listen is set
+    metrics: Metrics | None = None  # when a port serves them (--http-listen, --metrics-listen)
+    metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
+    tracing: Tracing | None = None  # when --tracing is not off
 
     @property
     def http_port(self) -> int | None:
         return None if self.web is None else self.web.port
+
+    @property
+    def metrics_port(self) -> int | None:
+        return None if self.metrics_web is None else self.metrics_web.port
 
     async def stop(self) -> None:
         """Graceful shutdown, in the order of :mod:`~gnau_service.server.shutdown`."""
@@ -172,11 +215,13 @@ class App:
         # The HTTP port stops beside it: it only reads, so its requests need the store until then.
         await asyncio.gather(
             self.server.stop(left(grace)),
-            *([] if self.web is None else [self.web.stop()]),
+            *(web.stop() for web in (self.web, self.metrics_web) if web is not None),
         )
         await self.storage.stop()
         await self.tail.stop()
         self.store.close()
+        if self.tracing is not None:
+            await asyncio.to_thread(self.tracing.shutdown)  # sends the spans still held
         log.info("stopped")
 
 
@@ -197,7 +242,9 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None]:
     return Credentials(load_tokens(settings.tokens_path), dict(settings.mtls_roles)), token
 
 
-async def start(settings: Settings) -> App:
+async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
+    """Start the service. Tracing is made from ``settings.tracing`` unless given (a test's
+    in-memory exporter)."""
     streams = StreamSlots(settings.max_streams, settings.max_streams_per_peer)
     shutdown = Shutdown()
     interceptor = CallInterceptor(Credentials({}, {}), streams, shutdown)
@@ -208,19 +255,42 @@ async def start(settings: Settings) -> App:
     )
     port = _bind(server, settings)  # before anything is created: a busy port creates nothing
     web: WebServer | None = None
+    metrics_web: WebServer | None = None
     try:
         if settings.http_listen:
             web = WebServer.bind(settings.http_listen)
+        if settings.metrics_listen:
+            metrics_web = WebServer.bind(settings.metrics_listen, "--metrics-listen")
+        if tracing is None and settings.tracing != "off":
+            tracing = _tracing(settings.tracing)
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
         store = open_store(settings.database_url, signer)
     except BaseException:
-        if web is not None:
-            web.close()
+        for bound in (web, metrics_web):
+            if bound is not None:
+                bound.close()
         await server.stop(None)
         raise
     tail = LogTail(store)
+    health_servicer = health.aio.HealthServicer()
+    storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
+    metrics: Metrics | None = None
+    if web is not None or metrics_web is not None:
+        metrics = Metrics(
+            store,
+            streams_open=lambda: streams.open,
+            streams_limit=streams.total,
+            storage_failing=lambda: storage.failing,
+            serving=lambda: not (storage.failing or shutdown.begun),
+        )
+        store.observe(metrics.batch_committed)
+    observers: list[CallObserver] = [
+        observer for observer in (tracing, metrics) if observer is not None
+    ]
+    interceptor.observers = tuple(observers)
+    interceptor.on_storage_failure = _on_storage_failure(storage, metrics)
     try:
         await store.run_async(
             lambda tx: tx.append(
@@ -229,9 +299,6 @@ async def start(settings: Settings) -> App:
             )
         )
         await tail.start()
-        health_servicer = health.aio.HealthServicer()
-        storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
-        interceptor.on_storage_failure = storage.failed
         dealer = Dealer(store, max_stake=settings.max_stake)
         dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(dealer), server)
         audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, tail), server)
@@ -244,13 +311,19 @@ async def start(settings: Settings) -> App:
             )
         await server.start()
         if web is not None:
-            await web.start(dealer, store, shutdown_timeout=settings.grace_seconds)
+            await web.start(dealer, store, settings.grace_seconds, metrics)
+        if metrics_web is not None:
+            assert metrics is not None
+            await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
     except BaseException:
-        if web is not None:
-            await web.stop()
+        for bound in (web, metrics_web):
+            if bound is not None:
+                await bound.stop()
         await server.stop(None)
         await tail.stop()
         store.close()
+        if tracing is not None:
+            tracing.shutdown()
         raise
     log.info(
         "serving",
@@ -265,6 +338,9 @@ async def start(settings: Settings) -> App:
         reflection=settings.reflection,
         http_listen=settings.http_listen or None,
         http_port=None if web is None else web.port,
+        metrics_listen=settings.metrics_listen or None,
+        metrics_port=None if metrics_web is None else metrics_web.port,
+        tracing=tracing is not None,
     )
     return App(
         server,
@@ -279,7 +355,36 @@ async def start(settings: Settings) -> App:
         settings,
         new_token,
         web,
+        metrics,
+        metrics_web,
+        tracing,
     )
+
+
+def _on_storage_failure(
+    storage: StorageHealth, metrics: Metrics | None
+) -> Callable[[StoreUnavailable], None]:
+    """What a call that could not use the store sets off: an outage episode, and a count."""
+    if metrics is None:
+        return storage.failed
+
+    def failed(error: StoreUnavailable) -> None:
+        metrics.storage_failed()
+        storage.failed(error)
+
+    return failed
+
+
+def _tracing(mode: str) -> Tracing:
+    """Tracing for ``--tracing`` ``mode``; imported only now, and only if installed."""
+    try:
+        from gnau_service.server.tracing import Tracing  # noqa: PLC0415  (only if on)
+    except ImportError as error:
+        raise RuntimeError(
+            f"--tracing {mode} needs OpenTelemetry ({error.name} is missing): install the "
+            "tracing extra, pip install 'gnau-service[tracing]'"
+        ) from None
+    return Tracing.exporting(mode)
 
 
 async def _set_dealing(servicer: health.aio.HealthServicer, serving: bool) -> None:
@@ -295,8 +400,8 @@ async def _set_dealing(servicer: health.aio.HealthServicer, serving: bool) -> No
 
 
 @asynccontextmanager
-async def running(settings: Settings) -> AsyncIterator[App]:
-    app = await start(settings)
+async def running(settings: Settings, *, tracing: Tracing | None = None) -> AsyncIterator[App]:
+    app = await start(settings, tracing=tracing)
     try:
         yield app
     finally:

@@ -26,6 +26,9 @@ from gnau_service.server.limits import (
     MOST_SEATS,
 )
 
+#: The values of ``--tracing``: off costs nothing (OpenTelemetry is not even imported).
+TRACING_MODES: Final = ("off", "console", "otlp")
+
 
 class ConfigError(ValueError):
     """A setting the service cannot use; the message names it and where it came from."""
@@ -35,6 +38,8 @@ class ConfigError(ValueError):
 class Settings:
     listen: str = "127.0.0.1:50051"
     http_listen: str = ""  # off unless set: the browser verifier and public receipts
+    metrics_listen: str = ""  # off unless set: /metrics alone (the HTTP port serves it too)
+    tracing: str = "off"  # off, console or otlp
     data_dir: Path = Path("gnau-data")
     database: str = ""  # default: sqlite:///<data_dir>/gnau.db
     key: Path | None = None  # default: <data_dir>/log-signing-key.pem, generated if missing
@@ -75,6 +80,18 @@ SETTINGS: Final = {
         "--http-listen",
         "GNAU_HTTP_LISTEN",
         "host:port to serve the browser verifier and public receipts over HTTP; off unless set",
+    ),
+    "metrics_listen": (
+        "--metrics-listen",
+        "GNAU_METRICS_LISTEN",
+        "host:port to serve only the Prometheus metrics (GET /metrics) on; off unless set. "
+        "The --http-listen port serves /metrics too",
+    ),
+    "tracing": (
+        "--tracing",
+        "GNAU_TRACING",
+        "OpenTelemetry spans, one per call: off, console (stdout) or otlp (OTEL_EXPORTER_OTLP_*"
+        " environment); needs the [tracing] extra",
     ),
     "data_dir": ("--data-dir", "GNAU_DATA_DIR", "directory for the default database, key, tokens"),
     "database": ("--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db"),
@@ -160,11 +177,18 @@ def _typed(values: Mapping[str, Any]) -> Settings:
         raise ConfigError(
             f"setting 'log_format' must be json or console, not {quoted(settings.log_format)}"
         )
-    if settings.http_listen:
-        try:
-            split_host_port(settings.http_listen)
-        except ValueError as error:
-            raise ConfigError(f"setting 'http_listen' (--http-listen): {error}") from None
+    for name in ("http_listen", "metrics_listen"):
+        address = getattr(settings, name)
+        if address:
+            try:
+                split_host_port(address)
+            except ValueError as error:
+                raise ConfigError(f"setting {name!r} ({SETTINGS[name][0]}): {error}") from None
+    if settings.tracing not in TRACING_MODES:
+        raise ConfigError(
+            f"setting 'tracing' must be one of {', '.join(TRACING_MODES)}, "
+            f"not {quoted(settings.tracing)}"
+        )
     if settings.max_stake > LARGEST_MAX_STAKE:
         raise ConfigError(
             f"setting 'max_stake' (--max-stake) is {settings.max_stake}, more than "

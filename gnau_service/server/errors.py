@@ -180,6 +180,26 @@ def bad_request(violations: Sequence[tuple[str, str]]) -> grpc.Status:
     return _status(code_pb2.INVALID_ARGUMENT, message, "INVALID_ARGUMENT", detail, metadata)
 
 
+def reason_of(status: grpc.Status) -> str:
+    """The ErrorInfo ``reason`` of a status made here (``""`` if it has none): what a refusal
+    is counted under.
+
+    >>> reason_of(internal_error("r-1"))
+    'INTERNAL'
+    """
+    for key, value in status.trailing_metadata:
+        if key == _DETAILS_KEY and isinstance(value, bytes):
+            for detail in status_pb2.Status.FromString(value).details:
+                if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+                    info = error_details_pb2.ErrorInfo()
+                    detail.Unpack(info)
+                    return str(info.reason)
+    return ""
+
+
+_DETAILS_KEY: Final = "grpc-status-details-bin"
+
+
 def _precondition(kind: str, subject: str, message: str, metadata: dict[str, str]) -> grpc.Status:
     violation = error_details_pb2.PreconditionFailure.Violation(
         type=kind,

@@ -20,6 +20,8 @@ included) propagate: values set in ``intercept_service`` itself do not reach the
 6. Refusals become statuses with details (:mod:`~gnau_service.server.errors`); anything else
    raised is INTERNAL with the request id (logged with its traceback, as structured data); a
    failure after the client went away is nobody's business and ends quietly.
+7. Observers (:mod:`~gnau_service.server.calls`: metrics, tracing) hear of every call as it
+   starts, before any step above, and of the code and refusal reason it ended with.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import contextvars
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import grpc
@@ -36,6 +39,7 @@ import structlog
 
 from gnau_service.rules.errors import RulesError
 from gnau_service.server.auth import Credentials, Role, allowed
+from gnau_service.server.calls import CallName, CallObserver, RpcType
 from gnau_service.server.errors import (
     EdgeRefusal,
     PermissionDenied,
@@ -43,6 +47,7 @@ from gnau_service.server.errors import (
     Unauthenticated,
     Undecodable,
     internal_error,
+    reason_of,
     status_of,
 )
 from gnau_service.server.limits import MAX_REQUEST_ID_HEADER_CHARS
@@ -100,11 +105,13 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         streams: StreamSlots,
         shutdown: Shutdown,
         on_storage_failure: Callable[[StoreUnavailable], None] = lambda error: None,
+        observers: tuple[CallObserver, ...] = (),
     ) -> None:
         self.credentials = credentials
         self._streams = streams
         self._shutdown = shutdown
         self.on_storage_failure = on_storage_failure
+        self.observers = observers
         self.undecodable = PeerWarnings(UNDECODABLE_WARNING_SECONDS)
         # Each method's wrapped handler, made on its first call rather than on every call.
         self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
@@ -132,38 +139,39 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             "request_deserializer": tolerant(handler.request_deserializer),
             "response_serializer": handler.response_serializer,
         }
+        call = CallName.of(method, RpcType.of(handler))
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
-                self._unary_response(method, handler.unary_unary), **serializers
+                self._unary_response(call, handler.unary_unary), **serializers
             )
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(
-                self._unary_response(method, handler.stream_unary), **serializers
+                self._unary_response(call, handler.stream_unary), **serializers
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
-                self._streamed_response(method, handler.unary_stream), **serializers
+                self._streamed_response(call, handler.unary_stream), **serializers
             )
         assert handler.stream_stream is not None
         return grpc.stream_stream_rpc_method_handler(
-            self._streamed_response(method, handler.stream_stream), **serializers
+            self._streamed_response(call, handler.stream_stream), **serializers
         )
 
-    def _unary_response(self, method: str, behaviour: Any) -> Any:
+    def _unary_response(self, call: CallName, behaviour: Any) -> Any:
         async def wrapped(request: Any, context: Context) -> Any:
-            request = self._checked_requests(request, context, method)
+            request = self._checked_requests(request, context, call.full)
 
             async def body() -> Any:
                 with self._shutdown.call():
                     return await behaviour(request, context)
 
-            return await self._handle(method, request, context, body, streaming=False)
+            return await self._observed(call, request, context, body, streaming=False)
 
         return wrapped
 
-    def _streamed_response(self, method: str, behaviour: Any) -> Any:
+    def _streamed_response(self, call: CallName, behaviour: Any) -> Any:
         async def wrapped(request: Any, context: Context) -> None:
-            request = self._checked_requests(request, context, method)
+            request = self._checked_requests(request, context, call.full)
 
             async def body() -> None:
                 responses = behaviour(request, context)
@@ -173,7 +181,7 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 else:  # a coroutine that writes with context.write itself
                     await responses
 
-            await self._handle(method, request, context, body, streaming=True)
+            await self._observed(call, request, context, body, streaming=True)
 
         return wrapped
 
@@ -192,6 +200,35 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
 
         return checked()
 
+    async def _observed(
+        self,
+        call: CallName,
+        request: Any,
+        context: Context,
+        body: Callable[[], Awaitable[Any]],
+        *,
+        streaming: bool,
+    ) -> Any:
+        """:meth:`_handle`, with the observers told how the call started and ended."""
+        if not self.observers:
+            return await self._handle(call.full, request, context, body, streaming=streaming)
+        watches = [observer.start(call, context) for observer in self.observers]
+        outcome = _Outcome()
+        try:
+            return await self._handle(
+                call.full, request, context, body, streaming=streaming, outcome=outcome
+            )
+        except asyncio.CancelledError:
+            outcome.code, outcome.reason = grpc.StatusCode.CANCELLED, ""
+            raise
+        except grpc.aio.AbortError:
+            if outcome.code is grpc.StatusCode.OK:  # aborted by the servicer itself
+                outcome.code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            for watch in reversed(watches):
+                watch.end(outcome.code, outcome.reason)
+
     async def _handle(
         self,
         method: str,
@@ -200,6 +237,7 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         body: Callable[[], Awaitable[Any]],
         *,
         streaming: bool,
+        outcome: _Outcome | None = None,
     ) -> Any:
         request_id = _bind_request_id(method, context)
         started = time.perf_counter()
@@ -216,21 +254,30 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             else:
                 response = await body()
         except _REFUSALS as error:
-            await self._refuse(context, started, error)
+            await self._refuse(context, started, error, outcome)
         except grpc.aio.AbortError:
             raise  # the servicer aborted with a status of its own (health's NOT_FOUND)
         except Exception as error:
             if context.cancelled():
                 # The client went away while we answered (a write racing its cancel).
                 log.info("rpc cancelled by the client", ms=_ms(started))
+                if outcome is not None:
+                    outcome.code = grpc.StatusCode.CANCELLED
                 return None
             log.error("rpc failed", code="INTERNAL", error=type(error).__name__, exc_info=error)
-            await _abort(context, internal_error(request_id))
+            status = internal_error(request_id)
+            if outcome is not None:
+                outcome.code, outcome.reason = status.code, reason_of(status)
+            await _abort(context, status)
         log.info("rpc", code="OK", ms=_ms(started))
         return response
 
-    async def _refuse(self, context: Context, started: float, error: Refusal) -> None:
+    async def _refuse(
+        self, context: Context, started: float, error: Refusal, outcome: _Outcome | None
+    ) -> None:
         status = status_of(error)
+        if outcome is not None:
+            outcome.code, outcome.reason = status.code, reason_of(status)
         if not isinstance(error, Undecodable):  # counted in its peer's warning instead
             log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
         if isinstance(error, StoreUnavailable):
@@ -273,6 +320,15 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 total=self.undecodable.total,
                 per_seconds=UNDECODABLE_WARNING_SECONDS,
             )
+
+
+@dataclass
+class _Outcome:
+    """How a call ended, for its observers: its status code and a refusal's reason. Not frozen:
+    the call fills it in as it ends, and its observers read it then."""
+
+    code: grpc.StatusCode = grpc.StatusCode.OK
+    reason: str = ""
 
 
 async def _abort(context: Context, status: grpc.Status) -> None:

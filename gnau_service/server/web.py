@@ -9,7 +9,9 @@ exist here either. ``docs/web.md`` lists the routes.
 - ``GET /rounds/{round_id}/receipt[?pinned_size=N]``: the round's receipt (``docs/receipts.md``);
 - ``GET /rounds?table_id=T[&page_size=N][&page_token=...]``: revealed, settled and voided rounds,
   newest first;
-- ``GET /keys``: the log's origin, verifier keys and key rotations.
+- ``GET /keys``: the log's origin, verifier keys and key rotations;
+- ``GET /metrics``: the Prometheus metrics (:mod:`~gnau_service.server.metrics`), which a
+  metrics-only port (``--metrics-listen``) also serves, alone.
 
 Every refusal is a small JSON object ``{"error": CODE, "reason": text}``, never a traceback.
 The port is bound before the service creates anything (:meth:`WebServer.bind`), like the gRPC
@@ -32,6 +34,7 @@ from aiohttp import web
 
 from gnau_service.server.config import split_host_port
 from gnau_service.server.limits import MAX_ERROR_MESSAGE_BYTES
+from gnau_service.server.metrics import CONTENT_TYPE, Metrics
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
 from gnau_service.server.rounds import (
     Dealer,
@@ -85,8 +88,9 @@ class WebServer:
         self._runner: web.AppRunner | None = None
 
     @classmethod
-    def bind(cls, address: str) -> WebServer:
-        """Listen on ``host:port`` now; a busy or bad address raises :class:`OSError`."""
+    def bind(cls, address: str, flag: str = "--http-listen") -> WebServer:
+        """Listen on ``host:port`` now; a busy or bad address raises :class:`OSError`, naming
+        the ``flag`` that asked for it."""
         host, port = split_host_port(address)
         try:
             family, kind, protocol, _, where = socket.getaddrinfo(
@@ -94,7 +98,7 @@ class WebServer:
             )[0]
             listener = socket.socket(family, kind, protocol)
         except OSError as error:
-            raise OSError(error.errno, f"--http-listen {address}: {error.strerror}") from None
+            raise OSError(error.errno, f"{flag} {address}: {error.strerror}") from None
         try:
             # As the gRPC port: a second service on a taken port fails to start.
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -102,13 +106,22 @@ class WebServer:
             listener.listen(128)
         except OSError as error:
             listener.close()
-            raise OSError(error.errno, f"--http-listen {address}: {error.strerror}") from None
+            raise OSError(error.errno, f"{flag} {address}: {error.strerror}") from None
         listener.setblocking(False)
         return cls(listener, address)
 
-    async def start(self, dealer: Dealer, store: Store, shutdown_timeout: float) -> None:
+    async def start(
+        self,
+        dealer: Dealer,
+        store: Store,
+        shutdown_timeout: float,
+        metrics: Metrics | None = None,
+    ) -> None:
+        await self.serve(web_application(dealer, store, metrics), shutdown_timeout)
+
+    async def serve(self, application: web.Application, shutdown_timeout: float) -> None:
         runner = web.AppRunner(
-            web_application(dealer, store),
+            application,
             access_log=None,
             handle_signals=False,
             shutdown_timeout=shutdown_timeout,
@@ -129,15 +142,37 @@ class WebServer:
         self._listener.close()
 
 
-def web_application(dealer: Dealer, store: Store) -> web.Application:
+def web_application(
+    dealer: Dealer, store: Store, metrics: Metrics | None = None
+) -> web.Application:
     app = web.Application(middlewares=[_edge])
     routes = _Routes(dealer, store)
+    if metrics is not None:
+        app.router.add_get("/metrics", metrics_handler(metrics))
     app.router.add_get("/rounds", routes.list_rounds)
     # A round id may hold "/" (sent as %2F, which the router sees decoded): match to the suffix.
     app.router.add_get(r"/rounds/{round_id:.+}/receipt", routes.receipt)
     app.router.add_get("/keys", routes.keys)
     app.router.add_get("/{path:.*}", routes.static)
     return app
+
+
+def metrics_application(metrics: Metrics) -> web.Application:
+    """A port that serves only ``GET /metrics`` (``--metrics-listen``)."""
+    app = web.Application(middlewares=[_edge])
+    app.router.add_get("/metrics", metrics_handler(metrics))
+    return app
+
+
+def metrics_handler(metrics: Metrics) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def scrape(request: web.Request) -> web.Response:
+        # A scrape reads the database (the log's size, the open rounds): off the event loop.
+        body = await asyncio.to_thread(metrics.exposition)
+        return web.Response(
+            body=body, headers={"Content-Type": CONTENT_TYPE, "Cache-Control": "no-store"}
+        )
+
+    return scrape
 
 
 class _Routes:

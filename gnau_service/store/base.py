@@ -35,6 +35,7 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from time import perf_counter
 from typing import Any, Final, Generic, TypeVar, cast
 
 from gnau_service.audit.entries import EntryKind, JsonValue
@@ -42,6 +43,7 @@ from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_proof
 from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
+from gnau_service.store.batches import BatchObserver, CommittedBatch
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -383,6 +385,7 @@ class Store(LogReader):
         self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
         self._closed = False
         self._listeners: list[CommitListener] = []
+        self._observers: list[BatchObserver] = []
         self._loop_writer: _LoopWriter | None = None
         # The backends raise a StoreError naming their database if they cannot connect or set
         # up the schema; the rest of start-up is wrapped the same way.
@@ -466,6 +469,11 @@ class Store(LogReader):
         that committed (the writer thread, or an event loop), so it must only hand them on."""
         self._listeners.append(listener)
 
+    def observe(self, observer: BatchObserver) -> None:
+        """Call ``observer`` with each committed batch's measurements (see
+        :mod:`~gnau_service.store.batches`), on the thread that committed it."""
+        self._observers.append(observer)
+
     def close(self) -> None:
         """Finish the queued work, stop the writer and release the connections."""
         if self._closed:
@@ -543,11 +551,12 @@ class Store(LogReader):
     ) -> list[_Outcome]:
         """One transaction over the batch: optimistic (raises if that is not enough) or
         careful (a savepoint per unit)."""
+        started = perf_counter()
         with contextlib.nullcontext() if careful else self.backend.pipelined(connection):
             head = self._begin(connection)
             ran = self._run_units(connection, head, batch, careful=careful)
-            self._write_and_commit(connection, ran)
-        self._committed_batch(ran)
+            commit_seconds = self._write_and_commit(connection, ran)
+        self._committed_batch(ran, started, commit_seconds, careful=careful)
         return ran.outcomes
 
     def _begin(self, connection: Any) -> LogHead:
@@ -567,18 +576,35 @@ class Store(LogReader):
         ]
         return _RanBatch(appender, appended, outcomes)
 
-    def _write_and_commit(self, connection: Any, ran: _RanBatch) -> None:
+    def _write_and_commit(self, connection: Any, ran: _RanBatch) -> float:
+        """Write the batch's log and commit; the seconds COMMIT took."""
         if ran.appended:
             self._write_log(connection, ran.appender, ran.appended)
+        committing = perf_counter()
         self.backend.run(connection, "COMMIT")
+        return perf_counter() - committing
 
-    def _committed_batch(self, ran: _RanBatch) -> None:
-        """What follows a durable batch: a rotation in it takes effect; listeners hear of it."""
+    def _committed_batch(
+        self, ran: _RanBatch, started: float, commit_seconds: float, *, careful: bool
+    ) -> None:
+        """What follows a durable batch: a rotation in it takes effect; listeners hear of it;
+        observers get its measurements."""
         self.signer = ran.appender.signer
         if ran.appended:
             entries = [entry.data for entry in ran.appended]
             for listener in self._listeners:
                 listener(ran.appended[0].index, entries)
+        if self._observers:
+            measured = CommittedBatch(
+                units=len(ran.outcomes),
+                kinds=tuple(entry.kind for entry in ran.appended),
+                size=ran.appender.head.size,
+                seconds=perf_counter() - started,
+                commit_seconds=commit_seconds,
+                careful=careful,
+            )
+            for observer in self._observers:
+                observer(measured)
 
     def _run_unit(
         self,
@@ -697,10 +723,11 @@ class _LoopWriter:
                 self._connection = await self._blocking(backend.connect)
             connection = self._connection
             try:
+                started = perf_counter()
                 head = await self._blocking(store._begin, connection)
                 ran = store._run_units(connection, head, batch, careful=False)
-                await self._blocking(store._write_and_commit, connection, ran)
-                store._committed_batch(ran)
+                commit_seconds = await self._blocking(store._write_and_commit, connection, ran)
+                store._committed_batch(ran, started, commit_seconds, careful=False)
                 outcomes = ran.outcomes
             except Exception:
                 connection = self._connection = await self._blocking(backend.reset, connection)

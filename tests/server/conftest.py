@@ -76,3 +76,15 @@ async def service(settings: Settings) -> AsyncIterator[Service]:
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         yield Service(app, settings, channel)
+
+
+@pytest.fixture
+async def metered(settings: Settings) -> AsyncIterator[Service]:
+    """The server fixture's service (SQLite and PostgreSQL), with its HTTP port and so its
+    metrics at /metrics."""
+    with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0")
+    async with (
+        running(with_http) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        yield Service(app, with_http, channel)

@@ -1,0 +1,66 @@
+"""Reads for the service's gauges, made when the gauges are read (a metrics scrape): the log's
+size and the time of its newest checkpoint, and the rounds still open.
+
+They are read from the database, not counted in memory, so they are the same on every replica
+that shares it and right from the first scrape after a restart. Each is an index lookup.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from gnau_service.store.base import LogReader
+
+#: The states of an unfinished round, as the rounds table spells them.
+OPEN_STATES = ("SHUFFLED", "DEALT", "REVEALED")
+_OPEN = "state IN ('SHUFFLED', 'DEALT', 'REVEALED')"
+
+
+@dataclass(frozen=True)
+class LogGauges:
+    """The log's size and the time of the batch that signed its newest checkpoint (the newest
+    entry's time: a batch's entries and checkpoint share its time). ``last_time`` is None for
+    an empty log."""
+
+    size: int
+    last_time: str | None
+
+
+@dataclass(frozen=True)
+class OpenRound:
+    """A table's unfinished round: its state and when it last moved."""
+
+    table_id: str
+    state: str
+    updated_at: str
+
+
+def log_gauges(reader: LogReader) -> LogGauges:
+    size = int(reader.query("SELECT size FROM log_head WHERE id = 1")[0][0])
+    if size == 0:
+        return LogGauges(0, None)
+    rows = reader.query("SELECT data FROM log_entries WHERE idx = ?", (size - 1,))
+    time = json.loads(bytes(rows[0][0]))["time"] if rows else None
+    return LogGauges(size, None if time is None else str(time))
+
+
+def open_rounds_by_state(reader: LogReader) -> dict[str, int]:
+    """How many rounds are open in each open state (every open state is a key)."""
+    counts = dict.fromkeys(OPEN_STATES, 0)
+    for state, count in reader.query(
+        f"SELECT state, COUNT(*) FROM rounds WHERE {_OPEN} GROUP BY state"
+    ):
+        counts[str(state)] = int(count)
+    return counts
+
+
+def longest_open_rounds(reader: LogReader, limit: int) -> list[OpenRound]:
+    """The ``limit`` open rounds that have waited longest since they last moved, longest first
+    (a table has at most one open round)."""
+    rows = reader.query(
+        f"SELECT table_id, state, updated_at FROM rounds WHERE {_OPEN}"
+        " ORDER BY updated_at, table_id LIMIT ?",
+        (limit,),
+    )
+    return [OpenRound(str(table), str(state), str(updated)) for table, state, updated in rows]
