@@ -85,11 +85,12 @@ def refusal(
             f"run: chmod 600 {where}"
         )
     shape = f"belongs to uid {owner_uid} and gid {owner_gid} with mode {mode:04o}"
-    why = (
-        f"so the service (uid {uid}) cannot read it"
-        if problem is SecretFileProblem.UNREADABLE
-        else "so others than the service may read it"
-    )
+    if problem is SecretFileProblem.UNREADABLE:
+        why = f"so the service (uid {uid}) cannot read it"
+    elif mode & 0o007:
+        why = "so every user may access it"
+    else:
+        why = f"so every member of group {owner_gid} may access it"
     return (
         f"{what} {where} {shape}, {why}; the service needs a copy of its own with mode 0600: "
         f"run as root: install -m 600 -o {uid} {where} <private path>, and point the setting "

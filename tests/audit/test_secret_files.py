@@ -140,7 +140,7 @@ def test_a_kubernetes_fsgroup_mount_is_refused_with_what_to_do() -> None:
             read_as_service(directory / "tokens.json")
     message = str(caught.value)
     assert "belongs to uid 0 and gid 10001 with mode 0440" in message
-    assert "so others than the service may read it" in message
+    assert "so every member of group 10001 may access it" in message
     assert "install -m 600 -o 10001" in message
     assert "deploy/kubernetes/gnau-dealer.yaml" in message
 
