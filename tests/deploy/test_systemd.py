@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gnau_service.server.config import load_settings
 from tests.deploy.manifests import DEPLOY
 from tests.postgres import fresh_database
 from tests.serving import gnau, served
@@ -162,3 +163,10 @@ def http_port(output: str) -> int:
             event = json.loads(line)
             return int(event["http_port"])
     raise AssertionError(f"no serving line:\n{output}")
+
+
+def test_the_example_config_loads_and_keeps_its_secrets_in_etc() -> None:
+    settings = load_settings(DEPLOY / "gnau.toml", {}, {})
+    for path in (settings.key_path, settings.tokens_path, settings.tls_key):
+        assert str(path).startswith("/etc/gnau/")
+    assert "ReadWritePaths=/var/lib/gnau" in UNIT.read_text(encoding="utf-8")
