@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +72,15 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(data_dir: Path, *extra: str) -> Iterator[Served]:
-    """``gnau serve`` on a free port with its data in ``data_dir``; stopped on exit."""
+def served(
+    data_dir: Path, *extra: str, preexec_fn: Callable[[], object] | None = None
+) -> Iterator[Served]:
+    """``gnau serve`` on a free port with its data in ``data_dir``; stopped on exit.
+    ``preexec_fn`` runs in the child before the service starts (to restrict the process)."""
     started = None
     for attempt in range(START_ATTEMPTS):
-        started = _start(data_dir, data_dir.parent / f"{data_dir.name}-{attempt}.log", extra)
+        log_path = data_dir.parent / f"{data_dir.name}-{attempt}.log"
+        started = _start(data_dir, log_path, extra, preexec_fn)
         if started.process.poll() is None:
             break
     assert started is not None and started.process.poll() is None, (
@@ -88,7 +92,12 @@ def served(data_dir: Path, *extra: str) -> Iterator[Served]:
         started.stop()
 
 
-def _start(data_dir: Path, stderr_path: Path, extra: tuple[str, ...]) -> Served:
+def _start(
+    data_dir: Path,
+    stderr_path: Path,
+    extra: tuple[str, ...],
+    preexec_fn: Callable[[], object] | None = None,
+) -> Served:
     port = free_port()
     # Only the test's settings: no GNAU_* from the environment (a GNAU_DATABASE, say).
     env = {k: v for k, v in os.environ.items() if not k.startswith("GNAU_")}
@@ -105,6 +114,7 @@ def _start(data_dir: Path, stderr_path: Path, extra: tuple[str, ...]) -> Served:
             text=True,
             env={**env, "PYTHONUNBUFFERED": "1"},
             cwd=REPO,
+            preexec_fn=preexec_fn,  # noqa: PLW1509  (the child runs it before any thread starts)
         )  # fmt: skip
     served = Served(process, f"127.0.0.1:{port}", data_dir, stderr_path)
 

@@ -16,6 +16,7 @@ line keeps a rotation from ever parsing as a checkpoint (whose second line is a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -35,6 +36,7 @@ from gnau_service.audit.note import (
     Verifier,
     sign_note,
 )
+from gnau_service.audit.secret_files import refusal, secret_file_problem
 from gnau_service.audit.timestamps import parse_utc_timestamp
 
 DEFAULT_KEY_FILENAME: Final = "log-signing-key.pem"
@@ -63,21 +65,39 @@ def read_private_file(path: str | os.PathLike[str], what: str = "key file") -> b
     try:
         fd = os.open(where, os.O_RDONLY)
     except OSError as error:
+        if isinstance(error, PermissionError):
+            with contextlib.suppress(OSError):  # a directory on the way may hide it: say that
+                _refuse_unless_private(what, where, os.stat(where))
         raise KeyFileError(f"cannot open {what} {where}: {error.strerror}") from error
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             raise KeyFileError(f"{what} {where} is not a regular file")
-        mode = stat.S_IMODE(status.st_mode)
-        if mode & 0o077:
-            raise KeyFileError(
-                f"{what} {where} has mode {mode:04o}, which lets group or others "
-                f"access it; run: chmod 600 {where}"
-            )
+        _refuse_unless_private(what, where, status)
         with os.fdopen(fd, "rb", closefd=False) as file:
             return file.read()
     finally:
         os.close(fd)
+
+
+def _refuse_unless_private(what: str, where: str, status: os.stat_result) -> None:
+    """Raise :class:`KeyFileError` telling the operator what to run, unless this process may use
+    the file (see :mod:`gnau_service.audit.secret_files`)."""
+    uid, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
+    mode = stat.S_IMODE(status.st_mode)
+    problem = secret_file_problem(mode, status.st_uid, status.st_gid, uid, groups)
+    if problem is not None:
+        raise KeyFileError(
+            refusal(
+                what,
+                where,
+                problem,
+                mode=mode,
+                owner_uid=status.st_uid,
+                owner_gid=status.st_gid,
+                uid=uid,
+            )
+        )
 
 
 def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:

@@ -15,6 +15,7 @@ from gnau_service import __version__
 from gnau_service.cli import (
     audit_commands,
     fairness_commands,
+    health_commands,
     receipt_commands,
     rules_commands,
     serve_commands,
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         audit_commands,
         receipt_commands,
         serve_commands,
+        health_commands,
     ):
         module.register(subparsers)
     return parser

@@ -1,0 +1,40 @@
+#!/bin/sh
+# The secret files of deploy/compose.yaml, each with the owner and mode its reader needs.
+# Compose bind-mounts a file secret as it is on the host (same owner, same mode; the uid, gid and
+# mode of the long secret syntax apply to Swarm only), and the dealer, uid 10001 in the image,
+# takes a key, token or password file only at mode 0600 owned by itself. Run it as root:
+#   sudo deploy/compose-secrets.sh deploy/secrets
+# An existing file is kept (run it again to repair owners and modes); to replace a secret,
+# delete its file first. No secret is ever printed: read the operator token from tokens.json.
+set -eu
+dir=${1:?usage: compose-secrets.sh DIRECTORY}
+service_uid=${GNAU_SERVICE_UID:-10001}
+umask 077
+mkdir -p "$dir"
+chmod 700 "$dir"
+
+missing() { [ ! -e "$dir/$1" ]; }
+
+# The log's Ed25519 key (unencrypted PKCS#8 PEM), shared by both dealers: one log, one key.
+if missing log-signing-key.pem; then
+    openssl genpkey -algorithm ed25519 -out "$dir/log-signing-key.pem"
+fi
+# One operator token, URL-safe base64 of 32 random bytes.
+if missing tokens.json; then
+    token=$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=\n')
+    printf '{"tokens": {"%s": "operator"}}\n' "$token" > "$dir/tokens.json"
+fi
+# The database password: the postgres image's entrypoint reads this file as root, before it
+# drops to its postgres user; the dealers read the same password from pgpass, through libpq.
+if missing postgres-password; then
+    openssl rand -hex 32 > "$dir/postgres-password"
+fi
+if missing pgpass; then
+    printf 'postgres:5432:gnau:gnau:%s\n' "$(cat "$dir/postgres-password")" > "$dir/pgpass"
+fi
+
+chown "$service_uid:$service_uid" "$dir/log-signing-key.pem" "$dir/tokens.json" "$dir/pgpass"
+chown 0:0 "$dir/postgres-password"
+chmod 600 "$dir/log-signing-key.pem" "$dir/tokens.json" "$dir/pgpass" "$dir/postgres-password"
+echo "compose-secrets: $dir: log-signing-key.pem, tokens.json, pgpass (uid $service_uid, 0600);" \
+    "postgres-password (root, 0600)"

@@ -1,0 +1,171 @@
+"""deploy/compose.yaml agrees with the service's settings, the image and Prometheus' targets, and
+deploy/compose-secrets.sh makes secret files that the dealer, as uid 10001, takes."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gnau_service.audit.signing import load_private_key
+from gnau_service.cli.health_commands import default_target
+from gnau_service.cli.main import build_parser
+from gnau_service.server.auth import Role, load_tokens
+from gnau_service.server.config import SETTINGS, load_settings
+from tests.deploy.manifests import COMPOSE_FILE, DEPLOY, port_of, yaml_documents
+from tests.deploy.test_docker import instructions
+from tests.identity import (
+    SERVICE_GID,
+    SERVICE_UID,
+    as_identity,
+    require_root,
+    shared_directory,
+)
+
+(COMPOSE,) = yaml_documents(COMPOSE_FILE)
+SERVICES: dict[str, Any] = COMPOSE["services"]
+DEALERS = ["dealer-1", "dealer-2"]
+VARIABLES = {variable for _, variable, _ in SETTINGS.values()}
+
+
+def image_environment() -> dict[str, str]:
+    (env,) = instructions("ENV")
+    return dict(item.split("=", 1) for item in env if "=" in item)
+
+
+def environment(name: str) -> dict[str, str]:
+    """What the dealer process sees: the image's ENV, then the service's environment."""
+    return {**image_environment(), **SERVICES[name]["environment"]}
+
+
+def published(name: str) -> dict[int, tuple[str, int]]:
+    """container port -> (host address, host port)."""
+    mapping = {}
+    for text in SERVICES[name]["ports"]:
+        address, host_port, container_port = text.split(":")
+        mapping[int(container_port)] = (address, int(host_port))
+    return mapping
+
+
+def test_the_services() -> None:
+    assert set(SERVICES) == {"postgres", *DEALERS, "prometheus"}
+    for name in DEALERS:
+        dealer = SERVICES[name]
+        assert dealer["image"] == "gnau-dealer:0.1.0"
+        build = dealer["build"]
+        assert (COMPOSE_FILE.parent / build["context"] / build["dockerfile"]).resolve() == (
+            DEPLOY / "Dockerfile"
+        )
+        assert dealer["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        assert dealer["read_only"] is True and dealer["cap_drop"] == ["ALL"]
+    assert SERVICES["postgres"]["healthcheck"]["test"][:2] == ["CMD", "pg_isready"]
+
+
+@pytest.mark.parametrize("name", DEALERS)
+def test_each_dealer_agrees_with_the_settings(name: str) -> None:
+    environ = environment(name)
+    gnau_variables = {variable for variable in environ if variable.startswith("GNAU_")}
+    assert gnau_variables <= VARIABLES, gnau_variables - VARIABLES
+    settings = load_settings(None, environ, {})
+    ports = published(name)
+    assert set(ports) == {port_of(settings.listen), port_of(settings.http_listen)}
+    assert {address for address, _ in ports.values()} == {"127.0.0.1"}
+    # Secrets: each setting's file is a secret this dealer has, defined at the top level.
+    mounted = {f"/run/secrets/{secret}" for secret in SERVICES[name]["secrets"]}
+    assert {str(settings.key_path), str(settings.tokens_path), environ["PGPASSFILE"]} == mounted
+    for secret in SERVICES[name]["secrets"]:
+        assert COMPOSE["secrets"][secret]["file"].startswith("./secrets/")
+    # The health check is `gnau health` as the CLI parses it, at this dealer's gRPC port.
+    test = SERVICES[name]["healthcheck"]["test"]
+    assert test[:2] == ["CMD", "gnau"]
+    assert build_parser().parse_args(test[2:]).run.__name__ == "run_health"
+    assert default_target(environ) == f"127.0.0.1:{port_of(settings.listen)}"
+    # The data directory is a volume of this dealer's own.
+    (volume,) = SERVICES[name]["volumes"]
+    source, target = volume.split(":")
+    assert target == str(settings.data_dir) and source in COMPOSE["volumes"]
+
+
+def test_one_log_for_both_dealers() -> None:
+    first, second = (load_settings(None, environment(name), {}) for name in DEALERS)
+    assert first.database_url == second.database_url
+    assert first.origin == second.origin and first.key_path == second.key_path
+    # The database is the postgres service, and the URL holds no password (libpq's PGPASSFILE).
+    assert re.fullmatch(r"postgresql://gnau@postgres:5432/gnau", first.database_url)
+    postgres = SERVICES["postgres"]["environment"]
+    assert (postgres["POSTGRES_USER"], postgres["POSTGRES_DB"]) == ("gnau", "gnau")
+    assert len({volume for name in DEALERS for volume in SERVICES[name]["volumes"]}) == 2
+    host_ports = [port for name in DEALERS for _, port in published(name).values()]
+    assert len(set(host_ports)) == len(host_ports)
+
+
+def test_prometheus_scrapes_both_dealers_http_ports() -> None:
+    prometheus = SERVICES["prometheus"]
+    config_mount = next(v for v in prometheus["volumes"] if v.startswith("./prometheus.yml:"))
+    (config,) = yaml_documents(COMPOSE_FILE.parent / config_mount.split(":")[0])
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    (static,) = job["static_configs"]
+    expected = {
+        f"{name}:{port_of(load_settings(None, environment(name), {}).http_listen)}"
+        for name in DEALERS
+    }
+    assert set(static["targets"]) == expected
+
+
+# --- The secret files -------------------------------------------------------------------------
+
+
+def make_secrets(directory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["/bin/sh", str(DEPLOY / "compose-secrets.sh"), str(directory)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def owner_and_mode(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_uid, stat.S_IMODE(status.st_mode)
+
+
+def test_compose_secrets_are_what_the_dealer_takes() -> None:
+    require_root()
+    with shared_directory() as root:
+        check_compose_secrets(root / "secrets")
+
+
+def check_compose_secrets(directory: Path) -> None:
+    made = make_secrets(directory)
+    assert made.returncode == 0, made.stderr
+    files = {path.name: owner_and_mode(path) for path in directory.iterdir()}
+    assert files == {
+        "log-signing-key.pem": (SERVICE_UID, 0o600),
+        "tokens.json": (SERVICE_UID, 0o600),
+        "pgpass": (SERVICE_UID, 0o600),
+        "postgres-password": (0, 0o600),
+    }
+    password = (directory / "postgres-password").read_text().strip()
+    assert re.fullmatch(r"[0-9a-f]{64}", password)
+    assert (directory / "pgpass").read_text() == f"postgres:5432:gnau:gnau:{password}\n"
+    # The dealer's user reads them. Compose mounts the files alone, not their directory (0700,
+    # root's), so here the directory is opened up to stand for that.
+    os.chmod(directory, 0o755)
+    with as_identity(SERVICE_UID, SERVICE_GID, (SERVICE_GID,)):
+        load_private_key(directory / "log-signing-key.pem")
+        tokens = load_tokens(directory / "tokens.json")
+    ((token, role),) = tokens.items()
+    assert role == Role.OPERATOR and len(token) == 43
+    assert token not in made.stdout + made.stderr and password not in made.stdout + made.stderr
+
+    # Run again: nothing replaced, a widened mode narrowed back.
+    before = {path.name: path.read_bytes() for path in directory.iterdir()}
+    (directory / "tokens.json").chmod(0o644)
+    again = make_secrets(directory)
+    assert again.returncode == 0, again.stderr
+    assert {path.name: path.read_bytes() for path in directory.iterdir()} == before
+    assert owner_and_mode(directory / "tokens.json") == (SERVICE_UID, 0o600)
