@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from gnau_service import __version__
 from gnau_service.cli import (
     audit_commands,
+    db_commands,
     fairness_commands,
     receipt_commands,
     rules_commands,
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         audit_commands,
         receipt_commands,
         serve_commands,
+        db_commands,
     ):
         module.register(subparsers)
     return parser

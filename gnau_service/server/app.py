@@ -214,12 +214,17 @@ async def start(settings: Settings) -> App:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
-        store = open_store(settings.database_url, signer)
+        store = open_store(settings.database_url, signer, migrate=settings.migrate)
     except BaseException:
         if web is not None:
             web.close()
         await server.stop(None)
         raise
+    if store.migrated:
+        log.warning(
+            "migrated the database schema",
+            migrations=[str(migration) for migration in store.migrated],
+        )
     tail = LogTail(store)
     try:
         await store.run_async(
