@@ -221,8 +221,11 @@ async def start(settings: Settings) -> App:
         await server.stop(None)
         raise
     if store.migrated:
+        # Migration 1 makes the tables: a new database (or one from before versions).
         log.warning(
-            "migrated the database schema",
+            "created the database schema"
+            if store.migrated[0].version == 1
+            else "migrated the database schema",
             migrations=[str(migration) for migration in store.migrated],
         )
     tail = LogTail(store)
