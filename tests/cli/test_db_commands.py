@@ -4,14 +4,18 @@ backups taken while a real server plays rounds, restored, served again and verif
 from __future__ import annotations
 
 import io
+import os
 import re
 import stat
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import pytest
 from gnau_client import GnauClient
 
@@ -20,13 +24,14 @@ from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import SignedNote, Verifier
 from gnau_service.server.config import Settings
-from gnau_service.store import Store, open_reader
+from gnau_service.store import Store, open_reader, open_store
 from gnau_service.store.migrations import SCHEMA_VERSION
+from gnau_service.store.schema import APPEND_ONLY_TABLES
 from tests.audit.logs import new_signer
 from tests.cli.conftest import Run
 from tests.postgres import fresh_database
 from tests.server.test_start_beside_writers import SEATS, Load
-from tests.serving import Served, gnau, served
+from tests.serving import REPO, Served, gnau, served
 from tests.store.test_schema_startup import older_gnau, set_version
 from tests.store.test_store import append_many
 
@@ -202,6 +207,47 @@ def test_a_restore_refuses_what_it_cannot_do(tmp_path: Path, gnau: Gnau) -> None
     assert not (tmp_path / "new.db").exists()
 
 
+def documented_recipe() -> str:
+    """The PostgreSQL backup-and-restore recipe of docs/operations.md, as written there."""
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    return text.split("<!-- recipe: postgresql -->\n```sh\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_documented_postgresql_recipe_restores_the_log_and_its_triggers(
+    tmp_path: Path,
+) -> None:
+    signer = new_signer()
+    backup = tmp_path / "gnau.dump"
+    with fresh_database() as source, fresh_database() as target:
+        with open_store(source, signer) as store:
+            append_many(store, 20)
+            pinned = store.checkpoint()
+        assert pinned is not None
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("GNAU_")},
+            "GNAU_DATABASE": source,
+            "RESTORE_DATABASE": target,
+            "BACKUP": str(backup),
+            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",  # gnau itself
+        }
+        recipe = subprocess.run(
+            ["sh", "-e", "-c", documented_recipe()],
+            env=env, capture_output=True, text=True, cwd=REPO, check=False,
+        )  # fmt: skip
+        assert recipe.returncode == 0, recipe.stderr
+        assert recipe.stdout.splitlines()[-1] == "up to date"
+        assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+        with open_reader(source) as original, open_reader(target) as restored:
+            assert list(restored.iter_entries()) == list(original.iter_entries())
+            assert restored.checkpoints() == original.checkpoints()
+        assert_log_extends(target, signer.vkey, pinned, 20, rounds_after=0, started=False)
+        with psycopg.connect(target, autocommit=True) as connection:
+            for table in APPEND_ONLY_TABLES:
+                for change in (f"DELETE FROM {table}", f"TRUNCATE {table}"):
+                    with pytest.raises(psycopg.Error, match=f"{table} is append-only"):
+                        connection.execute(change.encode())
+
+
 # -- backup under load, restore, serve again ----------------------------------------------------
 
 
@@ -313,9 +359,11 @@ def backup_under_load(tmp_path: Path, backend: str, *, players: int, backups: in
             assert_log_extends(target, writer.vkey, pinned.read_text(), size, rounds_after=2)
 
 
-def assert_log_extends(url: str, vkey: str, pinned: str, size: int, *, rounds_after: int) -> None:
+def assert_log_extends(
+    url: str, vkey: str, pinned: str, size: int, *, rounds_after: int, started: bool = True
+) -> None:
     """The log at ``url`` verifies under ``vkey``, extends ``pinned``, and carries on from
-    ``size`` with a start and ``rounds_after`` rounds, at gap-free indices."""
+    ``size`` (with a start, if ``started``) and ``rounds_after`` rounds, at gap-free indices."""
     verifier = Verifier.from_vkey(vkey)
     with open_reader(url) as reader:
         end = reader.size()
@@ -327,7 +375,7 @@ def assert_log_extends(url: str, vkey: str, pinned: str, size: int, *, rounds_af
     )
     assert report.ok, report.summary()
     assert [entry.index for entry in appended] == list(range(size, end))
-    assert appended[0].kind is EntryKind.SERVICE_STARTED
+    assert started == bool(appended and appended[0].kind is EntryKind.SERVICE_STARTED)
     settled = sum(entry.kind is EntryKind.ROUND_SETTLED for entry in appended)
     assert settled == rounds_after
 
