@@ -35,13 +35,13 @@ from gnau_service.store.backup import (
     backup_format,
     backup_postgres,
     backup_sqlite,
+    copied_log,
     restore_postgres,
     restore_sqlite,
 )
 from gnau_service.store.base import Backend
 from gnau_service.store.migrations import read_history
 from gnau_service.store.schema import SchemaState, migrations_to_run
-from gnau_service.store.sqlite import SqliteBackend
 
 DATABASE_SETTINGS = ("data_dir", "database")
 
@@ -117,6 +117,13 @@ def _database_url(args: argparse.Namespace) -> str:
     return settings_from(args).database_url
 
 
+def _is_sqlite(url: str) -> bool:
+    """Whether ``url`` is SQLite's; PostgreSQL's otherwise (any other is refused by name)."""
+    if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+        open_backend(url)  # raises DatabaseUrlError, naming the URLs it takes
+    return url.startswith("sqlite:///")
+
+
 def _existing_backend(url: str) -> Backend:
     """The backend at ``url``, which must exist: a typo must not make a new SQLite file."""
     if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
@@ -168,7 +175,8 @@ def _status(args: argparse.Namespace) -> int:
         for migration in pending:
             print(f"pending: {migration}")
         if not state.empty:
-            _print_log(LogReader(backend))
+            reader = LogReader(backend)
+            _print_log(reader.size(), reader.checkpoint())
         if pending:
             print("to migrate: back it up (gnau db backup FILE), then run gnau db migrate")
             return 1
@@ -207,17 +215,15 @@ def run_backup(args: argparse.Namespace) -> int:
 def _backup(args: argparse.Namespace) -> int:
     url = _database_url(args)
     out: Path = args.out
-    if url.startswith("sqlite:///"):
+    if _is_sqlite(url):
         backup_sqlite(Path(url.removeprefix("sqlite:///")), out)
         print(f"wrote {out} ({out.stat().st_size:,} bytes, mode 0600), a copy of {url}")
-        with LogReader(SqliteBackend(out)) as reader:
-            _print_log(reader)
+        copied = copied_log(out)
+        _print_log(copied.size, copied.checkpoint)
     else:
-        open_backend(url).close()  # refuses a URL of no backend by name
         backup_postgres(url, out)
-        print(
-            f"wrote {out} ({out.stat().st_size:,} bytes, mode 0600): pg_dump of {redacted_url(url)}"
-        )
+        size = out.stat().st_size
+        print(f"wrote {out} ({size:,} bytes, mode 0600): pg_dump of {redacted_url(url)}")
         print(f"check it: gnau db restore {out} --database <a new, empty database>")
     return 0
 
@@ -232,7 +238,7 @@ def _restore(args: argparse.Namespace) -> int:
     expected = _read_expected(args.expect_checkpoint)
     keys = [read_vkey(text) for text in args.pinned_keys]
     kind = backup_format(backup)
-    is_sqlite = target.startswith("sqlite:///")
+    is_sqlite = _is_sqlite(target)
     if (kind is BackupFormat.SQLITE) != is_sqlite:
         raise CommandError(
             f"{backup} is a {kind}, which cannot be restored into {redacted_url(target)}"
@@ -240,7 +246,6 @@ def _restore(args: argparse.Namespace) -> int:
     if is_sqlite:
         restore_sqlite(backup, Path(target.removeprefix("sqlite:///")))
     else:
-        open_backend(target).close()  # refuses a URL of no backend by name
         restore_postgres(backup, target)
     print(f"restored {backup} into {redacted_url(target)}")
     with LogReader(open_backend(target)) as reader:
@@ -251,7 +256,7 @@ def _restore(args: argparse.Namespace) -> int:
                 f"the restored log in {redacted_url(target)} does not verify: do not serve it",
                 status=1,
             )
-        _print_log(reader)
+        _print_log(reader.size(), reader.checkpoint())
         state = _schema_state(reader.backend)
     if expected is not None:
         print(f"consistent with the expected checkpoint {args.expect_checkpoint}")
@@ -294,10 +299,8 @@ def _verify(reader: LogReader, keys: list[Verifier], expected: bytes | None) -> 
                 raise CommandError(f"cannot verify the restored log: {error}") from error
 
 
-def _print_log(reader: LogReader) -> None:
-    size = reader.size()
-    note = reader.checkpoint()
+def _print_log(size: int, checkpoint: str | None) -> None:
     print(f"log: {size:,} entries")
-    if note is not None:
+    if checkpoint is not None:
         print("latest checkpoint:")
-        print(note.rstrip("\n"))
+        print(checkpoint.rstrip("\n"))

@@ -126,6 +126,28 @@ def _sqlite_copy(source: Path, target: Path, *, read_only: bool) -> None:
         raise BackupError(f"the copy of {source} in {target} is damaged: {verdict}")
 
 
+@dataclass(frozen=True)
+class CopiedLog:
+    """What a SQLite backup holds of the log: its size and latest checkpoint."""
+
+    size: int
+    checkpoint: str | None
+
+
+def copied_log(path: Path) -> CopiedLog:
+    """The log in the SQLite backup at ``path``, read without changing the file (a store's
+    connection would turn WAL on in it)."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as reader:
+            size = reader.execute("SELECT size FROM log_head").fetchone()[0]
+            note = reader.execute(
+                "SELECT note FROM log_checkpoints ORDER BY size DESC LIMIT 1"
+            ).fetchone()
+    except sqlite3.Error as error:
+        raise BackupError(f"cannot read the log in {path}: {first_line(error)}") from error
+    return CopiedLog(int(size), None if note is None else str(note[0]))
+
+
 # -- PostgreSQL ---------------------------------------------------------------------------------
 
 
