@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from gnau_service import __version__
 from gnau_service.cli import (
     audit_commands,
+    db_commands,
     fairness_commands,
     health_commands,
     receipt_commands,
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         receipt_commands,
         serve_commands,
         health_commands,
+        db_commands,
     ):
         module.register(subparsers)
     return parser

@@ -36,12 +36,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the gRPC dealer service. Settings: flags > GNAU_* environment > "
         "--config file > defaults (see docs/configuration.md).",
     )
-    serve_parser.add_argument("--config", type=Path, help="TOML file of settings")
-    for name, (flag, variable, meaning) in SETTINGS.items():
-        kwargs: dict[str, object] = {"dest": name, "default": argparse.SUPPRESS}
-        if name == "mtls_roles":
-            kwargs["action"] = "append"
-        serve_parser.add_argument(flag, help=f"{meaning} [{variable}]", **kwargs)  # type: ignore[arg-type]
+    add_setting_options(serve_parser, SETTINGS)
     serve_parser.set_defaults(run=run_serve)
 
     play = subparsers.add_parser(
@@ -59,18 +54,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def run_serve(args: argparse.Namespace) -> int:
     # Every file the service creates (database, its -wal and -shm, keys, tokens) is private.
     os.umask(0o077)
-    flags = {name: getattr(args, name) for name in SETTINGS if hasattr(args, name)}
-    config_file = args.config or (
-        Path(os.environ["GNAU_CONFIG"]) if "GNAU_CONFIG" in os.environ else None
-    )
     # Until the settings are read, log as asked on the command line or in the environment.
     configure_logging(
         "console"
-        if flags.get("log_format", os.environ.get("GNAU_LOG_FORMAT")) == "console"
+        if getattr(args, "log_format", os.environ.get("GNAU_LOG_FORMAT")) == "console"
         else "json"
     )
     try:
-        settings = load_settings(config_file, os.environ, flags)
+        settings = settings_from(args)
     except ConfigError as error:
         return _cannot_start(error)
     configure_logging(settings.log_format, trace_ids=settings.tracing != "off")
@@ -84,6 +75,27 @@ def run_serve(args: argparse.Namespace) -> int:
         log.critical("internal error", error=type(error).__name__, exc_info=error)
         return 2
     return 0
+
+
+def add_setting_options(parser: argparse.ArgumentParser, names: Iterable[str]) -> None:
+    """``--config`` and the flags of the settings ``names``, as ``gnau serve`` takes them."""
+    parser.add_argument("--config", type=Path, help="TOML file of settings [GNAU_CONFIG]")
+    for name in names:
+        flag, variable, meaning = SETTINGS[name]
+        kwargs: dict[str, object] = {"dest": name, "default": argparse.SUPPRESS}
+        if name == "mtls_roles":
+            kwargs["action"] = "append"
+        parser.add_argument(flag, help=f"{meaning} [{variable}]", **kwargs)  # type: ignore[arg-type]
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings as ``gnau serve`` reads them: the flags given in ``args``, then ``GNAU_*``,
+    then ``--config`` (or ``GNAU_CONFIG``), then the defaults. Raises ConfigError."""
+    flags = {name: getattr(args, name) for name in SETTINGS if hasattr(args, name)}
+    config_file = args.config or (
+        Path(os.environ["GNAU_CONFIG"]) if "GNAU_CONFIG" in os.environ else None
+    )
+    return load_settings(config_file, os.environ, flags)
 
 
 def _cannot_start(error: Exception) -> int:

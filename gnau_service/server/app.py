@@ -266,13 +266,21 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
-        store = open_store(settings.database_url, signer)
+        store = open_store(settings.database_url, signer, migrate=settings.migrate)
     except BaseException:
         for bound in (web, metrics_web):
             if bound is not None:
                 bound.close()
         await server.stop(None)
         raise
+    if store.migrated:
+        # Migration 1 makes the tables: a new database (or one from before versions).
+        log.warning(
+            "created the database schema"
+            if store.migrated[0].version == 1
+            else "migrated the database schema",
+            migrations=[str(migration) for migration in store.migrated],
+        )
     tail = LogTail(store)
     health_servicer = health.aio.HealthServicer()
     storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))

@@ -42,6 +42,7 @@ class Settings:
     tracing: str = "off"  # off, console or otlp
     data_dir: Path = Path("gnau-data")
     database: str = ""  # default: sqlite:///<data_dir>/gnau.db
+    migrate: bool = False  # an older schema is refused unless this is set
     key: Path | None = None  # default: <data_dir>/log-signing-key.pem, generated if missing
     origin: str = "gnau-dealer/local"
     tokens: Path | None = None  # default: <data_dir>/tokens.json, generated if missing
@@ -95,6 +96,11 @@ SETTINGS: Final = {
     ),
     "data_dir": ("--data-dir", "GNAU_DATA_DIR", "directory for the default database, key, tokens"),
     "database": ("--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db"),
+    "migrate": (
+        "--migrate",
+        "GNAU_MIGRATE",
+        "migrate an older database schema at start (true/false); otherwise it is refused",
+    ),
     "key": ("--key", "GNAU_KEY", "Ed25519 PEM log key (mode 0600); generated if missing"),
     "origin": ("--origin", "GNAU_ORIGIN", "log origin (key name), gnau-dealer/<deployment>"),
     "tokens": ("--tokens", "GNAU_TOKENS", "JSON token file (mode 0600); generated if missing"),

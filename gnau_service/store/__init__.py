@@ -40,9 +40,10 @@ def open_backend(url: str) -> Backend:
     )
 
 
-def open_store(url: str, signer: LogSigner) -> Store:
-    """Open (creating if needed) the store at ``url``, signing with ``signer``."""
-    return Store(open_backend(url), signer)
+def open_store(url: str, signer: LogSigner, *, migrate: bool = False) -> Store:
+    """Open the store at ``url``, signing with ``signer``: a new, empty database gets the
+    schema; an older one is migrated only if ``migrate`` (see :mod:`.schema`)."""
+    return Store(open_backend(url), signer, migrate=migrate)
 
 
 def open_reader(url: str) -> LogReader:

@@ -36,7 +36,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import Any, Final, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
 
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
@@ -44,6 +44,10 @@ from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_pro
 from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.store.batches import BatchObserver, CommittedBatch
+
+if TYPE_CHECKING:
+    from gnau_service.store.migrations import Migration
+    from gnau_service.store.schema import SchemaState
 
 T = TypeVar("T")
 Row = tuple[Any, ...]
@@ -82,6 +86,8 @@ class Backend(ABC):
     #: transaction starts here, so writers (in every process) run one at a time and a unit's
     #: reads need no locks of their own.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
+    #: The schema migrations this gnau knows, in order (each backend's constructor sets them).
+    migrations: Sequence[Migration]
 
     @abstractmethod
     def connect(self) -> Any:
@@ -92,8 +98,18 @@ class Backend(ABC):
         """A connection for reads, borrowed for the ``with`` block."""
 
     @abstractmethod
-    def create_schema(self, connection: Any) -> None:
-        """Create the tables, indices and append-only triggers if they do not exist."""
+    def schema_state(self, connection: Any) -> SchemaState:
+        """The schema version the database records, and whether it is empty (plain reads)."""
+
+    @abstractmethod
+    def create_schema(self, connection: Any, *, migrate: bool = False) -> Sequence[Migration]:
+        """Bring the schema up to date as :func:`~gnau_service.store.schema.migrations_to_run`
+        says (an empty database gets it all; an older one only if ``migrate``), or raise its
+        refusal; the migrations applied."""
+
+    @abstractmethod
+    def has_table(self, connection: Any, table: str) -> bool:
+        """Whether the database has ``table``; asking never fails a transaction."""
 
     def sql(self, text: str) -> str:
         """``text`` with its ``?`` placeholders in the backend's style."""
@@ -377,6 +393,7 @@ class Store(LogReader):
         *,
         clock: Callable[[], str] = utc_now,
         max_batch: int = MAX_BATCH,
+        migrate: bool = False,
     ) -> None:
         super().__init__(backend)
         self.signer = signer
@@ -392,7 +409,8 @@ class Store(LogReader):
         try:
             connection = backend.connect()
             try:
-                backend.create_schema(connection)
+                #: The migrations this start applied (only a new database's, unless ``migrate``).
+                self.migrated = backend.create_schema(connection, migrate=migrate)
                 backend.run(
                     connection,
                     "INSERT INTO log_keys (key_id, vkey, since_size)"

@@ -5,28 +5,22 @@ transaction), which makes indices gap-free across processes without session-leve
 locks (those break under transaction-pooling proxies).
 
 A process may start while others write. Its schema check is a plain SELECT of the version in
-``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only an older schema gets DDL,
-and that runs under a transaction-level advisory lock, after the writers' own first lock.
+``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only a migration runs DDL, and
+that runs under a transaction-level advisory lock, after the writers' own first lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Final
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from gnau_service.audit.entries import GENESIS_PREV_HASH
 from gnau_service.store.base import Backend, StoreError
-from gnau_service.store.schema import (
-    APPEND_ONLY_TABLES,
-    SCHEMA_VERSION,
-    common_tables,
-    first_line,
-    needs_setup,
-)
+from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration, record_applied
+from gnau_service.store.schema import SchemaState, first_line, migrations_to_run
 from gnau_service.store.urls import redacted_url
 
 # Schema changes from several processes at once would race on the catalog: a transaction-level
@@ -34,35 +28,6 @@ from gnau_service.store.urls import redacted_url
 SCHEMA_LOCK: Final = 0x676E6175  # "gnau"
 #: The NOTIFY channel on which each batch that grows the log announces the new size.
 HEAD_CHANNEL: Final = "gnau_log_head"
-
-VERSION_TABLE: Final = """
-CREATE TABLE IF NOT EXISTS gnau_schema (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    version INTEGER NOT NULL
-);
-"""
-
-SCHEMA: Final = (
-    common_tables(integer="BIGINT", blob="BYTEA")
-    + f"""
-INSERT INTO log_head (id, size, prev_hash, frontier)
-    VALUES (1, 0, '{GENESIS_PREV_HASH}', ''::bytea) ON CONFLICT DO NOTHING;
-CREATE OR REPLACE FUNCTION gnau_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION '% is append-only', TG_TABLE_NAME;
-END $$;
-"""
-    + "".join(
-        f"""
-CREATE OR REPLACE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE ON {table}
-    FOR EACH ROW EXECUTE FUNCTION gnau_refuse_change();
-CREATE OR REPLACE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table}
-    FOR EACH STATEMENT EXECUTE FUNCTION gnau_refuse_change();
-"""
-        for table in APPEND_ONLY_TABLES
-    )
-    + VERSION_TABLE
-)
 
 SET_VERSION: Final = (
     "INSERT INTO gnau_schema (id, version) VALUES (1, %s)"
@@ -75,8 +40,12 @@ class PostgresBackend(Backend):
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
 
-    def __init__(self, url: str, *, pool_size: int = 4) -> None:
+    def __init__(
+        self, url: str, *, pool_size: int = 4, migrations: Sequence[Migration] = MIGRATIONS
+    ) -> None:
         self.url = url
+        #: The migrations this gnau knows (a test may pretend to be an older gnau).
+        self.migrations = migrations
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -106,28 +75,47 @@ class PostgresBackend(Backend):
         with self._pool.connection() as connection:
             yield connection
 
-    def create_schema(self, connection: psycopg.Connection[Any]) -> None:
+    def schema_state(self, connection: psycopg.Connection[Any]) -> SchemaState:
+        # Emptiness first: a migration that makes the tables records the version in the same
+        # transaction, so once the tables are seen, so is the version (never "0, not empty").
+        empty = not table_exists(connection, "log_head")
+        return SchemaState(schema_version(connection), empty)
+
+    def has_table(self, connection: psycopg.Connection[Any], table: str) -> bool:
+        return table_exists(connection, table)
+
+    def create_schema(
+        self, connection: psycopg.Connection[Any], *, migrate: bool = False
+    ) -> Sequence[Migration]:
         try:
-            if needs_setup(schema_version(connection), str(self)):
-                self._set_up_schema(connection)
+            state = self.schema_state(connection)
+            if not migrations_to_run(state, str(self), migrate=migrate, known=self.migrations):
+                return ()
+            return self._migrate(connection, migrate=migrate)
         except psycopg.Error as error:
             raise StoreError(f"{self}: cannot set up the schema: {first_line(error)}") from error
 
-    def _set_up_schema(self, connection: psycopg.Connection[Any]) -> None:
-        """Bring an older schema up to date, in one transaction, taking turns with other
-        starting processes and holding off writers."""
+    def _migrate(
+        self, connection: psycopg.Connection[Any], *, migrate: bool
+    ) -> Sequence[Migration]:
+        """Apply what is pending in one transaction, taking turns with other starting
+        processes and holding off writers."""
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            # Another process may have set it up while this one waited for the lock.
-            if not needs_setup(schema_version(connection), str(self)):
-                return
-            if table_exists(connection, "log_head"):
+            # Another process may have migrated while this one waited for the lock.
+            pending = migrations_to_run(
+                self.schema_state(connection), str(self), migrate=migrate, known=self.migrations
+            )
+            if pending and table_exists(connection, "log_head"):
                 # Writers lock the head row first, then the tables they write; the DDL locks
                 # those tables (CREATE INDEX, CREATE TRIGGER). Taking the head row first too
                 # makes writers wait for the DDL instead of deadlocking with it.
                 connection.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
-            connection.execute(SCHEMA.encode())
-            connection.execute(SET_VERSION, (SCHEMA_VERSION,))
+            for migration in pending:
+                connection.execute(migration.script(Dialect.POSTGRESQL).encode())
+                connection.execute(SET_VERSION, (migration.version,))
+                record_applied(self, connection, migration)
+        return pending
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")

@@ -13,39 +13,16 @@ import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from gnau_service.audit.entries import GENESIS_PREV_HASH
 from gnau_service.store.base import Backend, StoreError
-from gnau_service.store.schema import (
-    APPEND_ONLY_TABLES,
-    SCHEMA_VERSION,
-    common_tables,
-    first_line,
-    needs_setup,
-)
+from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration, record_applied
+from gnau_service.store.schema import SchemaState, first_line, migrations_to_run
 
 log = logging.getLogger(__name__)
-
-SCHEMA: Final = (
-    common_tables(integer="INTEGER", blob="BLOB", nodes_options=" WITHOUT ROWID")
-    + f"""
-INSERT OR IGNORE INTO log_head (id, size, prev_hash, frontier)
-    VALUES (1, 0, '{GENESIS_PREV_HASH}', x'');
-"""
-    + "".join(
-        f"""
-CREATE TRIGGER IF NOT EXISTS {table}_no_update BEFORE UPDATE ON {table}
-    BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS {table}_no_delete BEFORE DELETE ON {table}
-    BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END;
-"""
-        for table in APPEND_ONLY_TABLES
-    )
-)
 
 #: The files SQLite keeps for a database in WAL mode, after the database file's own name.
 COMPANION_SUFFIXES: Final = ("-wal", "-shm")
@@ -67,9 +44,6 @@ def split_statements(script: str) -> list[str]:
     return statements
 
 
-SCHEMA_STATEMENTS: Final = split_statements(SCHEMA)
-
-
 class SqliteBackend(Backend):
     """A SQLite database file. Readers get one connection per thread (WAL lets them run beside
     the writer); the writer starts each batch with ``BEGIN IMMEDIATE``, so even a second process
@@ -78,8 +52,10 @@ class SqliteBackend(Backend):
     begin_sql = "BEGIN IMMEDIATE"
     runs_in_process = True
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.path = Path(path)
+        #: The migrations this gnau knows (a test may pretend to be an older gnau).
+        self.migrations = migrations
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             make_private(self.path)
@@ -112,30 +88,49 @@ class SqliteBackend(Backend):
             connection = self._local.connection = self.connect()
         yield connection
 
-    def create_schema(self, connection: sqlite3.Connection) -> None:
+    def schema_state(self, connection: sqlite3.Connection) -> SchemaState:
+        # Emptiness first: a migration that makes the tables records the version in the same
+        # transaction, so once the tables are seen, so is the version (never "0, not empty").
+        empty = not self.has_table(connection, "log_head")
+        return SchemaState(user_version(connection), empty)
+
+    def has_table(self, connection: sqlite3.Connection, table: str) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return connection.execute(query, (table,)).fetchone() is not None
+
+    def create_schema(
+        self, connection: sqlite3.Connection, *, migrate: bool = False
+    ) -> Sequence[Migration]:
         try:
-            if needs_setup(user_version(connection), str(self)):
-                self._set_up_schema(connection)
+            state = self.schema_state(connection)
+            if not migrations_to_run(state, str(self), migrate=migrate, known=self.migrations):
+                return ()
+            return self._migrate(connection, migrate=migrate)
         except sqlite3.Error as error:
             raise StoreError(f"{self}: cannot set up the schema: {first_line(error)}") from error
 
-    def _set_up_schema(self, connection: sqlite3.Connection) -> None:
-        """Bring an older schema up to date in one transaction. ``BEGIN IMMEDIATE`` takes the
-        write lock, so starting processes take turns, and a live writer's batch is waited for
-        (the busy timeout)."""
+    def _migrate(self, connection: sqlite3.Connection, *, migrate: bool) -> Sequence[Migration]:
+        """Apply what is pending in one transaction. ``BEGIN IMMEDIATE`` takes the write lock,
+        so starting processes take turns, and a live writer's batch is waited for (the busy
+        timeout)."""
         connection.execute("BEGIN IMMEDIATE")
         try:
-            # Another process may have set it up while this one waited for the lock.
-            if needs_setup(user_version(connection), str(self)):
-                for statement in SCHEMA_STATEMENTS:
+            # Another process may have migrated while this one waited for the lock.
+            pending = migrations_to_run(
+                self.schema_state(connection), str(self), migrate=migrate, known=self.migrations
+            )
+            for migration in pending:
+                for statement in split_statements(migration.script(Dialect.SQLITE)):
                     connection.execute(statement)
-                connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                connection.execute(f"PRAGMA user_version = {migration.version:d}")
+                record_applied(self, connection, migration)
             connection.execute("COMMIT")
         except BaseException:
             # SQLite ends the transaction itself after some errors: the first error is the news.
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
             raise
+        return pending
 
     def is_unavailable(self, error: BaseException) -> bool:
         return (

@@ -18,7 +18,11 @@ import pytest
 from gnau_service.audit.entries import EntryKind, check_chain
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import Store, StoreError, Transaction, open_store
-from gnau_service.store.schema import SCHEMA_VERSION
+from gnau_service.store.base import Backend
+from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from gnau_service.store.postgres import PostgresBackend
+from gnau_service.store.schema import SchemaTooOld
+from gnau_service.store.sqlite import SqliteBackend
 from tests.audit.logs import new_signer
 from tests.postgres import admin_url, fresh_database, require_postgres
 from tests.serving import free_port
@@ -59,6 +63,14 @@ def set_version(url: str, version: int | None) -> None:
         execute(url, f"UPDATE gnau_schema SET version = {version}")
 
 
+def older_gnau(url: str, version: int) -> Backend:
+    """The backend of a gnau that knew the migrations up to ``version`` only."""
+    known = MIGRATIONS[:version]
+    if is_sqlite(url):
+        return SqliteBackend(url.removeprefix("sqlite:///"), migrations=known)
+    return PostgresBackend(url, migrations=known)
+
+
 def database_name(url: str) -> str:
     return url.removeprefix("sqlite:///") if is_sqlite(url) else url.rsplit("/", 1)[1]
 
@@ -66,19 +78,22 @@ def database_name(url: str) -> str:
 def test_a_new_database_records_the_schema_version(database_url: str, signer: LogSigner) -> None:
     with open_store(database_url, signer) as store:
         append_many(store, 1)
-    assert stored_version(database_url) == SCHEMA_VERSION == 1
+    assert stored_version(database_url) == SCHEMA_VERSION == 3  # the files in store/migrations
 
 
-def test_a_database_from_before_schema_versions_is_upgraded_in_place(
+def test_a_database_from_before_schema_versions_is_upgraded_only_when_asked(
     database_url: str, signer: LogSigner
 ) -> None:
-    with open_store(database_url, signer) as store:
+    with Store(older_gnau(database_url, 1), signer) as store:
         append_many(store, 5)
         entries = store.entries(0, 5)
-    set_version(database_url, None)  # the tables as today's gnau leaves them, and no version
+    set_version(database_url, None)  # the tables as gnau left them before versions
     assert stored_version(database_url) is None
 
-    with open_store(database_url, signer) as store:
+    with pytest.raises(SchemaTooOld, match=r"version 0 is older than this gnau.*gnau db migrate"):
+        open_store(database_url, signer)
+    assert stored_version(database_url) is None
+    with open_store(database_url, signer, migrate=True) as store:
         assert store.entries(0, 5) == entries
         assert append_many(store, 2) == [5, 6]
         assert check_chain(store.entries(0, 7), signer.verifier) is None
@@ -178,7 +193,7 @@ def test_upgrades_beside_live_writers_neither_fail_nor_deadlock(signer: LogSigne
                 for _ in range(upgrades):
                     set_version(url, None)
                     try:
-                        open_store(url, signer).close()
+                        open_store(url, signer, migrate=True).close()
                     except StoreError as error:
                         failures.append(error)
             finally:

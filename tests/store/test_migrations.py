@@ -1,0 +1,210 @@
+"""Schema migrations on every backend: released migrations never change; a migrated database has
+exactly a new one's schema; rounds played through the real Dealer on schema version 1 survive
+the migration, readable, verifiable, and consistent with a checkpoint taken before it."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import io
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.merkle import verify_consistency
+from gnau_service.audit.note import SignedNote
+from gnau_service.audit.signing import LogSigner
+from gnau_service.cli.main import main
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.server.rounds import Dealer, Idempotency, RoundState, RoundView, SeatRequest
+from gnau_service.store import Store, open_store
+from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION, parse_migrations
+from gnau_service.store.schema import APPEND_ONLY_TABLES, SchemaTooOld
+from tests.store.test_schema_startup import (
+    execute,
+    is_sqlite,
+    older_gnau,
+    set_version,
+    stored_version,
+)
+
+MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "gnau_service" / "store" / "migrations"
+
+#: Every released migration file and its SHA-256. A released migration never changes: a change
+#: to the schema is a new migration. Version 1 is the DDL gnau kept in sqlite.py and postgres.py
+#: before migrations, copied out unchanged (only the two comment lines above it are new).
+RELEASED = {
+    "0001_tables.postgresql.sql": (
+        "ea7854fed0b1ab2f1845810072fe2e66dfa09bb060905159ca5977e61b9889a2"
+    ),
+    "0001_tables.sqlite.sql": "45f4aa70de8061de3e6d84537960485316fe48e3e2e33c09434176e86116ee5e",
+    "0002_history.postgresql.sql": (
+        "7920e1d8bbe38d5ada71ad34abd33de7a29e054320a0a15933a03f66a850be1c"
+    ),
+    "0002_history.sqlite.sql": "7920e1d8bbe38d5ada71ad34abd33de7a29e054320a0a15933a03f66a850be1c",
+    "0003_requests_by_time.postgresql.sql": (
+        "1b3254cca673880bed6510a3e97436404897fe1684572d523dd5ecbde8c178b1"
+    ),
+    "0003_requests_by_time.sqlite.sql": (
+        "1b3254cca673880bed6510a3e97436404897fe1684572d523dd5ecbde8c178b1"
+    ),
+}
+
+
+def test_released_migrations_never_change() -> None:
+    for name, digest in RELEASED.items():
+        assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3] and SCHEMA_VERSION == 3
+
+
+@pytest.mark.parametrize(
+    ("files", "problem"),
+    [
+        ([("0001_a.sqlite.sql", "-- A\n")], r"scripts for \['sqlite'\] only"),
+        ([("0001_a.sqlite.sql", ""), ("0001_a.postgresql.sql", ""), ("0003_c.sqlite.sql", "")],
+         r"numbered 1 to 2 without a gap, not \[1, 3\]"),
+        ([("1_a.sqlite.sql", "")], "is not named NNNN_<name>.<dialect>.sql"),
+    ],
+)  # fmt: skip
+def test_a_broken_set_of_migrations_is_refused(files: list[tuple[str, str]], problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_migrations(files)
+
+
+def schema_of(url: str) -> list[tuple[object, ...]]:
+    """Every table, column, index and trigger of the database, as its catalog describes them."""
+    if is_sqlite(url):
+        return execute(url, "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name")
+    return execute(
+        url,
+        "SELECT 'column', table_name, column_name || ' ' || data_type || ' ' || is_nullable"
+        " FROM information_schema.columns WHERE table_schema = 'public'"
+        " UNION ALL SELECT 'index', tablename, indexdef FROM pg_indexes"
+        " WHERE schemaname = 'public'"
+        " UNION ALL SELECT 'trigger', tgrelid::regclass::text, pg_get_triggerdef(oid)"
+        " FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2, 3",
+    )
+
+
+@pytest.mark.parametrize("start", [0, 1, 2])
+def test_a_migrated_database_has_the_schema_of_a_new_one(
+    database_url: str, signer: LogSigner, tmp_path: Path, start: int
+) -> None:
+    with Store(older_gnau(database_url, max(start, 1)), signer):
+        pass
+    if start == 0:
+        set_version(database_url, None)  # made before versions were kept
+    with open_store(database_url, signer, migrate=True) as store:
+        assert [m.version for m in store.migrated] == list(range(start + 1, 4))
+    assert stored_version(database_url) == SCHEMA_VERSION
+
+    if is_sqlite(database_url):
+        new_url = f"sqlite:///{tmp_path / 'new.db'}"
+        open_store(new_url, signer).close()
+        assert schema_of(database_url) == schema_of(new_url)
+    else:
+        new_url = database_url.rsplit("/", 1)[0] + "/" + database_url.rsplit("/", 1)[1] + "_new"
+        execute(database_url, f'CREATE DATABASE "{new_url.rsplit("/", 1)[1]}"')
+        try:
+            open_store(new_url, signer).close()
+            assert schema_of(database_url) == schema_of(new_url)
+        finally:
+            execute(database_url, f'DROP DATABASE "{new_url.rsplit("/", 1)[1]}" WITH (FORCE)')
+
+
+# -- rounds played on version 1, then migrated --------------------------------------------------
+
+SEATS = [SeatRequest(n, f"player-{n}", 10 * n, client_seed=f"seed {n}".encode()) for n in (1, 2)]
+
+
+def idempotency() -> Idempotency:
+    return Idempotency(str(uuid.uuid4()), "fingerprint")
+
+
+async def play_rounds(dealer: Dealer, count: int, table: str) -> list[RoundView]:
+    """``count`` rounds on ``table`` through the Dealer, each shuffled, dealt, revealed and
+    settled, then one more left open (dealt): what a live table leaves in the database."""
+    played = []
+    for number in range(count + 1):
+        shuffled = await dealer.shuffle(table, HouseRules(), idempotency())
+        round_id = shuffled.record.round_id
+        view = await dealer.deal(round_id, SEATS, None, idempotency())
+        if number < count:
+            await dealer.reveal(round_id, idempotency())
+            view = await dealer.settle(round_id, idempotency())
+        played.append(view)
+    return played
+
+
+def bundle_of(store: Store) -> bytes:
+    out = io.StringIO()
+    write_bundle(store, out, end=store.size())
+    return out.getvalue().encode()
+
+
+def test_rounds_played_on_version_1_survive_the_migration(
+    database_url: str, signer: LogSigner, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Store(older_gnau(database_url, 1), signer) as old:
+        played = asyncio.run(play_rounds(Dealer(old), 4, "table-1"))
+        before = old.checkpoint()
+        size_before = old.size()
+    assert before is not None
+    assert stored_version(database_url) == 1
+
+    # Without being told to, this gnau refuses the older schema and changes nothing.
+    with pytest.raises(SchemaTooOld, match="gnau db migrate"):
+        open_store(database_url, signer)
+    assert stored_version(database_url) == 1
+
+    assert main(["db", "migrate", "--database", database_url]) == 0
+    out = capsys.readouterr().out
+    assert "migrated from version 1 to version 3" in out
+    assert stored_version(database_url) == SCHEMA_VERSION
+
+    with open_store(database_url, signer) as store:
+        assert store.migrated == ()
+        dealer = Dealer(store)
+        for view in played:  # every round reads back as it was played
+            again = dealer.get(view.record.round_id)
+            assert again.record == view.record
+            assert again.settlement == view.settlement
+        assert [v.record.state for v in played] == [RoundState.SETTLED] * 4 + [RoundState.DEALT]
+        # The open round carries on where it stopped, and new ones are played.
+        open_round = played[-1].record.round_id
+        asyncio.run(dealer.reveal(open_round, idempotency()))
+        asyncio.run(dealer.settle(open_round, idempotency()))
+        asyncio.run(play_rounds(dealer, 2, "table-2"))
+
+        size = store.size()
+        latest = store.checkpoint()
+        assert latest is not None
+        proof = store.consistency_proof(size_before, size)
+        bundle = bundle_of(store)
+
+    old_tree = Checkpoint.parse(SignedNote.parse(before).text)
+    new_tree = Checkpoint.parse(SignedNote.parse(latest).text)
+    assert (old_tree.size, new_tree.size) == (size_before, size)
+    verify_consistency(size_before, size, proof, old_tree.root_hash, new_tree.root_hash)
+
+    report = verify_bundle(
+        io.BytesIO(bundle), pinned_keys=[signer.verifier], pinned_checkpoint=before
+    )
+    assert report.ok, report.summary()
+    # 4 settled on version 1, the open one settled after, and 2 more (the third is left open).
+    assert (report.rounds_settled, report.rounds_open) == (7, 1)
+
+    history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
+    assert history == [(2,), (3,)]
+    index = (
+        "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
+        if is_sqlite(database_url)
+        else "SELECT indexname FROM pg_indexes WHERE indexname = 'requests_by_time'"
+    )
+    assert execute(database_url, index) == [("requests_by_time",)]
+    for table in APPEND_ONLY_TABLES:  # the log is as append-only as before
+        with pytest.raises(Exception, match="append-only"):
+            execute(database_url, f"DELETE FROM {table}")
