@@ -873,7 +873,8 @@ def _decode_chunk(chunk: list[EntryItem]) -> list[LogEntry | str]:
         try:
             results.append(decode_entry(data, *_WORKER_KEYS))
         except EntryError as error:
-            results.append(str(error))
+            # The failure names the entry by its position: the reason alone, not the message.
+            results.append(error.reason)
     return results
 
 

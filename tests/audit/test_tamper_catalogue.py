@@ -353,7 +353,7 @@ ENTRY_MEMBERS_RULE = 'must be {"checkpoint": text} or {"entry": text}'
 CATALOGUE = [
     Tamper("untouched", lambda: bundle(lines()), 0, "result: VALID"),
     # -- entries: the kinds of tests/audit/test_bundle.py ------------------------------------------
-    Tamper("flipped byte", flipped_byte, 1, "entry 1: entry 1: the signature does not verify"),
+    Tamper("flipped byte", flipped_byte, 1, "entry 1: the signature does not verify"),
     Tamper(
         "deleted entry",
         lambda: deleted(FIRST_ENTRY + 5),
@@ -388,7 +388,7 @@ CATALOGUE = [
         "non-canonical entry bytes",
         non_canonical,
         1,
-        "entry 3: entry 3: bytes are not RFC 8785 canonical JSON",
+        "entry 3: bytes are not RFC 8785 canonical JSON",
     ),
     Tamper(
         "entries cut off the end",
@@ -549,7 +549,7 @@ CATALOGUE = [
         "nesting of 33 levels in a payload (validly signed)",
         lambda: with_entry('{"x":' + nested(31) + "}"),
         1,
-        "entry: nested more than 32 levels deep",
+        "entry 8: nested more than 32 levels deep",
     ),
     Tamper(
         "nesting of 32 levels in a payload (validly signed)",
@@ -561,7 +561,7 @@ CATALOGUE = [
         "deep nesting in a payload (validly signed)",
         lambda: with_entry('{"x":' + nested(100_000) + "}"),
         1,
-        "entry: nested more than 32 levels deep",
+        "entry 8: nested more than 32 levels deep",
     ),
     Tamper(
         "lone surrogate as a line's entry",
@@ -980,26 +980,26 @@ CATALOGUE = [
         "payload integer 2^53 (validly signed)",
         lambda: with_entry(f'{{"n":{MAX + 1}}}'),
         1,
-        "entry holds the number '9007199254740992': every number in an entry must be an "
+        "entry 8: holds the number '9007199254740992': every number in an entry must be an "
         "integer within ±(2**53-1)",
     ),
     Tamper(
         "payload integer -2^53 (validly signed)",
         lambda: with_entry(f'{{"n":-{MAX + 1}}}'),
         1,
-        "entry holds the number '-9007199254740992'",
+        "entry 8: holds the number '-9007199254740992'",
     ),
     Tamper(
         "payload number 1e21 (validly signed)",
         lambda: with_entry('{"n":1e21}'),
         1,
-        "entry holds the number '1e21'",
+        "entry 8: holds the number '1e21'",
     ),
     Tamper(
         "payload number 1.5 (validly signed)",
         lambda: with_entry('{"n":1.5}'),
         1,
-        "entry holds the number '1.5'",
+        "entry 8: holds the number '1.5'",
     ),
     Tamper(
         "payload integer of 5000 digits (validly signed)",
