@@ -224,9 +224,7 @@ def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeEncodeError) as error:
         # rfc8785 sorts keys by their UTF-16 form, which a lone surrogate in a key does not have.
-        raise EntryError(
-            f"not representable as RFC 8785 JSON: {clip(str(error))}", index
-        ) from None
+        raise EntryError(f"not representable as RFC 8785 JSON: {clip(str(error))}", index) from None
 
 
 def _plain(value: object) -> bool:
