@@ -44,6 +44,7 @@ from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError
+from gnau_service.audit.spans import entry_span
 from gnau_service.cli.recall import (
     full_record,
     one_line,
@@ -236,7 +237,8 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
         return _fail(f"cannot write {args.out}: {error}")
     finally:
         partial.unlink(missing_ok=True)
-    print(f"wrote {count:,} entries ({first_index:,} to {end - 1:,}) to {args.out}")
+    written = entry_span(first_index, first_index + count)
+    print(f"wrote {written} ({count:,} in all) to {args.out}")
     return 0
 
 

@@ -394,7 +394,7 @@ CATALOGUE = [
         "entries cut off the end",
         lambda: deleted(26, 25),
         1,
-        "the header announces entries up to 19, but the bundle holds 18 from 0 (truncated or",
+        "the header announces entries 0 to 19, but the bundle holds entries 0 to 17 (truncated or",
     ),
     Tamper(
         "file cut inside the last line",
@@ -680,7 +680,7 @@ CATALOGUE = [
         "no checkpoints",
         no_checkpoints,
         1,
-        "unanchored: entries 0 to 19 are under no signed root (no checkpoint was verified",
+        "unanchored: no signed root covers entries 0 to 19 (no checkpoint was verified",
     ),
     Tamper(
         "no checkpoints, --allow-unanchored",
@@ -692,7 +692,7 @@ CATALOGUE = [
         "last checkpoint removed",
         last_checkpoint_removed,
         1,
-        "entries 17 to 19 are under no signed root (the largest verified checkpoint is of size 17",
+        "no signed root covers entries 17 to 19 (the largest verified checkpoint is of size 17",
     ),
     Tamper(
         "last checkpoint removed, anchored by the pin",
@@ -902,13 +902,13 @@ CATALOGUE = [
         "header size one more than the entries",
         lambda: header_with(size=SIZE + 1),
         1,
-        "the header announces entries up to 20, but the bundle holds 20 from 0",
+        "the header announces entries 0 to 20, but the bundle holds entries 0 to 19",
     ),
     Tamper(
         "header size one fewer than the entries",
         lambda: header_with(size=SIZE - 1),
         1,
-        "the header announces entries up to 18, but the bundle holds 20 from 0",
+        "the header announces entries 0 to 18, but the bundle holds entries 0 to 19",
     ),
     Tamper(
         "header first_index 1, entry 0 still there",
@@ -1014,13 +1014,13 @@ CATALOGUE = [
         "header only",
         lambda: bundle(lines()[:1]),
         1,
-        "the header announces entries up to 19, but the bundle holds 0 from 0",
+        "the header announces entries 0 to 19, but the bundle holds no entries",
     ),
     Tamper(
         "header and checkpoints only",
         lambda: bundle(lines()[:FIRST_ENTRY]),
         1,
-        "the header announces entries up to 19, but the bundle holds 0 from 0",
+        "the header announces entries 0 to 19, but the bundle holds no entries",
     ),
     Tamper(
         "key that is not a vkey",

@@ -448,4 +448,4 @@ def test_a_served_process_exports_the_same_bundle_over_grpc(tmp_path: Path) -> N
         )  # fmt: skip
         assert exported.returncode == 0, exported.stderr
     assert over_grpc.read_bytes() == from_database.read_bytes()
-    assert exported.stdout.startswith("wrote 13 entries (0 to 12) to ")
+    assert exported.stdout.startswith("wrote entries 0 to 12 (13 in all) to ")
