@@ -142,7 +142,6 @@ def test_bad_settings_are_refused_by_name(
     assert message in str(refused.value)
 
 
-
 @pytest.mark.parametrize(
     ("file_text", "environ", "flags", "message"),
     [
