@@ -15,6 +15,7 @@ from gnau.v1 import round_pb2
 from gnau_client import GnauClient, Seat  # the client package, as other teams use it
 
 from gnau_service.audit.rounds import settle_round
+from gnau_service.cli.amounts import signed_amount
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
@@ -174,12 +175,13 @@ def _render(played: round_pb2.Round, number: int, problem: str | None) -> str:
         outcome = round_pb2.Outcome.Name(result.outcome).removeprefix("OUTCOME_")
         lines.append(
             f"  seat {hand.seat_number}  {_symbols(hand.cards)}  "
-            f"{result.evaluation.description.split('  ')[0]:<22} {outcome:<4} {result.delta:+,}"
+            f"{result.evaluation.description.split('  ')[0]:<22} {outcome:<4} "
+            f"{signed_amount(result.delta)}"
         )
     lines.append(
         f"  dealer  {_symbols(played.dealer_hand)}  "
         f"{settlement.dealer_evaluation.description.split('  ')[0]:<22} {'':<4} "
-        f"{settlement.dealer_delta:+,}"
+        f"{signed_amount(settlement.dealer_delta)}"
     )
     lines.append(
         "  verified: seed, commitment, deck, hands, settlement"
