@@ -55,6 +55,7 @@ from gnau_service.cli.recall import (
 from gnau_service.cli.remote import (
     TargetError,
     UnusableKeyError,
+    add_target_option,
     add_token_options,
     connect,
     read_vkey,
@@ -137,8 +138,8 @@ def _add_log_options(parser: argparse.ArgumentParser) -> None:
         "--database",
         help=f"sqlite:///path or postgresql://... (default {DEFAULT_DATABASE_URL})",
     )
-    where.add_argument(
-        "--target", metavar="HOST:PORT", help="read over gRPC from a running service instead"
+    add_target_option(
+        where, fallback=None, meaning="read over gRPC from a running service instead of --database"
     )
     add_token_options(parser, role="the auditor (or operator) role's")
 
@@ -181,7 +182,8 @@ def _with_log(
 
 @contextmanager
 def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
-    if args.target is None:
+    # GNAU_TARGET is only a default: a --database given on the command line wins over it.
+    if args.target is None or args.database is not None:
         try:
             reader = open_reader(args.database or DEFAULT_DATABASE_URL)
         except DatabaseUrlError as error:

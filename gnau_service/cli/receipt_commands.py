@@ -25,6 +25,7 @@ from gnau_service.audit.receipts import Receipt, ReceiptFormatError, verify_rece
 from gnau_service.cli.remote import (
     TargetError,
     UnusableKeyError,
+    add_target_option,
     add_token_options,
     connect,
     read_vkey,
@@ -32,8 +33,6 @@ from gnau_service.cli.remote import (
 )
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.server.convert import revealed_round_from_proto
-
-DEFAULT_TARGET = "127.0.0.1:50051"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,9 +81,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     """Where the service is, and who asks (no token: the public role)."""
-    parser.add_argument(
-        "--target", default=DEFAULT_TARGET, help=f"host:port of the service ({DEFAULT_TARGET})"
-    )
+    add_target_option(parser)
     add_token_options(parser)
 
 

@@ -16,6 +16,7 @@ from gnau_client import GnauClient, Seat  # the client package, as other teams u
 
 from gnau_service.audit.rounds import settle_round
 from gnau_service.cli.amounts import signed_amount
+from gnau_service.cli.remote import add_target_option
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
@@ -48,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     play = subparsers.add_parser(
         "play", help="play rounds against a running service, show and verify them"
     )
-    play.add_argument("--target", default="127.0.0.1:50051", help="host:port of the service")
+    add_target_option(play)
     play.add_argument("--token", help="operator token (default: GNAU_TOKEN or the local file)")
     play.add_argument("--tokens-file", type=Path, default=Path("gnau-data/tokens.json"))
     play.add_argument("--tables", type=int, default=1, help="tables to play on")
