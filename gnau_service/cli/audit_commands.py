@@ -45,6 +45,7 @@ from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError
 from gnau_service.audit.spans import entry_span
+from gnau_service.cli.file_errors import problem
 from gnau_service.cli.recall import (
     full_record,
     one_line,
@@ -236,7 +237,7 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
             count = write_bundle(reporting, out, first_index=first_index, end=end)
         partial.replace(args.out)
     except (OSError, ExportError) as error:
-        return _fail(f"cannot write {args.out}: {error}")
+        return _fail(f"cannot write {args.out}: {problem(error, named=args.out)}")
     finally:
         partial.unlink(missing_ok=True)
     written = entry_span(first_index, first_index + count)
@@ -315,7 +316,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
             )
     except (OSError, CannotVerifyError, UnusableKeyError) as error:
-        return _fail(f"cannot verify {args.bundle}: {error}")
+        return _fail(f"cannot verify {args.bundle}: {problem(error, named=args.bundle)}")
     print(report.summary())
     return 0 if report.verdict is Verdict.VALID else 1
 

@@ -21,6 +21,7 @@ from gnau_client import GnauClient, is_local_target
 
 from gnau_service.audit.entries import clip
 from gnau_service.audit.note import Verifier
+from gnau_service.cli.file_errors import problem
 
 #: Where a command calls the service when neither --target nor GNAU_TARGET says.
 DEFAULT_TARGET: Final = "127.0.0.1:50051"
@@ -75,7 +76,9 @@ def connect(args: argparse.Namespace, *, token_required: str | None = None) -> G
         try:
             credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
         except OSError as error:
-            raise TargetError(f"--tls-ca: {error}") from None
+            raise TargetError(
+                f"--tls-ca {args.tls_ca}: {problem(error, named=args.tls_ca)}"
+            ) from None
     elif token is not None and not is_local_target(args.target):
         raise TargetError(
             f"the token would cross the network to {args.target} in clear text: call over TLS "

@@ -133,7 +133,9 @@ def load_settings(
     if config_file is not None:
         try:
             values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as error:
+        except OSError as error:  # its str() would name the file a second time
+            raise ConfigError(f"config file {config_file}: {error.strerror or error}") from None
+        except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"config file {config_file}: {error}") from None
         unknown = set(values) - set(SETTINGS)
         if unknown:

@@ -56,7 +56,8 @@ def test_without_the_variable_only_the_audit_commands_read_a_database(
 def test_the_commands_find_a_served_process_through_the_variable(tmp_path: Path) -> None:
     with served(tmp_path / "data") as service:
         env = {**os.environ, "GNAU_TARGET": service.target}
-        played = gnau("play", "--token", service.token, env=env)
+        # The token in the environment: one that starts with "-" would read as an option.
+        played = gnau("play", env={**env, "GNAU_TOKEN": service.token})
         assert played.returncode == 0, played.stderr
         (round_id,) = re.findall(r"\br-[0-9a-f]+\b", played.stdout)
         fetched = gnau("round", "get", round_id, "--json", env=env)
