@@ -387,7 +387,7 @@ async def test_refusals_over_the_wire_are_one_line_and_exit_2(
             "the token would cross the network to 192.0.2.1:50051 in clear text",
         ),
         (["show", *remote(service, "not a bearer token")], "--token: a bearer token is"),
-        (["show", *remote(service), "--tls-ca", str(tmp_path / "none.pem")], "--tls-ca: "),
+        (["show", *remote(service), "--tls-ca", str(tmp_path / "none.pem")], "--tls-ca "),
     ]
     for args, message in cases:
         one_line_refusal(await run(gnau, "audit", *args), message)
