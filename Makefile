@@ -8,12 +8,14 @@ INSTALLED := $(VENV)/.installed
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics \
 	fairness-evidence dieharder-evidence clean
 
-$(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json
+$(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
+		examples/node-table-service/package-lock.json
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[test]'
 	npm ci --prefix clients/node --no-audit --no-fund --loglevel=error
+	npm ci --prefix examples/node-table-service --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## serve: set up and run the service on SQLite in ./gnau-data, on 127.0.0.1:50051
@@ -66,4 +68,5 @@ dieharder-evidence: $(INSTALLED)
 	$(BIN)/python bench/drbg_stream.py --dieharder docs/evidence/dieharder.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis clients/node/node_modules
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis clients/node/node_modules \
+		examples/node-table-service/node_modules

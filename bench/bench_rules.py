@@ -6,7 +6,9 @@ printed beside a baseline measured in the same run, since these machines are noi
 - table evaluation (``Evaluator.rank`` and the full ``Evaluator.evaluate``) against the naive
   search over every ox choice and 3/6 value (``OxSearch.read``) on the same hands;
 - ``gnau stats`` for one deck under all 16 evaluation settings, each in a fresh process, against
-  ranking all 2,598,960 hands one by one.
+  ranking all 2,598,960 hands one by one;
+- ``gnau evaluate`` of one hand as a whole process, against starting the interpreter alone
+  (``python -c pass``) and importing the package (``python -c "import gnau_service"``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import secrets
 import statistics
 import subprocess
@@ -55,7 +58,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hands", type=int, default=500_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--process-runs", type=int, default=21)
     args = parser.parse_args()
+    one_hand_process(args.process_runs)
 
     rules = HouseRules()
     evaluator, search = Evaluator(rules), OxSearch(rules)
@@ -106,6 +111,45 @@ def main() -> None:
     print(
         f"  baseline: ranking all 2,598,960 hands one by one takes {brute:.2f} s "
         f"({brute / statistics.median(computed):.0f}x the median computed time)"
+    )
+
+
+def process_seconds(command: Sequence[str], runs: int) -> list[float]:
+    """Wall-clock seconds of ``runs`` fresh processes of ``command``, with bytecode caches as
+    a user's installation has them (some shells here set PYTHONDONTWRITEBYTECODE)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run(command, capture_output=True, check=True, env=env)
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def one_hand_process(runs: int) -> None:
+    print(f"\ngnau evaluate 3C 6S 8H 4H 8C, one hand, whole process (median of {runs} runs)")
+    python = sys.executable
+    commands = {
+        "gnau evaluate 3C 6S 8H 4H 8C": [
+            python, "-m", "gnau_service.cli.main", "evaluate", "3C", "6S", "8H", "4H", "8C",
+        ],
+        "python -c pass (baseline)": [python, "-c", "pass"],
+        'python -c "import gnau_service" (baseline)': [python, "-c", "import gnau_service"],
+    }  # fmt: skip
+    # Interleaved rounds, so that a burst of other work on the machine hits all three alike.
+    seconds: dict[str, list[float]] = {name: [] for name in commands}
+    for command in commands.values():  # warm up: bytecode caches written, files in memory
+        process_seconds(command, 1)
+    for _ in range(runs):
+        for name, command in commands.items():
+            seconds[name] += process_seconds(command, 1)
+    medians = {name: statistics.median(times) for name, times in seconds.items()}
+    for name, median in medians.items():
+        print(f"  {name:<44} {median:.3f} s")
+    evaluate, bare = medians["gnau evaluate 3C 6S 8H 4H 8C"], medians["python -c pass (baseline)"]
+    print(
+        f"  ratio evaluate / bare interpreter            {evaluate / bare:.1f}x   "
+        "(target: under 0.3 s whole process)"
     )
 
 

@@ -62,6 +62,7 @@ from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
 from gnau_service.audit.rounds import ReplayError, RoundCheck, RoundReplay, run_check
 from gnau_service.audit.signing import RotationError, trusted_keys
+from gnau_service.audit.spans import entry_span
 from gnau_service.fairness.reveal import json_type
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
@@ -182,8 +183,8 @@ class BundleReport:
             covered = f"the largest verified checkpoint is of size {self.anchored_size:,}"
             first = self.anchored_size
         return (
-            f"entries {first:,} to {self.size - 1:,} are under no signed root ({covered}, the "
-            f"bundle's size is {self.size:,})"
+            f"no signed root covers {entry_span(first, self.size)} ({covered}, the bundle's "
+            f"size is {self.size:,})"
         )
 
     @property
@@ -199,9 +200,9 @@ class BundleReport:
         return self.verdict is Verdict.VALID
 
     def summary(self) -> str:
-        last = self.first_index + self.entries - 1
+        verified = entry_span(self.first_index, self.first_index + self.entries)
         lines = [
-            f"entries: {self.entries:,} verified (indices {self.first_index:,} to {last:,})",
+            f"entries: {self.entries:,} verified ({verified})",
             f"checkpoints: {self.checkpoints:,} verified",
             f"rounds: {self.rounds_settled:,} settled and replayed, {self.rounds_voided:,} voided,"
             f" {self.rounds_open:,} still open"
@@ -612,8 +613,9 @@ class _Verification:
         report.rounds_partial = len(self.partial_rounds)
         if report.entries != count:
             self.fail(
-                f"the header announces entries up to {self.size - 1:,}, but the bundle holds "
-                f"{report.entries:,} from {self.first_index:,} (truncated or padded)"
+                f"the header announces {entry_span(self.first_index, self.size)}, but the bundle "
+                f"holds {entry_span(self.first_index, self.first_index + report.entries)} "
+                "(truncated or padded)"
             )
 
     def _check_entries(self, items: Iterable[EntryItem], workers: _Workers, count: int) -> None:
@@ -873,7 +875,8 @@ def _decode_chunk(chunk: list[EntryItem]) -> list[LogEntry | str]:
         try:
             results.append(decode_entry(data, *_WORKER_KEYS))
         except EntryError as error:
-            results.append(str(error))
+            # The failure names the entry by its position: the reason alone, not the message.
+            results.append(error.reason)
     return results
 
 

@@ -78,7 +78,23 @@ class EntryKind(StrEnum):
 
 
 class EntryError(ValueError):
-    """An entry that is refused; the message names the entry index (when known) and the rule."""
+    """An entry that is refused: ``reason`` states the rule it breaks, ``index`` names the entry
+    when it is known. The message is ``entry INDEX: REASON`` (``entry: REASON`` before an index
+    is read); a caller that names the entry itself (a bundle's position, a receipt's listing)
+    quotes ``reason`` alone, so that no message names the entry twice.
+
+    >>> error = EntryError("the signature does not verify", 2)
+    >>> str(error), error.reason
+    ('entry 2: the signature does not verify', 'the signature does not verify')
+    >>> str(EntryError("not a JSON object"))
+    'entry: not a JSON object'
+    """
+
+    def __init__(self, reason: str, index: object = None) -> None:
+        label = "entry" if index is None else f"entry {_index_text(index)}"
+        super().__init__(f"{label}: {reason}")
+        self.reason = reason
+        self.index = index
 
 
 def quoted(value: object, limit: int = 60) -> str:
@@ -120,7 +136,7 @@ class LogEntry:
     def __post_init__(self) -> None:
         _check_signed_fields(self.signed_fields())
         if not (isinstance(self.signature, str) and _SIGNATURE_HEX.fullmatch(self.signature)):
-            raise EntryError(f"entry {self.index}: signature must be 128 lower-case hex digits")
+            raise EntryError("signature must be 128 lower-case hex digits", self.index)
 
     def signed_fields(self) -> dict[str, JsonValue]:
         """The members the signature covers: all but ``signature``."""
@@ -137,35 +153,37 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
     round_id, payload = fields["round_id"], fields["payload"]
     prev_hash, key_id = fields["prev_hash"], fields["key_id"]
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= MAX_INDEX:
-        raise EntryError(f"entry index {quoted(index)} is not an integer in 0..2**53-1")
+        raise EntryError(f"index {quoted(index)} is not an integer in 0..2**53-1")
     if not isinstance(kind, EntryKind):
-        raise EntryError(f"entry {index}: kind {quoted(kind)} is not an EntryKind")
+        raise EntryError(f"kind {quoted(kind)} is not an EntryKind", index)
     if not isinstance(time, str):
-        raise EntryError(f"entry {index}: time must be a string")
+        raise EntryError("time must be a string", index)
     try:
         parse_utc_timestamp(time)
     except TimestampError:
         raise EntryError(
-            f"entry {index}: time {quoted(time)} is not an RFC 3339 UTC timestamp of a real "
-            "instant, like 2025-03-01T12:00:00Z"
+            f"time {quoted(time)} is not an RFC 3339 UTC timestamp of a real instant, like "
+            "2025-03-01T12:00:00Z",
+            index,
         ) from None
     if kind.is_round_event:
         if not (isinstance(round_id, str) and 0 < len(round_id) <= MAX_ROUND_ID_LENGTH):
             raise EntryError(
-                f"entry {index}: a {kind} entry needs a round_id of 1-{MAX_ROUND_ID_LENGTH} chars"
+                f"a {kind} entry needs a round_id of 1-{MAX_ROUND_ID_LENGTH} chars", index
             )
     elif round_id is not None:
-        raise EntryError(f"entry {index}: a {kind} entry must have round_id null")
+        raise EntryError(f"a {kind} entry must have round_id null", index)
     if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
-        raise EntryError(f"entry {index}: payload must be a JSON object")
+        raise EntryError("payload must be a JSON object", index)
     if not (isinstance(prev_hash, str) and _HASH_HEX.fullmatch(prev_hash)):
-        raise EntryError(f"entry {index}: prev_hash must be 64 lower-case hex digits")
+        raise EntryError("prev_hash must be 64 lower-case hex digits", index)
     if not (isinstance(key_id, str) and _KEY_ID_HEX.fullmatch(key_id)):
-        raise EntryError(f"entry {index}: key_id must be 8 lower-case hex digits")
+        raise EntryError("key_id must be 8 lower-case hex digits", index)
 
 
-def _check_json_values(value: object, where: str, depth: int) -> None:
-    """Refuse what no entry may hold below ``value`` (at nesting level ``depth``): nesting beyond
+def _check_json_values(value: object, where: str, depth: int, index: object = None) -> None:
+    """Refuse what no entry may hold below ``value`` (``where`` in entry ``index``, at nesting
+    level ``depth``): nesting beyond
     :data:`MAX_NESTING`, and any number but an integer within ±:data:`MAX_INTEGER`.
 
     Iterative, so that a deep value is refused here rather than overflowing the stack."""
@@ -174,13 +192,13 @@ def _check_json_values(value: object, where: str, depth: int) -> None:
         item, level = stack.pop()
         if isinstance(item, dict | list):
             if level > MAX_NESTING:
-                raise EntryError(f"{where}: nested more than {MAX_NESTING} levels deep")
+                raise EntryError(f"{where}nested more than {MAX_NESTING} levels deep", index)
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, level + 1) for child in children)
         elif isinstance(item, float) or (
             isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_INTEGER
         ):
-            raise EntryError(f"{where}: {_NUMBER_RULE}, not {quoted(item)}")
+            raise EntryError(f"{where}{_NUMBER_RULE}, not {quoted(item)}", index)
 
 
 _NUMBER_RULE: Final = "every number in an entry must be an integer within ±(2**53-1)"
@@ -206,9 +224,7 @@ def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
         return rfc8785.dumps(value)
     except (rfc8785.CanonicalizationError, UnicodeEncodeError) as error:
         # rfc8785 sorts keys by their UTF-16 form, which a lone surrogate in a key does not have.
-        raise EntryError(
-            f"entry {index}: not representable as RFC 8785 JSON: {clip(str(error))}"
-        ) from None
+        raise EntryError(f"not representable as RFC 8785 JSON: {clip(str(error))}", index) from None
 
 
 def _plain(value: object) -> bool:
@@ -258,7 +274,7 @@ def encode_entry(
     }
     _check_signed_fields(signed)
     # Refuse here what decode_entry refuses, so the log never writes an entry it cannot read.
-    _check_json_values(payload, f"entry {index}: payload", depth=2)
+    _check_json_values(payload, "payload: ", depth=2, index=index)
     unsigned = canonical_json(signed, index)
     signature = signer.sign(unsigned).hex()
     # Canonical JSON of the whole entry is these bytes with the signature member inserted where
@@ -278,19 +294,19 @@ def _signature_member(signature_hex: str) -> bytes:
 
 
 def _reject_constant(name: str) -> Any:
-    raise EntryError(f"entry holds {name}, which is not JSON")
+    raise EntryError(f"holds {name}, which is not JSON")
 
 
 def _read_integer(text: str) -> int:
     # Counting digits first keeps int() from reading thousands of them (and from its own limit).
     if len(text.removeprefix("-")) > _MAX_INTEGER_DIGITS or abs(value := int(text)) > MAX_INTEGER:
-        raise EntryError(f"entry holds the number {quoted(text)}: {_NUMBER_RULE}")
+        raise EntryError(f"holds the number {quoted(text)}: {_NUMBER_RULE}")
     return value
 
 
 def _refuse_fraction(text: str) -> Any:
     # Called for every number with a fraction or an exponent: 1.5, 1e21 and 1.0 alike.
-    raise EntryError(f"entry holds the number {quoted(text)}: {_NUMBER_RULE}")
+    raise EntryError(f"holds the number {quoted(text)}: {_NUMBER_RULE}")
 
 
 def _index_text(index: object) -> str:
@@ -320,27 +336,26 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     except EntryError:
         raise
     except RecursionError:
-        raise EntryError(f"entry: nested more than {MAX_NESTING} levels deep") from None
+        raise EntryError(f"nested more than {MAX_NESTING} levels deep") from None
     except (UnicodeDecodeError, ValueError) as error:
-        raise EntryError(f"entry is not UTF-8 JSON: {clip(str(error))}") from None
+        raise EntryError(f"not UTF-8 JSON: {clip(str(error))}") from None
     # Nesting is at most the number of brackets, so most entries need no walk to bound it.
     if data.count(b"{") + data.count(b"[") > MAX_NESTING:
-        _check_json_values(obj, "entry", depth=1)
+        _check_json_values(obj, "", depth=1)
     if not isinstance(obj, dict):
-        raise EntryError("entry is not a JSON object")
+        raise EntryError("not a JSON object")
     index = obj.get("index")
-    label = f"entry {_index_text(index)}"
     if obj.keys() != _ALL_FIELDS:
         missing, unknown = sorted(_ALL_FIELDS - obj.keys()), sorted(obj.keys() - _ALL_FIELDS)
         raise EntryError(
-            f"{label}: missing members {missing}, unknown members {quoted(unknown, 120)}"
+            f"missing members {missing}, unknown members {quoted(unknown, 120)}", index
         )
-    if canonical_json(obj, _index_text(index)) != data:
-        raise EntryError(f"{label}: bytes are not RFC 8785 canonical JSON")
+    if canonical_json(obj, index) != data:
+        raise EntryError("bytes are not RFC 8785 canonical JSON", index)
     try:
         kind = EntryKind(obj["kind"])
     except ValueError:
-        raise EntryError(f"{label}: unknown kind {quoted(obj['kind'])}") from None
+        raise EntryError(f"unknown kind {quoted(obj['kind'])}", index) from None
     entry = LogEntry(**{**obj, "kind": kind})
     # The signed bytes are the (canonical) entry without its signature member; see encode_entry.
     tail = _time_member(entry.time)
@@ -348,9 +363,9 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     signature = bytes.fromhex(entry.signature)
     candidates = [key for key in trusted if key.key_id.hex() == entry.key_id]
     if not candidates:
-        raise EntryError(f"entry {index}: signed by key {entry.key_id}, which is not trusted")
+        raise EntryError(f"signed by key {entry.key_id}, which is not trusted", index)
     if not any(key.verify(message, signature) for key in candidates):
-        raise EntryError(f"entry {index}: the signature does not verify")
+        raise EntryError("the signature does not verify", index)
     return entry
 
 

@@ -319,7 +319,7 @@ def _entries(
         try:
             entry = decode_entry(item.data, *(key.verifier for key in chain))
         except EntryError as error:
-            raise _Failed(Step.ENTRIES, f"entry {item.index}: {error}") from None
+            raise _Failed(Step.ENTRIES, f"entry {item.index}: {error.reason}") from None
         if not _current_at(chain, entry.key_id, entry.time):
             raise _Failed(
                 Step.ENTRIES,

@@ -44,6 +44,8 @@ from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError
+from gnau_service.audit.spans import entry_span
+from gnau_service.cli.file_errors import problem
 from gnau_service.cli.recall import (
     full_record,
     one_line,
@@ -54,6 +56,7 @@ from gnau_service.cli.recall import (
 from gnau_service.cli.remote import (
     TargetError,
     UnusableKeyError,
+    add_target_option,
     add_token_options,
     connect,
     read_vkey,
@@ -136,8 +139,8 @@ def _add_log_options(parser: argparse.ArgumentParser) -> None:
         "--database",
         help=f"sqlite:///path or postgresql://... (default {DEFAULT_DATABASE_URL})",
     )
-    where.add_argument(
-        "--target", metavar="HOST:PORT", help="read over gRPC from a running service instead"
+    add_target_option(
+        where, fallback=None, meaning="read over gRPC from a running service instead of --database"
     )
     add_token_options(parser, role="the auditor (or operator) role's")
 
@@ -180,7 +183,8 @@ def _with_log(
 
 @contextmanager
 def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
-    if args.target is None:
+    # GNAU_TARGET is only a default: a --database given on the command line wins over it.
+    if args.target is None or args.database is not None:
         try:
             reader = open_reader(args.database or DEFAULT_DATABASE_URL)
         except DatabaseUrlError as error:
@@ -233,10 +237,11 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
             count = write_bundle(reporting, out, first_index=first_index, end=end)
         partial.replace(args.out)
     except (OSError, ExportError) as error:
-        return _fail(f"cannot write {args.out}: {error}")
+        return _fail(f"cannot write {args.out}: {problem(error, named=args.out)}")
     finally:
         partial.unlink(missing_ok=True)
-    print(f"wrote {count:,} entries ({first_index:,} to {end - 1:,}) to {args.out}")
+    written = entry_span(first_index, first_index + count)
+    print(f"wrote {written} ({count:,} in all) to {args.out}")
     return 0
 
 
@@ -311,7 +316,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 jobs=args.jobs,
             )
     except (OSError, CannotVerifyError, UnusableKeyError) as error:
-        return _fail(f"cannot verify {args.bundle}: {error}")
+        return _fail(f"cannot verify {args.bundle}: {problem(error, named=args.bundle)}")
     print(report.summary())
     return 0 if report.verdict is Verdict.VALID else 1
 

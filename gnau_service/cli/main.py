@@ -3,6 +3,9 @@
 Each command module exposes ``register(subparsers)``, which adds its parsers and sets
 ``run=<function(args) -> exit status>`` as their default. Exit statuses: 0 success, 1 the
 input was read but something in it is bad or does not verify, 2 the input could not be used.
+
+The rules commands (``gnau evaluate 3C 6S 8H 4H 8C``) are parsed without importing the other
+command modules, whose imports (grpc, aiohttp, psycopg, the server) take most of a second.
 """
 
 from __future__ import annotations
@@ -10,26 +13,35 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from gnau_service import __version__
-from gnau_service.cli import (
-    audit_commands,
-    db_commands,
-    fairness_commands,
-    health_commands,
-    receipt_commands,
-    rules_commands,
-    serve_commands,
-)
+from gnau_service.cli import rules_commands
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, only: Sequence[ModuleType] | None = None) -> argparse.ArgumentParser:
+    """The ``gnau`` parser with every command, or ``only`` those of these modules."""
     parser = argparse.ArgumentParser(
         prog="gnau", description="Gnau Dealer: a provably fair, audited dealer for Gnau."
     )
     parser.add_argument("--version", action="version", version=f"gnau {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (
+    for module in only if only is not None else _all_modules():
+        module.register(subparsers)
+    return parser
+
+
+def _all_modules() -> tuple[ModuleType, ...]:
+    from gnau_service.cli import (  # noqa: PLC0415  (imported only when needed: see above)
+        audit_commands,
+        db_commands,
+        fairness_commands,
+        health_commands,
+        receipt_commands,
+        serve_commands,
+    )
+
+    return (
         rules_commands,
         fairness_commands,
         audit_commands,
@@ -37,13 +49,23 @@ def build_parser() -> argparse.ArgumentParser:
         serve_commands,
         health_commands,
         db_commands,
-    ):
-        module.register(subparsers)
-    return parser
+    )
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The rules commands' parser alone if ``argv`` names one of them, else the whole one."""
+    light = build_parser(only=(rules_commands,))
+    commands = next(
+        action.choices
+        for action in light._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    return light if argv and argv[0] in commands else build_parser()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser_for(argv).parse_args(argv)
     try:
         status: int = args.run(args)
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from typing import Protocol
 from gnau_service.audit.entries import EntryKind, JsonValue, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.rounds import RoundEvent, RoundHistory
+from gnau_service.cli.amounts import signed_amount
 from gnau_service.rules.cards import parse_card
 from gnau_service.rules.evaluation import Category, HandRank
 
@@ -152,7 +153,7 @@ def _symbols(cards: JsonValue) -> str:
 
 
 def _signed(value: object) -> str:
-    return f"{value:+,}" if isinstance(value, int) else "?"
+    return signed_amount(value) if isinstance(value, int) else "?"
 
 
 def _object(value: JsonValue) -> dict[str, JsonValue]:

@@ -22,9 +22,11 @@ from gnau.v1 import round_pb2
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.note import NoteError, SignedNote
 from gnau_service.audit.receipts import Receipt, ReceiptFormatError, verify_receipt
+from gnau_service.cli.file_errors import problem
 from gnau_service.cli.remote import (
     TargetError,
     UnusableKeyError,
+    add_target_option,
     add_token_options,
     connect,
     read_vkey,
@@ -32,8 +34,6 @@ from gnau_service.cli.remote import (
 )
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.server.convert import revealed_round_from_proto
-
-DEFAULT_TARGET = "127.0.0.1:50051"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,9 +82,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
     """Where the service is, and who asks (no token: the public role)."""
-    parser.add_argument(
-        "--target", default=DEFAULT_TARGET, help=f"host:port of the service ({DEFAULT_TARGET})"
-    )
+    add_target_option(parser)
     add_token_options(parser)
 
 
@@ -99,7 +97,10 @@ def run_receipt_get(args: argparse.Namespace) -> int:
         try:
             pinned_size = Checkpoint.parse(SignedNote.parse(args.pin.read_bytes()).text).size
         except (OSError, NoteError, CheckpointError) as error:
-            return _fail("receipt get", f"cannot read the pinned checkpoint {args.pin}: {error}")
+            return _fail(
+                "receipt get",
+                f"cannot read the pinned checkpoint {args.pin}: {problem(error, named=args.pin)}",
+            )
     try:
         with connect(args) as client:
             text = client.get_round_receipt(args.round_id, pinned_size=pinned_size)
@@ -113,7 +114,7 @@ def run_receipt_get(args: argparse.Namespace) -> int:
     try:
         args.out.write_text(text, encoding="utf-8")
     except OSError as error:
-        return _fail("receipt get", f"cannot write {args.out}: {error}")
+        return _fail("receipt get", f"cannot write {args.out}: {problem(error, named=args.out)}")
     print(f"wrote the receipt of round {args.round_id} to {args.out}")
     return 0
 
@@ -125,7 +126,8 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
         pinned = args.checkpoint.read_bytes().decode("utf-8") if args.checkpoint else None
         receipt = Receipt.from_text(args.receipt.read_bytes())
     except (OSError, UnicodeError, UnusableKeyError, ReceiptFormatError) as error:
-        return _fail("verify-receipt", f"cannot verify {args.receipt}: {error}")
+        reason = problem(error, named=args.receipt)
+        return _fail("verify-receipt", f"cannot verify {args.receipt}: {reason}")
     report = verify_receipt(receipt, keys, pinned)
     print(report.summary())
     return 0 if report.ok else 1

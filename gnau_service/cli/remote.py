@@ -1,6 +1,10 @@
 """Calling a running service from the command line: ``--target``, ``--token``, ``--tls-ca``,
 one way to connect, one line for a refusal, and reading a pinned log key.
 
+Every command that calls a service takes ``--target HOST:PORT``, whose default is the
+``GNAU_TARGET`` environment variable, then ``127.0.0.1:50051`` (the ``gnau audit`` commands,
+which read a database unless told otherwise, have no fixed default: see :func:`add_target_option`).
+
 A token is a credential: it is sent in clear text only to this machine (a loopback address or a
 Unix socket); to any other host the call must go over TLS (``--tls-ca``).
 """
@@ -10,12 +14,33 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
+from typing import Final
 
 import grpc
 from gnau_client import GnauClient, is_local_target
 
 from gnau_service.audit.entries import clip
 from gnau_service.audit.note import Verifier
+from gnau_service.cli.file_errors import problem
+
+#: Where a command calls the service when neither --target nor GNAU_TARGET says.
+DEFAULT_TARGET: Final = "127.0.0.1:50051"
+TARGET_VARIABLE: Final = "GNAU_TARGET"
+
+
+def add_target_option(
+    parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup,
+    *,
+    fallback: str | None = DEFAULT_TARGET,
+    meaning: str = "host:port of the service",
+) -> None:
+    """``--target HOST:PORT``, defaulting to GNAU_TARGET, then to ``fallback`` (None: no
+    service unless one is named)."""
+    default = os.environ.get(TARGET_VARIABLE) or fallback
+    shown = f"default: {TARGET_VARIABLE}" + (f", then {fallback}" if fallback else "")
+    parser.add_argument(
+        "--target", metavar="HOST:PORT", default=default, help=f"{meaning} ({shown})"
+    )
 
 
 class TargetError(Exception):
@@ -51,7 +76,9 @@ def connect(args: argparse.Namespace, *, token_required: str | None = None) -> G
         try:
             credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
         except OSError as error:
-            raise TargetError(f"--tls-ca: {error}") from None
+            raise TargetError(
+                f"--tls-ca {args.tls_ca}: {problem(error, named=args.tls_ca)}"
+            ) from None
     elif token is not None and not is_local_target(args.target):
         raise TargetError(
             f"the token would cross the network to {args.target} in clear text: call over TLS "

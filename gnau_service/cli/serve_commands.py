@@ -15,6 +15,8 @@ from gnau.v1 import round_pb2
 from gnau_client import GnauClient, Seat  # the client package, as other teams use it
 
 from gnau_service.audit.rounds import settle_round
+from gnau_service.cli.amounts import signed_amount
+from gnau_service.cli.remote import add_target_option
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
@@ -42,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     play = subparsers.add_parser(
         "play", help="play rounds against a running service, show and verify them"
     )
-    play.add_argument("--target", default="127.0.0.1:50051", help="host:port of the service")
+    add_target_option(play)
     play.add_argument("--token", help="operator token (default: GNAU_TOKEN or the local file)")
     play.add_argument("--tokens-file", type=Path, default=Path("gnau-data/tokens.json"))
     play.add_argument("--tables", type=int, default=1, help="tables to play on")
@@ -186,12 +188,13 @@ def _render(played: round_pb2.Round, number: int, problem: str | None) -> str:
         outcome = round_pb2.Outcome.Name(result.outcome).removeprefix("OUTCOME_")
         lines.append(
             f"  seat {hand.seat_number}  {_symbols(hand.cards)}  "
-            f"{result.evaluation.description.split('  ')[0]:<22} {outcome:<4} {result.delta:+,}"
+            f"{result.evaluation.description.split('  ')[0]:<22} {outcome:<4} "
+            f"{signed_amount(result.delta)}"
         )
     lines.append(
         f"  dealer  {_symbols(played.dealer_hand)}  "
         f"{settlement.dealer_evaluation.description.split('  ')[0]:<22} {'':<4} "
-        f"{settlement.dealer_delta:+,}"
+        f"{signed_amount(settlement.dealer_delta)}"
     )
     lines.append(
         "  verified: seed, commitment, deck, hands, settlement"

@@ -349,8 +349,10 @@ def multiset_key(classes: Sequence[int]) -> int:
 class Evaluator:
     """Table-driven evaluation under one set of house rules.
 
-    Cheap to build: the table is made once per process for each setting of the rules that
-    change evaluation (``tie``, ``payout`` and ``suited_double`` only matter to settlement).
+    Cheap to build: the table is shared by every evaluator of the same setting of the rules
+    that change evaluation (``tie``, ``payout`` and ``suited_double`` only matter to
+    settlement), and filled as hands are seen, so one hand costs one search, not the 8,568 of
+    the whole table, while millions of hands cost a look-up each.
     """
 
     def __init__(self, rules: HouseRules) -> None:
@@ -399,31 +401,66 @@ class Evaluator:
         )
 
 
+def multiset_classes(key: int) -> tuple[int, ...]:
+    """The sorted evaluation classes of a table key: the inverse of :func:`multiset_key`.
+
+    >>> multiset_classes(multiset_key([13, 0, 5, 5, 1]))
+    (0, 1, 5, 5, 13)
+    """
+    classes: list[int] = []
+    for class_id in range(_CLASS_COUNT):
+        key, count = divmod(key, 6)
+        classes += [class_id] * count
+    return tuple(classes)
+
+
+class _Readings(dict[int, Reading]):
+    """The reference search's reading of each multiset of five evaluation classes, searched
+    the first time it is asked for (a plain dict look-up after that)."""
+
+    def __init__(self, search: OxSearch) -> None:
+        super().__init__()
+        self._search = search
+
+    def __missing__(self, key: int) -> Reading:
+        reading = self._search.read([class_representative(c) for c in multiset_classes(key)])
+        self[key] = reading
+        return reading
+
+
+class _Ranks(dict[int, HandRank]):
+    """The rank of each multiset, from :class:`_Readings`, filled the same way."""
+
+    def __init__(self, readings: _Readings) -> None:
+        super().__init__()
+        self._readings = readings
+
+    def __missing__(self, key: int) -> HandRank:
+        rank = self[key] = self._readings[key].rank
+        return rank
+
+
 @functools.cache
 def _readings_table(
     ten_is_duke: bool, three_six_pair: bool, trips_make_ox: bool, five_small: bool
-) -> dict[int, Reading]:
-    """The reference search's reading of every multiset of five evaluation classes."""
-    search = OxSearch(
-        HouseRules(
-            ten_is_duke=ten_is_duke,
-            three_six_pair=three_six_pair,
-            trips_make_ox=trips_make_ox,
-            five_small=five_small,
+) -> _Readings:
+    return _Readings(
+        OxSearch(
+            HouseRules(
+                ten_is_duke=ten_is_duke,
+                three_six_pair=three_six_pair,
+                trips_make_ox=trips_make_ox,
+                five_small=five_small,
+            )
         )
     )
-    return {
-        multiset_key(classes): search.read([class_representative(c) for c in classes])
-        for classes in class_multisets()
-    }
 
 
 @functools.cache
 def _ranks_table(
     ten_is_duke: bool, three_six_pair: bool, trips_make_ox: bool, five_small: bool
-) -> dict[int, HandRank]:
-    readings = _readings_table(ten_is_duke, three_six_pair, trips_make_ox, five_small)
-    return {key: reading.rank for key, reading in readings.items()}
+) -> _Ranks:
+    return _Ranks(_readings_table(ten_is_duke, three_six_pair, trips_make_ox, five_small))
 
 
 def _wrong_size(cards: Sequence[Card]) -> CardError:

@@ -8,6 +8,7 @@ its meaning; ``docs/configuration.md`` is that table.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -150,30 +151,42 @@ def load_settings(
 ) -> Settings:
     """Merge the four sources; ``flags`` holds only the flags actually given."""
     values: dict[str, Any] = {}
+    # Where each value came from, so that a refusal names what the operator must change.
+    sources: dict[str, str] = {}
     if config_file is not None:
         try:
             values.update(tomllib.loads(config_file.read_text(encoding="utf-8")))
-        except (OSError, tomllib.TOMLDecodeError) as error:
+        except OSError as error:  # its str() would name the file a second time
+            raise ConfigError(f"config file {config_file}: {error.strerror or error}") from None
+        except tomllib.TOMLDecodeError as error:
             raise ConfigError(f"config file {config_file}: {error}") from None
         unknown = set(values) - set(SETTINGS)
         if unknown:
             raise ConfigError(f"config file {config_file}: unknown setting(s) {sorted(unknown)}")
+        sources.update((name, f"key {name!r} of config file {config_file}") for name in values)
     for name, (_, variable, _) in SETTINGS.items():
         if variable in environ:
             values[name] = environ[variable]
+            sources[name] = f"environment variable {variable}"
     values.update(flags)
-    return _typed(values)
+    sources.update((name, f"flag {SETTINGS[name][0]}") for name in flags)
+    return _typed(values, sources)
 
 
-def _typed(values: Mapping[str, Any]) -> Settings:
+def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
     types = {f.name: str(f.type) for f in dataclasses.fields(Settings)}
     converted: dict[str, Any] = {}
+
+    def setting(name: str) -> str:
+        """A setting as a refusal names it: its name and the source that supplied it."""
+        return f"setting {name!r} (from {sources.get(name, 'the defaults')})"
+
     for name, value in values.items():
         kind = types[name]
         try:
             converted[name] = _convert(name, kind, value)
         except (ValueError, TypeError) as error:
-            raise ConfigError(f"setting {name!r} ({SETTINGS[name][0]}): {error}") from None
+            raise ConfigError(f"{setting(name)}: {error}") from None
     settings = Settings(**converted)
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together")
@@ -181,7 +194,7 @@ def _typed(values: Mapping[str, Any]) -> Settings:
         raise ConfigError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key")
     if settings.log_format not in ("json", "console"):
         raise ConfigError(
-            f"setting 'log_format' must be json or console, not {quoted(settings.log_format)}"
+            f"{setting('log_format')}: must be json or console, not {quoted(settings.log_format)}"
         )
     for name in ("http_listen", "metrics_listen"):
         address = getattr(settings, name)
@@ -189,30 +202,38 @@ def _typed(values: Mapping[str, Any]) -> Settings:
             try:
                 split_host_port(address)
             except ValueError as error:
-                raise ConfigError(f"setting {name!r} ({SETTINGS[name][0]}): {error}") from None
+                raise ConfigError(f"{setting(name)}: {error}") from None
     if settings.tracing not in TRACING_MODES:
         raise ConfigError(
-            f"setting 'tracing' must be one of {', '.join(TRACING_MODES)}, "
+            f"{setting('tracing')}: must be one of {', '.join(TRACING_MODES)}, "
             f"not {quoted(settings.tracing)}"
         )
     if settings.max_stake > LARGEST_MAX_STAKE:
         raise ConfigError(
-            f"setting 'max_stake' (--max-stake) is {settings.max_stake}, more than "
+            f"{setting('max_stake')} is {settings.max_stake}, more than "
             f"{LARGEST_MAX_STAKE}: {MOST_SEATS} seats at that stake, paid {LARGEST_PAYOUT}x, "
             "would settle beyond 2^53-1, the largest integer the audit log holds"
         )
     if settings.max_streams >= settings.max_concurrent_rpcs:
         raise ConfigError(
-            "setting 'max_streams' (--max-streams) must be less than 'max_concurrent_rpcs', "
-            "so that streams never take every call the server allows"
+            f"{setting('max_streams')} must be less than 'max_concurrent_rpcs' "
+            f"({settings.max_concurrent_rpcs}), so that streams never take every call the server "
+            "allows"
         )
     if settings.max_streams_per_peer > settings.max_streams:
-        raise ConfigError("setting 'max_streams_per_peer' must be at most 'max_streams'")
+        raise ConfigError(
+            f"{setting('max_streams_per_peer')} must be at most 'max_streams' "
+            f"({settings.max_streams})"
+        )
     return settings
 
 
 def _convert(name: str, kind: str, value: Any) -> Any:
+    """``value`` (a string from a flag or the environment, or any TOML value) as a ``kind``;
+    a ValueError says what is expected and quotes what was given, never Python's own words."""
     if kind in ("Path", "Path | None"):
+        if not isinstance(value, str):
+            raise ValueError(f"must be a path (a string), not {quoted(value)}")
         return Path(value)
     if kind == "bool":
         if isinstance(value, bool):
@@ -221,7 +242,7 @@ def _convert(name: str, kind: str, value: Any) -> Any:
             return str(value).lower() == "true"
         raise ValueError(f"must be true or false, not {quoted(value)}")
     if kind in ("int", "float"):
-        number = int(value) if kind == "int" else float(value)
+        number = _number(value, whole=kind == "int")
         if name in _MAY_BE_ZERO:
             if not number >= 0:
                 raise ValueError(f"must be 0 or more, not {number}")
@@ -237,9 +258,44 @@ def _convert(name: str, kind: str, value: Any) -> Any:
             name_, sep, role = str(pair).partition("=")
             if not sep:
                 raise ValueError(f"expected CN=ROLE, got {quoted(pair)}")
+            if role.strip() not in {str(known) for known in Role}:
+                raise ValueError(
+                    f"unknown role {quoted(role.strip())} in {quoted(pair)}: expected one of "
+                    f"{', '.join(Role)}"
+                )
             roles[name_.strip()] = Role(role.strip())
         return roles
-    return str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {quoted(value)}")
+    return value
+
+
+def _number(value: object, *, whole: bool) -> int | float:
+    """A whole number (``whole``) or any finite number, from a string or a TOML number.
+
+    >>> _number("1_000", whole=True), _number(" 42 ", whole=True), _number("2.5", whole=False)
+    (1000, 42, 2.5)
+    >>> _number("abc", whole=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: must be a whole number, not 'abc'
+    >>> _number(1.5, whole=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: must be a whole number, not 1.5
+    """
+    expected = "a whole number" if whole else "a number"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be {expected}, not {quoted(value)}")
+    if whole and isinstance(value, float):
+        raise ValueError(f"must be {expected}, not {quoted(value)}")
+    try:
+        number = int(value) if whole else float(value)
+    except ValueError:
+        raise ValueError(f"must be {expected}, not {quoted(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"must be {expected}, not {quoted(value)}")
+    return number
 
 
 #: Settings for which 0 is a sensible value; every other number must be positive.

@@ -15,12 +15,13 @@ whatever the request held. Messages never include a server seed, a token or a pa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Final
 
 import grpc
 from google.protobuf import any_pb2
 from google.protobuf.message import Message
-from google.rpc import code_pb2, error_details_pb2, status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from gnau_service.rules.errors import RulesError
@@ -46,43 +47,88 @@ DOMAIN: Final = "gnau.dealer"
 MAX_METADATA_BYTES: Final = 128
 
 
+class Reason(StrEnum):
+    """Every ``ErrorInfo.reason`` the service sends: what a client switches on. Each is sent
+    with one status code, :data:`REASON_CODES`; docs/integration.md tables both (a test holds
+    the table to this enum)."""
+
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    UNDECODABLE_REQUEST = "UNDECODABLE_REQUEST"
+    ROUND_NOT_FOUND = "ROUND_NOT_FOUND"
+    ROUND_STATE = "ROUND_STATE"
+    TABLE_BUSY = "TABLE_BUSY"
+    REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
+    OUT_OF_RANGE = "OUT_OF_RANGE"
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
+    STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+    INTERNAL = "INTERNAL"
+    #: A refusal of a kind no other reason names: the fallback of :func:`status_of`.
+    REFUSED = "REFUSED"
+
+
+#: The status code each reason is sent with.
+REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
+    Reason.INVALID_ARGUMENT: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.UNDECODABLE_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
+    Reason.ROUND_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.ROUND_STATE: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.TABLE_BUSY: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.REQUEST_ID_REUSED: grpc.StatusCode.ALREADY_EXISTS,
+    Reason.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
+    Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
+    Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
+    Reason.INTERNAL: grpc.StatusCode.INTERNAL,
+    Reason.REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
+}
+
+
 # -- refusals made at the edge, before or around the servicers --------------------------------
 
 
 class EdgeRefusal(Exception):  # noqa: N818  (a refusal, not an error of the service)
-    """A call refused by the service's edge: its status code, ErrorInfo reason and message."""
+    """A call refused by the service's edge: its ErrorInfo reason (which gives its status
+    code) and message."""
 
-    code: grpc.StatusCode = grpc.StatusCode.FAILED_PRECONDITION
-    reason: str = "REFUSED"
+    reason: Reason = Reason.REFUSED
 
     def __init__(self, message: str, **metadata: str) -> None:
         super().__init__(message)
         self.metadata = metadata
 
+    @property
+    def code(self) -> grpc.StatusCode:
+        return REASON_CODES[self.reason]
+
 
 class Undecodable(EdgeRefusal):
-    code, reason = grpc.StatusCode.INVALID_ARGUMENT, "UNDECODABLE_REQUEST"
+    reason = Reason.UNDECODABLE_REQUEST
 
     def __init__(self) -> None:
         super().__init__("the request could not be decoded")
 
 
 class Unauthenticated(EdgeRefusal):
-    code, reason = grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"
+    reason = Reason.UNAUTHENTICATED
 
     def __init__(self) -> None:
         super().__init__("the authorization header must be 'Bearer <token>' with a known token")
 
 
 class PermissionDenied(EdgeRefusal):
-    code, reason = grpc.StatusCode.PERMISSION_DENIED, "PERMISSION_DENIED"
+    reason = Reason.PERMISSION_DENIED
 
     def __init__(self, role: str, method: str) -> None:
         super().__init__(f"the {role} role may not call {method}", role=role)
 
 
 class ShuttingDown(EdgeRefusal):
-    code, reason = grpc.StatusCode.UNAVAILABLE, "SHUTTING_DOWN"
+    reason = Reason.SHUTTING_DOWN
 
     def __init__(self) -> None:
         super().__init__("the server is shutting down; retry (another replica will answer)")
@@ -91,7 +137,7 @@ class ShuttingDown(EdgeRefusal):
 class TooManyStreams(EdgeRefusal):
     """A stream over the limit: ``scope`` says whose (the peer's, or the server's)."""
 
-    code, reason = grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_STREAMS"
+    reason = Reason.TOO_MANY_STREAMS
 
     def __init__(self, scope: str, limit: int) -> None:
         super().__init__(
@@ -112,26 +158,27 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
         field = getattr(error, "key", None) or getattr(error, "field", None) or "cards"
         return bad_request([(str(field), str(error))])
     if isinstance(error, WrongState):
-        return _precondition("ROUND_STATE", error.round_id, str(error), {"state": str(error.state)})
+        return _precondition(
+            Reason.ROUND_STATE, error.round_id, str(error), {"state": str(error.state)}
+        )
     if isinstance(error, TableBusy):
         return _precondition(
-            "TABLE_BUSY",
+            Reason.TABLE_BUSY,
             error.table_id,
             str(error),
             {"round_id": error.round_id, "state": error.state},
         )
     if isinstance(error, RoundNotFound):
-        return _status(code_pb2.NOT_FOUND, str(error), "ROUND_NOT_FOUND")
+        return _status(Reason.ROUND_NOT_FOUND, str(error))
     if isinstance(error, OutOfRange):
-        return _status(code_pb2.OUT_OF_RANGE, str(error), "OUT_OF_RANGE")
+        return _status(Reason.OUT_OF_RANGE, str(error))
     if isinstance(error, RequestConflict):
-        return _status(code_pb2.ALREADY_EXISTS, str(error), "REQUEST_ID_REUSED")
+        return _status(Reason.REQUEST_ID_REUSED, str(error))
     if isinstance(error, StoreUnavailable):
         # The cause stays in the server's log (once per episode): it may name paths or hosts.
         return _status(
-            code_pb2.UNAVAILABLE,
+            Reason.STORAGE_UNAVAILABLE,
             "the store cannot be used right now; retry with the same request_id",
-            "STORAGE_UNAVAILABLE",
         )
     if isinstance(error, TooManyStreams):
         quota = error_details_pb2.QuotaFailure(
@@ -142,18 +189,17 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
                 )
             ]
         )
-        return _status(error.code.value[0], str(error), error.reason, quota, error.metadata)
+        return _status(error.reason, str(error), quota, error.metadata)
     if isinstance(error, EdgeRefusal):
-        return _status(error.code.value[0], str(error), error.reason, None, error.metadata)
-    return _status(code_pb2.FAILED_PRECONDITION, str(error), "REFUSED")
+        return _status(error.reason, str(error), None, error.metadata)
+    return _status(Reason.REFUSED, str(error))
 
 
 def internal_error(request_id: str) -> grpc.Status:
     """What a client learns of a fault inside the service: only the request id to quote."""
     return _status(
-        code_pb2.INTERNAL,
+        Reason.INTERNAL,
         f"internal error; quote request id {request_id}",
-        "INTERNAL",
         metadata={"request_id": request_id},
     )
 
@@ -177,7 +223,7 @@ def bad_request(violations: Sequence[tuple[str, str]]) -> grpc.Status:
         ]
     )
     metadata = {"more_violations": str(more)} if more else None
-    return _status(code_pb2.INVALID_ARGUMENT, message, "INVALID_ARGUMENT", detail, metadata)
+    return _status(Reason.INVALID_ARGUMENT, message, detail, metadata)
 
 
 def reason_of(status: grpc.Status) -> str:
@@ -200,25 +246,22 @@ def reason_of(status: grpc.Status) -> str:
 _DETAILS_KEY: Final = "grpc-status-details-bin"
 
 
-def _precondition(kind: str, subject: str, message: str, metadata: dict[str, str]) -> grpc.Status:
+def _precondition(
+    kind: Reason, subject: str, message: str, metadata: dict[str, str]
+) -> grpc.Status:
     violation = error_details_pb2.PreconditionFailure.Violation(
         type=kind,
         subject=_clip(subject, MAX_FIELD_PATH_BYTES * 2),
         description=_clip(message, MAX_VIOLATION_BYTES),
     )
     return _status(
-        code_pb2.FAILED_PRECONDITION,
-        message,
-        kind,
-        error_details_pb2.PreconditionFailure(violations=[violation]),
-        metadata,
+        kind, message, error_details_pb2.PreconditionFailure(violations=[violation]), metadata
     )
 
 
 def _status(
-    code: int,
+    reason: Reason,
     message: str,
-    reason: str,
     detail: Message | None = None,
     metadata: Mapping[str, str] | None = None,
 ) -> grpc.Status:
@@ -230,7 +273,7 @@ def _status(
     info = any_pb2.Any()
     info.Pack(
         error_details_pb2.ErrorInfo(
-            reason=reason,
+            reason=str(reason),
             domain=DOMAIN,
             metadata={
                 key: _clip(value, MAX_METADATA_BYTES) for key, value in (metadata or {}).items()
@@ -240,7 +283,9 @@ def _status(
     details.append(info)
     return rpc_status.to_status(
         status_pb2.Status(
-            code=code, message=_clip(message, MAX_ERROR_MESSAGE_BYTES), details=details
+            code=REASON_CODES[reason].value[0],
+            message=_clip(message, MAX_ERROR_MESSAGE_BYTES),
+            details=details,
         )
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -425,3 +426,34 @@ def test_any_bytes_decode_or_raise_entry_error_only(data: bytes) -> None:
         assert len(str(error)) < 400
     else:
         assert entry.encode() == data
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data[:-1],  # not JSON
+        lambda data: b"[]",
+        lambda data: data.replace(b'"index":', b'"index_":'),
+        lambda data: data.replace(b'"kind":"', b'"kind":"X'),
+        lambda data: data.replace(b'"signature":"', b'"signature":"0', 1)[:-3] + b'"}',
+        lambda data: data.replace(b"0.1.0", b"6.6.6"),
+    ],
+)
+def test_an_entry_error_names_the_entry_once(damage: Callable[[bytes], bytes]) -> None:
+    """A regression: callers that name the entry themselves quote ``reason``, which must not
+    name it again (bundles printed "entry 2: entry 2: the signature does not verify")."""
+    signer = Signer("gnau-dealer/test", Ed25519PrivateKey.generate())
+    data = encode_entry(
+        signer,
+        index=2,
+        kind=EntryKind.SERVICE_STARTED,
+        time="2025-03-01T12:00:00Z",
+        payload={"version": "0.1.0"},
+        prev_hash=GENESIS_PREV_HASH,
+    )
+    with pytest.raises(EntryError) as raised:
+        decode_entry(damage(data), signer.verifier)
+    error = raised.value
+    assert not error.reason.startswith("entry"), error.reason
+    assert str(error) in (f"entry 2: {error.reason}", f"entry: {error.reason}")
+    assert str(error).count("entry 2") <= 1

@@ -124,7 +124,7 @@ def test_non_canonical_entry_bytes_are_refused() -> None:
     entry = json.loads(json.loads(lines[position])["entry"])
     lines[position] = json.dumps({"entry": json.dumps(entry, indent=1)}) + "\n"
     report = verify(log, lines)
-    assert str(report.failure) == "entry 3: entry 3: bytes are not RFC 8785 canonical JSON"
+    assert str(report.failure) == "entry 3: bytes are not RFC 8785 canonical JSON"
 
 
 def test_a_validly_signed_entry_with_the_wrong_index_is_caught() -> None:

@@ -353,7 +353,7 @@ ENTRY_MEMBERS_RULE = 'must be {"checkpoint": text} or {"entry": text}'
 CATALOGUE = [
     Tamper("untouched", lambda: bundle(lines()), 0, "result: VALID"),
     # -- entries: the kinds of tests/audit/test_bundle.py ------------------------------------------
-    Tamper("flipped byte", flipped_byte, 1, "entry 1: entry 1: the signature does not verify"),
+    Tamper("flipped byte", flipped_byte, 1, "entry 1: the signature does not verify"),
     Tamper(
         "deleted entry",
         lambda: deleted(FIRST_ENTRY + 5),
@@ -388,13 +388,13 @@ CATALOGUE = [
         "non-canonical entry bytes",
         non_canonical,
         1,
-        "entry 3: entry 3: bytes are not RFC 8785 canonical JSON",
+        "entry 3: bytes are not RFC 8785 canonical JSON",
     ),
     Tamper(
         "entries cut off the end",
         lambda: deleted(26, 25),
         1,
-        "the header announces entries up to 19, but the bundle holds 18 from 0 (truncated or",
+        "the header announces entries 0 to 19, but the bundle holds entries 0 to 17 (truncated or",
     ),
     Tamper(
         "file cut inside the last line",
@@ -549,7 +549,7 @@ CATALOGUE = [
         "nesting of 33 levels in a payload (validly signed)",
         lambda: with_entry('{"x":' + nested(31) + "}"),
         1,
-        "entry: nested more than 32 levels deep",
+        "entry 8: nested more than 32 levels deep",
     ),
     Tamper(
         "nesting of 32 levels in a payload (validly signed)",
@@ -561,7 +561,7 @@ CATALOGUE = [
         "deep nesting in a payload (validly signed)",
         lambda: with_entry('{"x":' + nested(100_000) + "}"),
         1,
-        "entry: nested more than 32 levels deep",
+        "entry 8: nested more than 32 levels deep",
     ),
     Tamper(
         "lone surrogate as a line's entry",
@@ -680,7 +680,7 @@ CATALOGUE = [
         "no checkpoints",
         no_checkpoints,
         1,
-        "unanchored: entries 0 to 19 are under no signed root (no checkpoint was verified",
+        "unanchored: no signed root covers entries 0 to 19 (no checkpoint was verified",
     ),
     Tamper(
         "no checkpoints, --allow-unanchored",
@@ -692,7 +692,7 @@ CATALOGUE = [
         "last checkpoint removed",
         last_checkpoint_removed,
         1,
-        "entries 17 to 19 are under no signed root (the largest verified checkpoint is of size 17",
+        "no signed root covers entries 17 to 19 (the largest verified checkpoint is of size 17",
     ),
     Tamper(
         "last checkpoint removed, anchored by the pin",
@@ -902,13 +902,13 @@ CATALOGUE = [
         "header size one more than the entries",
         lambda: header_with(size=SIZE + 1),
         1,
-        "the header announces entries up to 20, but the bundle holds 20 from 0",
+        "the header announces entries 0 to 20, but the bundle holds entries 0 to 19",
     ),
     Tamper(
         "header size one fewer than the entries",
         lambda: header_with(size=SIZE - 1),
         1,
-        "the header announces entries up to 18, but the bundle holds 20 from 0",
+        "the header announces entries 0 to 18, but the bundle holds entries 0 to 19",
     ),
     Tamper(
         "header first_index 1, entry 0 still there",
@@ -980,26 +980,26 @@ CATALOGUE = [
         "payload integer 2^53 (validly signed)",
         lambda: with_entry(f'{{"n":{MAX + 1}}}'),
         1,
-        "entry holds the number '9007199254740992': every number in an entry must be an "
+        "entry 8: holds the number '9007199254740992': every number in an entry must be an "
         "integer within ±(2**53-1)",
     ),
     Tamper(
         "payload integer -2^53 (validly signed)",
         lambda: with_entry(f'{{"n":-{MAX + 1}}}'),
         1,
-        "entry holds the number '-9007199254740992'",
+        "entry 8: holds the number '-9007199254740992'",
     ),
     Tamper(
         "payload number 1e21 (validly signed)",
         lambda: with_entry('{"n":1e21}'),
         1,
-        "entry holds the number '1e21'",
+        "entry 8: holds the number '1e21'",
     ),
     Tamper(
         "payload number 1.5 (validly signed)",
         lambda: with_entry('{"n":1.5}'),
         1,
-        "entry holds the number '1.5'",
+        "entry 8: holds the number '1.5'",
     ),
     Tamper(
         "payload integer of 5000 digits (validly signed)",
@@ -1014,13 +1014,13 @@ CATALOGUE = [
         "header only",
         lambda: bundle(lines()[:1]),
         1,
-        "the header announces entries up to 19, but the bundle holds 0 from 0",
+        "the header announces entries 0 to 19, but the bundle holds no entries",
     ),
     Tamper(
         "header and checkpoints only",
         lambda: bundle(lines()[:FIRST_ENTRY]),
         1,
-        "the header announces entries up to 19, but the bundle holds 0 from 0",
+        "the header announces entries 0 to 19, but the bundle holds no entries",
     ),
     Tamper(
         "key that is not a vkey",

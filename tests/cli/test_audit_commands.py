@@ -46,7 +46,7 @@ def test_export_then_verify_with_the_pinned_key(
     bundle = tmp_path / "log.jsonl"
     export = gnau("audit", "export", "--database", url, "--out", str(bundle))
     assert export.status == 0, export.err
-    assert "wrote 15 entries" in export.out
+    assert "wrote entries 0 to 14 (15 in all)" in export.out
     run = gnau("audit", "verify", str(bundle), "--key", signer.vkey)
     assert run.status == 0, run.out
     assert "entries: 15 verified" in run.out
@@ -87,7 +87,7 @@ def test_one_changed_stored_byte_fails_verification(
     assert gnau("audit", "export", "--database", url, "--out", str(bundle)).status == 0
     run = gnau("audit", "verify", str(bundle), "--key", signer.vkey)
     assert run.status == 1
-    assert "result: INVALID: entry 6: entry 6: the signature does not verify" in run.out
+    assert "result: INVALID: entry 6: the signature does not verify" in run.out
 
 
 def test_a_range_of_rounds_exports_and_verifies(
@@ -210,12 +210,12 @@ def test_an_unanchored_bundle_exits_1_unless_allowed(
     unanchored = without_last_checkpoint(bundle)
     run = gnau("audit", "verify", str(unanchored), "--key", signer.vkey)
     assert run.status == 1
-    assert "unanchored: entries 15 to 15 are under no signed root" in run.out
+    assert "unanchored: no signed root covers entry 15 (" in run.out
     assert run.out.splitlines()[-1].startswith("result: UNANCHORED")
     allowed = gnau("audit", "verify", str(unanchored), "--key", signer.vkey, "--allow-unanchored")
     assert allowed.status == 0
     assert "warning: accepted although unanchored (--allow-unanchored)" in allowed.out
-    assert "unanchored: entries 15 to 15 are under no signed root" in allowed.out
+    assert "unanchored: no signed root covers entry 15 (" in allowed.out
     assert allowed.out.splitlines()[-1] == "result: VALID"
 
 
@@ -321,3 +321,23 @@ def test_an_unexpected_error_is_one_line_naming_a_bug_not_a_traceback(
     assert run.err == (
         "gnau: internal error (RecursionError) in 'gnau audit': this is a bug, please report it\n"
     )
+
+
+def test_no_verified_entries_are_described_as_none_not_an_inclusive_range(
+    gnau: Gnau, database: tuple[str, Store], signer: LogSigner, tmp_path: Path
+) -> None:
+    """A regression: a bundle whose first entry fails said "(indices 0 to -1)"."""
+    url, store = database
+    store.close()
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as connection:
+        connection.execute("DROP TRIGGER log_entries_no_update")
+        (data,) = connection.execute("SELECT data FROM log_entries WHERE idx = 0").fetchone()
+        changed = data.replace(b'"version":"test"', b'"version":"tset"', 1)
+        assert changed != data
+        connection.execute("UPDATE log_entries SET data = ? WHERE idx = 0", (changed,))
+    bundle = tmp_path / "log.jsonl"
+    assert gnau("audit", "export", "--database", url, "--out", str(bundle)).status == 0
+    run = gnau("audit", "verify", str(bundle), "--key", signer.vkey)
+    assert run.status == 1
+    assert "entries: 0 verified (no entries)\n" in run.out, run.out
+    assert "to -1" not in run.out

@@ -387,7 +387,7 @@ async def test_refusals_over_the_wire_are_one_line_and_exit_2(
             "the token would cross the network to 192.0.2.1:50051 in clear text",
         ),
         (["show", *remote(service, "not a bearer token")], "--token: a bearer token is"),
-        (["show", *remote(service), "--tls-ca", str(tmp_path / "none.pem")], "--tls-ca: "),
+        (["show", *remote(service), "--tls-ca", str(tmp_path / "none.pem")], "--tls-ca "),
     ]
     for args, message in cases:
         one_line_refusal(await run(gnau, "audit", *args), message)
@@ -448,4 +448,4 @@ def test_a_served_process_exports_the_same_bundle_over_grpc(tmp_path: Path) -> N
         )  # fmt: skip
         assert exported.returncode == 0, exported.stderr
     assert over_grpc.read_bytes() == from_database.read_bytes()
-    assert exported.stdout.startswith("wrote 13 entries (0 to 12) to ")
+    assert exported.stdout.startswith("wrote entries 0 to 12 (13 in all) to ")

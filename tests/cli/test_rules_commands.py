@@ -160,3 +160,24 @@ def test_the_console_script_runs_as_installed() -> None:
     assert first["nenku"] is True
     assert second["line"] == 2
     assert done.stderr == ""
+
+
+def test_evaluate_imports_neither_the_service_nor_its_libraries() -> None:
+    """``gnau evaluate`` answers one hand without importing grpc, aiohttp, psycopg or the
+    server (most of a second), and without building the whole evaluation table."""
+    script = (
+        "import sys\n"
+        "from gnau_service.cli.main import main\n"
+        "from gnau_service.rules import evaluation\n"
+        "status = main(['evaluate', '3C', '6S', '8H', '4H', '8C'])\n"
+        "heavy = [m for m in ('grpc', 'aiohttp', 'psycopg', 'gnau_service.server.app',\n"
+        "    'gnau_service.store', 'gnau_client') if m in sys.modules]\n"
+        "print(status, heavy, len(evaluation._readings_table(False, False, True, True)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.stdout.splitlines() == [
+        "Double-Ox 8  ox 3C(3) 6S(3) 4H  power 8H 8C",
+        "0 [] 1",
+    ], done.stderr

@@ -21,7 +21,7 @@ def test_a_session_plays_verifies_and_leaves_a_log_that_verifies(tmp_path: Path)
     data = tmp_path / "data"
     with served(data) as service:
         played = gnau(
-            "play", "--target", service.target, "--token", service.token,
+            "play", "--target", service.target, f"--token={service.token}",
             "--tables", "2", "--rounds", "2",
         )  # fmt: skip
         assert played.returncode == 0, played.stderr
@@ -91,7 +91,7 @@ def test_every_file_the_service_creates_is_private(tmp_path: Path) -> None:
     previous = os.umask(0o022)
     try:
         with served(tmp_path / "data", "--database", f"sqlite:///{database}") as service:
-            played = gnau("play", "--target", service.target, "--token", service.token)
+            played = gnau("play", "--target", service.target, f"--token={service.token}")
             assert played.returncode == 0, played.stderr
             modes = {
                 path.name: stat.S_IMODE(path.stat().st_mode)

@@ -2,12 +2,14 @@
 house rule flipped, and properties checked against an independent oracle."""
 
 import dataclasses
+import functools
 import itertools
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gnau_service.rules import evaluation
 from gnau_service.rules.cards import Card, parse_cards, standard_deck
 from gnau_service.rules.errors import CardError
 from gnau_service.rules.evaluation import (
@@ -16,6 +18,10 @@ from gnau_service.rules.evaluation import (
     Evaluator,
     HandRank,
     OxSearch,
+    Reading,
+    class_multisets,
+    class_representative,
+    multiset_key,
 )
 from gnau_service.rules.house_rules import HouseRules
 from tests.rules import oracle
@@ -246,3 +252,36 @@ def test_every_multiset_reading_is_the_search_reading_of_a_sorted_hand() -> None
     evaluator, search = Evaluator(rules), OxSearch(rules)
     for cards in itertools.combinations(standard_deck()[13:26], 5):
         assert evaluator.rank(cards) == search.read(cards).rank
+
+
+# -- one hand without the whole table -----------------------------------------------------------
+
+
+@functools.cache
+def whole_table(rules: HouseRules) -> tuple[dict[int, Reading], dict[int, HandRank]]:
+    """Every multiset's reading, built in one go as the evaluator once did at construction."""
+    search = OxSearch(rules)
+    readings = {
+        multiset_key(classes): search.read([class_representative(c) for c in classes])
+        for classes in class_multisets()
+    }
+    return readings, {key: reading.rank for key, reading in readings.items()}
+
+
+@settings(max_examples=300)
+@given(hands(), HOUSE_RULES)
+def test_one_hand_searched_alone_reads_as_the_whole_table_does(
+    cards: list[Card], rules: HouseRules
+) -> None:
+    """``gnau evaluate`` searches only the multiset of the hand it is given: its answer must be
+    the one the whole table, built first, gives (the same reading, not only the same rank)."""
+    flags = (rules.ten_is_duke, rules.three_six_pair, rules.trips_make_ox, rules.five_small)
+    # Forget whatever earlier examples filled in, so this hand's entry is searched now.
+    evaluation._readings_table.cache_clear()
+    evaluation._ranks_table.cache_clear()
+    alone = Evaluator(rules)
+    searched = (alone.rank(cards), alone.evaluate(cards))
+    assert len(evaluation._readings_table(*flags)) == 1  # only this hand's multiset
+    tabled = Evaluator(rules)
+    tabled._readings, tabled._ranks = whole_table(rules)  # type: ignore[assignment]
+    assert searched == (tabled.rank(cards), tabled.evaluate(cards))

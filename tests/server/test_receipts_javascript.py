@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau_service.audit.receipts import Receipt, verify_receipt
 from gnau_service.audit.signing import LogSigner
 from tests.server.conftest import Service
-from tests.server.test_receipts import TAMPERED, receipt_of
+from tests.server.test_receipts import TAMPERED, _signature, receipt_of
 from tests.server.test_service import deal, play, shuffle, void
 from tests.web.test_js_rules import node
 
@@ -34,16 +34,21 @@ const pin = await parseVkey(vkey);
 const verdicts = [];
 for (const document of receipts) {
   const report = await verifyReceipt(readReceipt(document), [pin]);
-  verdicts.push(report.failure === null ? "valid" : report.failure.step);
+  verdicts.push(report.failure === null ? "valid" : report.failure[%(member)s]);
 }
 process.stdout.write(JSON.stringify(verdicts));
 """
 
 
-def javascript_verdicts(vkey: str, receipts: list[dict[str, Any]]) -> list[str]:
+def javascript_verdicts(
+    vkey: str, receipts: list[dict[str, Any]], member: str = "step"
+) -> list[str]:
+    """The page's verdict on each receipt: "valid", or its failure's ``member`` (the step, or
+    the reason)."""
     script = VERIFY_ALL % {
         "receipt": json.dumps((JS / "receipt.js").as_uri()),
         "note": json.dumps((JS / "note.js").as_uri()),
+        "member": json.dumps(member),
     }
     result = subprocess.run(
         [node(), "--input-type=module", "-e", script],
@@ -88,3 +93,16 @@ async def test_the_page_and_the_reference_agree_on_every_receipt(service: Servic
         python.append("valid" if report.failure is None else str(report.failure.step))
     assert python.count("valid") == 4, python  # the untouched, the two voided, the rotated
     assert javascript_verdicts(old_key.vkey, receipts) == python
+
+
+async def test_the_page_names_a_bad_entry_once_as_the_reference_does(service: Service) -> None:
+    """A regression: the entry's label was added by the decoder and again by the step."""
+    document = await receipt_of(service, (await play(service, "named-once")).round_id)
+    tampered = copy.deepcopy(document)
+    _signature(tampered)
+    index = tampered["entries"][1]["index"]
+    expected = f"entry {index}: the signature does not verify"
+    key = service.app.store.signer
+    python = verify_receipt(Receipt.from_json(copy.deepcopy(tampered)), [key.verifier]).failure
+    assert python is not None and python.reason == expected
+    assert javascript_verdicts(key.vkey, [tampered], member="reason") == [expected]

@@ -124,7 +124,7 @@ def test_flags_beat_environment_beat_file_beat_defaults(tmp_path: Path) -> None:
     [
         ("colour = 1\n", {}, {}, "unknown setting(s) ['colour']"),
         ("listen = \n", {}, {}, "config file"),
-        ("", {"GNAU_MAX_STAKE": "lots"}, {}, "setting 'max_stake' (--max-stake)"),
+        ("", {"GNAU_MAX_STAKE": "lots"}, {}, "environment variable GNAU_MAX_STAKE"),
         ("", {"GNAU_REFLECTION": "maybe"}, {}, "must be true or false"),
         ("", {}, {"tls_cert": "cert.pem"}, "--tls-cert and --tls-key go together"),
         ("", {}, {"tls_client_ca": "ca.pem"}, "mTLS) needs --tls-cert"),
@@ -140,6 +140,84 @@ def test_bad_settings_are_refused_by_name(
     with pytest.raises(ConfigError) as refused:
         load_settings(config, environ, flags)
     assert message in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("file_text", "environ", "flags", "message"),
+    [
+        (
+            "",
+            {"GNAU_MAX_STAKE": "abc"},
+            {},
+            "setting 'max_stake' (from environment variable GNAU_MAX_STAKE): must be a whole "
+            "number, not 'abc'",
+        ),
+        (
+            "",
+            {},
+            {"max_stake": "abc"},
+            "setting 'max_stake' (from flag --max-stake): must be a whole number, not 'abc'",
+        ),
+        (
+            "max_stake = 1.5\n",
+            {},
+            {},
+            "setting 'max_stake' (from key 'max_stake' of config file {config}): must be a whole "
+            "number, not 1.5",
+        ),
+        (
+            'grace_seconds = "soon"\n',
+            {},
+            {},
+            "setting 'grace_seconds' (from key 'grace_seconds' of config file {config}): must be "
+            "a number, not 'soon'",
+        ),
+        (
+            "",
+            {"GNAU_KEEPALIVE_SECONDS": "nan"},
+            {},
+            "setting 'keepalive_seconds' (from environment variable GNAU_KEEPALIVE_SECONDS): "
+            "must be a number, not 'nan'",
+        ),
+        (
+            "key = 5\n",
+            {},
+            {},
+            "setting 'key' (from key 'key' of config file {config}): must be a path (a string), "
+            "not 5",
+        ),
+        (
+            "listen = 50051\n",
+            {},
+            {},
+            "setting 'listen' (from key 'listen' of config file {config}): must be a string, "
+            "not 50051",
+        ),
+        (
+            "",
+            {"GNAU_MTLS_ROLES": "bot=admin"},
+            {},
+            "setting 'mtls_roles' (from environment variable GNAU_MTLS_ROLES): unknown role "
+            "'admin' in 'bot=admin': expected one of public, auditor, operator",
+        ),
+        (
+            "",
+            {"GNAU_MAX_STAKE": "9007199254740991"},
+            {},
+            "setting 'max_stake' (from environment variable GNAU_MAX_STAKE) is 9007199254740991",
+        ),
+    ],
+)
+def test_a_refused_setting_names_its_source_and_what_is_expected(
+    tmp_path: Path, file_text: str, environ: dict[str, str], flags: dict[str, object], message: str
+) -> None:
+    """A regression: GNAU_MAX_STAKE=abc was reported as --max-stake with int()'s message."""
+    config = tmp_path / "gnau.toml"
+    config.write_text(file_text)
+    with pytest.raises(ConfigError) as refused:
+        load_settings(config, environ, flags)
+    assert str(refused.value).startswith(message.format(config=config)), str(refused.value)
+    assert "invalid literal" not in str(refused.value)
 
 
 def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:

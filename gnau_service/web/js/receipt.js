@@ -107,53 +107,53 @@ const ENTRY_MEMBERS = ["index", "key_id", "kind", "payload", "prev_hash", "round
 const KINDS = ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED", "SERVICE_STARTED", "CONFIG_CHANGED", "KEY_ROTATED"];
 const MAX_NESTING = 32;
 
-/** Parse, check and verify one entry's text against the trusted keys; throws with the rule. */
+/** Parse, check and verify one entry's text against the trusted keys; throws with the rule it
+ * breaks, without naming the entry: the caller names it, once. */
 async function decodeEntry(text, keys) {
   let entry;
   try {
     entry = parseJson(text, { maxDepth: MAX_NESTING });
   } catch (error) {
-    if (error instanceof JsonError) throw new Error(`entry is not JSON an entry may be: ${error.message}`);
+    if (error instanceof JsonError) throw new Error(`not JSON an entry may be: ${error.message}`);
     throw error;
   }
-  if (!isObject(entry)) throw new Error("entry is not a JSON object");
-  const label = `entry ${Number.isSafeInteger(entry.index) ? entry.index : `(index ${quoted(entry.index)})`}`;
+  if (!isObject(entry)) throw new Error("not a JSON object");
   const names = Object.keys(entry);
   const missing = ENTRY_MEMBERS.filter((name) => !names.includes(name));
   const unknown = names.filter((name) => !ENTRY_MEMBERS.includes(name));
-  if (missing.length || unknown.length) throw new Error(`${label}: missing members ${quoted(missing)}, unknown members ${quoted(unknown, 120)}`);
+  if (missing.length || unknown.length) throw new Error(`missing members ${quoted(missing)}, unknown members ${quoted(unknown, 120)}`);
   let canonical;
   try {
     canonical = canonicalJson(entry);
   } catch (error) {
-    if (error instanceof CanonicalError) throw new Error(`${label}: ${error.message}`);
+    if (error instanceof CanonicalError) throw new Error(`${error.message}`);
     throw error;
   }
-  if (canonical !== text) throw new Error(`${label}: bytes are not RFC 8785 canonical JSON`);
+  if (canonical !== text) throw new Error(`bytes are not RFC 8785 canonical JSON`);
   const { index, kind, time, payload } = entry;
-  if (!Number.isSafeInteger(index) || index < 0) throw new Error(`entry index ${quoted(index)} is not an integer in 0..2**53-1`);
-  if (!KINDS.includes(kind)) throw new Error(`${label}: unknown kind ${quoted(kind)}`);
-  if (utcInstant(time) === null) throw new Error(`${label}: time ${quoted(time)} is not an RFC 3339 UTC timestamp of a real instant`);
+  if (!Number.isSafeInteger(index) || index < 0) throw new Error(`index ${quoted(index)} is not an integer in 0..2**53-1`);
+  if (!KINDS.includes(kind)) throw new Error(`unknown kind ${quoted(kind)}`);
+  if (utcInstant(time) === null) throw new Error(`time ${quoted(time)} is not an RFC 3339 UTC timestamp of a real instant`);
   if (kind.startsWith("ROUND_")) {
     if (!isString(entry.round_id) || entry.round_id.length === 0 || entry.round_id.length > 128) {
-      throw new Error(`${label}: a ${kind} entry needs a round_id of 1-128 chars`);
+      throw new Error(`a ${kind} entry needs a round_id of 1-128 chars`);
     }
   } else if (entry.round_id !== null) {
-    throw new Error(`${label}: a ${kind} entry must have round_id null`);
+    throw new Error(`a ${kind} entry must have round_id null`);
   }
-  if (!isObject(payload)) throw new Error(`${label}: payload must be a JSON object`);
-  if (!isString(entry.prev_hash) || !/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`${label}: prev_hash must be 64 lower-case hex digits`);
-  if (!isString(entry.key_id) || !/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`${label}: key_id must be 8 lower-case hex digits`);
-  if (!isString(entry.signature) || !/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`${label}: signature must be 128 lower-case hex digits`);
+  if (!isObject(payload)) throw new Error(`payload must be a JSON object`);
+  if (!isString(entry.prev_hash) || !/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`prev_hash must be 64 lower-case hex digits`);
+  if (!isString(entry.key_id) || !/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`key_id must be 8 lower-case hex digits`);
+  if (!isString(entry.signature) || !/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`signature must be 128 lower-case hex digits`);
   // The signed bytes are the canonical JSON of the seven members other than the signature.
   const { signature, ...signed } = entry;
   const candidates = keys.filter((key) => key.keyId === entry.key_id);
-  if (candidates.length === 0) throw new Error(`${label}: signed by key ${entry.key_id}, which is not trusted`);
+  if (candidates.length === 0) throw new Error(`signed by key ${entry.key_id}, which is not trusted`);
   const message = utf8(canonicalJson(signed));
   for (const key of candidates) {
     if (await ed25519Verify(key.publicKey, bytesOfHex(signature), message)) return entry;
   }
-  throw new Error(`${label}: the signature does not verify`);
+  throw new Error(`the signature does not verify`);
 }
 
 // -- the checks ---------------------------------------------------------------------------------

@@ -1,0 +1,82 @@
+"""``GNAU_TARGET``: the default of every command's ``--target``, before 127.0.0.1:50051."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gnau_service.cli.main import build_parser
+from tests.serving import gnau, served
+
+
+def target_options(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.Action]]:
+    """(command words, the --target action) of every command that has one."""
+    for action in parser._actions:
+        if "--target" in action.option_strings:
+            yield path, action
+        if isinstance(action, argparse._SubParsersAction):
+            for name, subparser in action.choices.items():
+                yield from target_options(subparser, (*path, name))
+
+
+def test_every_target_option_defaults_to_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNAU_TARGET", "dealer.example:443")
+    found = dict(target_options(build_parser()))
+    # The commands that call a service: none may be missed, whichever module adds one.
+    assert {
+        ("play",),
+        ("receipt", "get"),
+        ("round", "get"),
+        ("audit", "export"),
+        ("audit", "checkpoint"),
+        ("audit", "show"),
+        ("audit", "round"),
+    } <= set(found)
+    for command, action in found.items():
+        assert action.default == "dealer.example:443", command
+        assert "GNAU_TARGET" in str(action.help), command
+
+
+def test_without_the_variable_only_the_audit_commands_read_a_database(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("GNAU_TARGET", raising=False)
+    for command, action in target_options(build_parser()):
+        expected = None if command[0] == "audit" else "127.0.0.1:50051"
+        assert action.default == expected, command
+
+
+def test_the_commands_find_a_served_process_through_the_variable(tmp_path: Path) -> None:
+    with served(tmp_path / "data") as service:
+        env = {**os.environ, "GNAU_TARGET": service.target}
+        # The token in the environment: one that starts with "-" would read as an option.
+        played = gnau("play", env={**env, "GNAU_TOKEN": service.token})
+        assert played.returncode == 0, played.stderr
+        (round_id,) = re.findall(r"\br-[0-9a-f]+\b", played.stdout)
+        fetched = gnau("round", "get", round_id, "--json", env=env)
+        assert fetched.returncode == 0, fetched.stderr
+        assert round_id in fetched.stdout
+        receipt = tmp_path / "r.json"
+        got = gnau("receipt", "get", round_id, "--out", str(receipt), env=env)
+        assert got.returncode == 0, got.stderr
+        verified = gnau("verify-receipt", str(receipt), "--key", service.vkey)
+        assert verified.returncode == 0, verified.stdout
+        shown = gnau("audit", "show", env={**env, "GNAU_TOKEN": service.token})
+        assert shown.returncode == 0, shown.stderr
+        assert round_id in shown.stdout
+        # A --database on the command line wins over the variable.
+        stopped = {**env, "GNAU_TARGET": "127.0.0.1:9"}
+        local = gnau("audit", "show", "--database", service.database, env=stopped)
+        assert local.returncode == 0, local.stderr
+        assert round_id in local.stdout
+        # And the variable is really used: a target that does not answer is named.
+        refused = gnau("round", "get", round_id, env=stopped)
+        assert refused.returncode == 2
+        assert refused.stderr.startswith("gnau round get: 127.0.0.1:9: UNAVAILABLE"), refused.stderr
