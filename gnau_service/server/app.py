@@ -418,13 +418,15 @@ async def running(settings: Settings, *, tracing: Tracing | None = None) -> Asyn
 
 async def serve(settings: Settings, on_started: Callable[[App], None] | None = None) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully."""
-    app = await start(settings)
-    if on_started is not None:
-        on_started(app)
+    # The handlers come first: a signal arriving while the service starts (after its "serving"
+    # line, say) must stop it gracefully, not kill it with the default action.
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
+    app = await start(settings)
+    if on_started is not None:
+        on_started(app)
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()

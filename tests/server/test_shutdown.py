@@ -137,3 +137,13 @@ def test_sigterm_with_open_streams_exits_zero_quickly_and_quietly(tmp_path: Path
     assert "Traceback" not in output and "CancelledError" not in output
     for line in output.splitlines():
         json.loads(line)  # every line of a JSON-mode service is JSON
+
+
+def test_sigterm_as_soon_as_serving_is_logged_exits_zero(tmp_path: Path) -> None:
+    """The "serving" line is written inside the start; the signal handlers must already be in
+    place then, or a prompt SIGTERM (a supervisor's, a test's) kills the process (-15)."""
+    for attempt in range(3):
+        with served(tmp_path / f"data-{attempt}") as server:
+            pass  # served() returns as the "serving" line appears; leaving stops at once
+        assert server.process.returncode == 0
+        assert "Traceback" not in server.output()
