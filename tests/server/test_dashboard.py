@@ -1,5 +1,6 @@
-"""The Grafana dashboard (deploy/grafana/gnau-dealer.json) asks only for metrics, and groups
-only by labels, that a real server exports: compared against a scrape after real calls."""
+"""The Grafana dashboard (deploy/grafana/gnau-dealer.json) and the alert rules
+(deploy/prometheus-alerts.yml) ask only for metrics, and group only by labels, that a real server
+exports: compared against a scrape after real calls."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from gnau_service.server.errors import Reason
 from tests.server.conftest import Service
 from tests.server.test_metrics import scrape
 from tests.server.test_service import play, refusal, shuffle
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "gnau-dealer.json"
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARD = REPO / "deploy" / "grafana" / "gnau-dealer.json"
+ALERTS = REPO / "deploy" / "prometheus-alerts.yml"
+OPERATIONS = REPO / "docs" / "operations.md"
 
 #: PromQL words that look like metric names but are not.
 KEYWORDS = frozenset(
@@ -99,3 +105,30 @@ async def test_every_metric_in_the_dashboard_is_exported(metered: Service) -> No
         "gnau_streams_open", "gnau_store_commit_seconds_bucket",
     }  # fmt: skip
     assert wanted <= used, f"missing from the dashboard: {sorted(wanted - used)}"
+
+    rules = alert_rules()
+    used = {name for rule in rules for name in metric_names(rule["expr"])}
+    assert used <= exported, f"alerts on metrics not exported: {sorted(used - exported)}"
+    grouped = {label for rule in rules for label in grouping_labels(rule["expr"])}
+    assert grouped <= labels | {"instance"}, f"no such label: {sorted(grouped - labels)}"
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    (group,) = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    rules: list[dict[str, Any]] = group["rules"]
+    return rules
+
+
+def test_the_alert_rules_are_the_runbooks() -> None:
+    """Each rule has a severity and a runbook entry, names only reasons the service sends, and
+    the runbook's YAML is the file Prometheus loads."""
+    runbook = OPERATIONS.read_text(encoding="utf-8").split("### Alerts", 1)[1].split("\n### ", 1)[0]
+    block = runbook.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(block) == yaml.safe_load(ALERTS.read_text(encoding="utf-8"))
+    rules = alert_rules()
+    assert len(rules) >= 8
+    for rule in rules:
+        assert rule["labels"]["severity"] in ("page", "ticket"), rule["alert"]
+        assert f"- **{rule['alert']}**" in runbook, f"{rule['alert']} has no runbook entry"
+        for matcher in re.findall(r'reason=~?"([^"]*)"', rule["expr"]):
+            assert set(matcher.split("|")) <= set(Reason), matcher
