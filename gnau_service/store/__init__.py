@@ -7,6 +7,8 @@ from pathlib import Path
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store.base import (
     Backend,
+    KeyNotCurrent,
+    KeySource,
     LogReader,
     Store,
     StoreError,
@@ -40,9 +42,10 @@ def open_backend(url: str) -> Backend:
     )
 
 
-def open_store(url: str, signer: LogSigner) -> Store:
-    """Open (creating if needed) the store at ``url``, signing with ``signer``."""
-    return Store(open_backend(url), signer)
+def open_store(url: str, signer: LogSigner, key_source: KeySource | None = None) -> Store:
+    """Open (creating if needed) the store at ``url``, signing with ``signer`` (and with what
+    ``key_source`` finds when the log's key has been rotated elsewhere)."""
+    return Store(open_backend(url), signer, key_source=key_source)
 
 
 def open_reader(url: str) -> LogReader:
@@ -58,6 +61,8 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "Backend",
     "DatabaseUrlError",
+    "KeyNotCurrent",
+    "KeySource",
     "LogReader",
     "LogTail",
     "Store",
