@@ -29,9 +29,10 @@ from grpc_reflection.v1alpha import reflection
 
 from gnau_service import __version__
 from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
-from gnau_service.server.auth import Credentials, ensure_token_file, load_tokens
+from gnau_service.server.auth import Credentials, ensure_token_file
 from gnau_service.server.config import Settings
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.rounds import Dealer
@@ -39,6 +40,8 @@ from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
+from gnau_service.server.token_reload import TokenReload
+from gnau_service.server.tokens import read_token_file
 from gnau_service.server.web import WebServer
 from gnau_service.store import LogTail, Store, open_store, redacted_url
 
@@ -149,6 +152,7 @@ class App:
     settings: Settings
     new_operator_token: str | None = None
     web: WebServer | None = None  # the HTTP port, when --http-listen is set
+    tokens: TokenReload | None = None  # rereads the token file on SIGHUP and when it changes
 
     @property
     def http_port(self) -> int | None:
@@ -175,6 +179,8 @@ class App:
             *([] if self.web is None else [self.web.stop()]),
         )
         await self.storage.stop()
+        if self.tokens is not None:
+            await self.tokens.stop()
         await self.tail.stop()
         self.store.close()
         log.info("stopped")
@@ -194,7 +200,8 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None]:
     """Known tokens and mTLS names, and the operator token made if this is the first start
     (for the command line to show once: it never goes into the logs)."""
     token = ensure_token_file(settings.tokens_path) if settings.tokens is None else None
-    return Credentials(load_tokens(settings.tokens_path), dict(settings.mtls_roles)), token
+    hashes = read_token_file(settings.tokens_path).hashes
+    return Credentials(hashes, dict(settings.mtls_roles)), token
 
 
 async def start(settings: Settings) -> App:
@@ -214,7 +221,11 @@ async def start(settings: Settings) -> App:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
-        store = open_store(settings.database_url, signer)
+        # A key rotated by another process (gnau key rotate, another replica) is reread from
+        # the key file at the first write that needs it.
+        store = open_store(
+            settings.database_url, signer, key_file_source(settings.origin, settings.key_path)
+        )
     except BaseException:
         if web is not None:
             web.close()
@@ -245,6 +256,12 @@ async def start(settings: Settings) -> App:
         await server.start()
         if web is not None:
             await web.start(dealer, store, shutdown_timeout=settings.grace_seconds)
+        tokens = TokenReload(
+            settings.tokens_path,
+            dict(settings.mtls_roles),
+            lambda credentials: setattr(interceptor, "credentials", credentials),
+        )
+        tokens.start()
     except BaseException:
         if web is not None:
             await web.stop()
@@ -279,6 +296,7 @@ async def start(settings: Settings) -> App:
         settings,
         new_token,
         web,
+        tokens,
     )
 
 
@@ -304,7 +322,7 @@ async def running(settings: Settings) -> AsyncIterator[App]:
 
 
 async def serve(settings: Settings, on_started: Callable[[App], None] | None = None) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP."""
     app = await start(settings)
     if on_started is not None:
         on_started(app)
@@ -312,6 +330,8 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
+    if app.tokens is not None:
+        loop.add_signal_handler(signal.SIGHUP, app.tokens.reload, "SIGHUP")
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()
