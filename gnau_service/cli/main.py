@@ -15,9 +15,11 @@ from gnau_service import __version__
 from gnau_service.cli import (
     audit_commands,
     fairness_commands,
+    key_commands,
     receipt_commands,
     rules_commands,
     serve_commands,
+    token_commands,
 )
 
 
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         audit_commands,
         receipt_commands,
         serve_commands,
+        key_commands,
+        token_commands,
     ):
         module.register(subparsers)
     return parser
