@@ -22,6 +22,7 @@ hold the log's current key.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -74,7 +75,12 @@ def run_rotate(args: argparse.Namespace) -> int:
     os.umask(0o077)  # every file this creates is private
     try:
         settings = settings_from_args(args)
-        with exclusive_lock(settings.key_path):
+        # Two rotations at once are serialised by the log's own lock (the second finds its key
+        # retired); this one guards the staged file, which --new-key does not use (its key
+        # file's directory may be a read-only secret mount).
+        with (
+            exclusive_lock(settings.key_path) if args.new_key is None else contextlib.nullcontext()
+        ):
             lines = _rotate(settings, args.new_key, dry_run=args.dry_run)
     except (
         ConfigError,
