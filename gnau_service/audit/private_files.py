@@ -62,7 +62,11 @@ def exclusive_lock(path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``<path>.lock`` (created at 0600) for the ``with`` block,
     waiting for any other holder. The lock goes with the process, so a crash never leaves it
     held; the lock file itself stays (removing it would let two holders lock different files)."""
-    fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
+    lock = lock_path(path)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
+    except OSError as error:
+        raise OSError(f"cannot create the lock file {lock}: {error.strerror}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
