@@ -183,3 +183,19 @@ def test_new_key_rotates_to_a_delivered_key_and_leaves_the_key_file(tmp_path: Pa
     assert (data / KEY_NAME).read_bytes() == key_bytes
     with open_reader(database) as reader:
         assert reader.current_key() == new.vkey
+
+
+def test_a_server_with_a_retired_key_refuses_to_start(tmp_path: Path) -> None:
+    data, _, signer = started_log(tmp_path)
+    retired = tmp_path / "retired.pem"
+    shutil.copy(data / KEY_NAME, retired)
+    rotated = gnau("key", "rotate", "--data-dir", str(data))
+    assert rotated.returncode == 0, rotated.stderr
+    new_vkey = rotated.stdout.splitlines()[-1].removeprefix("new ")
+    started = gnau(
+        "serve", "--data-dir", str(data), "--key", str(retired), "--listen", "127.0.0.1:0",
+        "--log-format", "json", timeout=60,
+    )  # fmt: skip
+    assert started.returncode == 2
+    (line,) = started.stderr.splitlines()[-1:]
+    assert "cannot start" in line and new_vkey in line and signer.vkey in line
