@@ -27,7 +27,7 @@ from typing import Any
 from gnau_service.audit.bundle import BundleReport, CannotVerifyError, verify_bundle, write_bundle
 from gnau_service.audit.note import Verifier
 from gnau_service.cli.remote import UnusableKeyError, read_vkey
-from gnau_service.cli.serve_commands import add_setting_options, settings_from
+from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
 from gnau_service.server.config import ConfigError
 from gnau_service.store import DatabaseUrlError, LogReader, StoreError, open_backend, redacted_url
 from gnau_service.store.backup import (
@@ -64,18 +64,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
 
     status = commands.add_parser("status", help="the schema version, pending migrations, log size")
-    add_setting_options(status, DATABASE_SETTINGS)
+    add_settings_flags(status, DATABASE_SETTINGS)
     status.set_defaults(run=run_status)
 
     migrate = commands.add_parser("migrate", help="apply the pending schema migrations")
-    add_setting_options(migrate, DATABASE_SETTINGS)
+    add_settings_flags(migrate, DATABASE_SETTINGS)
     migrate.set_defaults(run=run_migrate)
 
     backup = commands.add_parser(
         "backup", help="back the database up to a new file (mode 0600), while it serves"
     )
     backup.add_argument("out", type=Path, metavar="OUT", help="the backup file to create")
-    add_setting_options(backup, DATABASE_SETTINGS)
+    add_settings_flags(backup, DATABASE_SETTINGS)
     backup.set_defaults(run=run_backup)
 
     restore = commands.add_parser(
@@ -97,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="VKEY",
         help="the log's public key to trust (C2SP vkey, or a file holding one); repeatable",
     )
-    add_setting_options(restore, DATABASE_SETTINGS)
+    add_settings_flags(restore, DATABASE_SETTINGS)
     restore.set_defaults(run=run_restore)
 
 
@@ -114,7 +114,7 @@ def _run(args: argparse.Namespace, command: str, body: Callable[[argparse.Namesp
 
 
 def _database_url(args: argparse.Namespace) -> str:
-    return settings_from(args).database_url
+    return settings_from_args(args).database_url
 
 
 def _is_sqlite(url: str) -> bool:

@@ -37,8 +37,10 @@ def _all_modules() -> tuple[ModuleType, ...]:
         db_commands,
         fairness_commands,
         health_commands,
+        key_commands,
         receipt_commands,
         serve_commands,
+        token_commands,
     )
 
     return (
@@ -49,6 +51,8 @@ def _all_modules() -> tuple[ModuleType, ...]:
         serve_commands,
         health_commands,
         db_commands,
+        key_commands,
+        token_commands,
     )
 
 

@@ -17,13 +17,15 @@ from gnau_client import GnauClient, Seat  # the client package, as other teams u
 from gnau_service.audit.rounds import settle_round
 from gnau_service.cli.amounts import signed_amount
 from gnau_service.cli.remote import add_target_option
+from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
 from gnau_service.server.app import App, configure_logging, serve
-from gnau_service.server.auth import load_tokens
-from gnau_service.server.config import SETTINGS, ConfigError, Settings, load_settings
+from gnau_service.server.auth import AuthConfigError, Role
+from gnau_service.server.config import ConfigError, Settings
 from gnau_service.server.convert import revealed_round_from_proto
+from gnau_service.server.tokens import read_token_file
 from gnau_service.store import redacted_url
 
 SUIT_WIDTH = 4
@@ -38,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Run the gRPC dealer service. Settings: flags > GNAU_* environment > "
         "--config file > defaults (see docs/configuration.md).",
     )
-    add_setting_options(serve_parser, SETTINGS)
+    add_settings_flags(serve_parser)
     serve_parser.set_defaults(run=run_serve)
 
     play = subparsers.add_parser(
@@ -63,7 +65,7 @@ def run_serve(args: argparse.Namespace) -> int:
         else "json"
     )
     try:
-        settings = settings_from(args)
+        settings = settings_from_args(args)
     except ConfigError as error:
         return _cannot_start(error)
     configure_logging(settings.log_format, trace_ids=settings.tracing != "off")
@@ -77,27 +79,6 @@ def run_serve(args: argparse.Namespace) -> int:
         log.critical("internal error", error=type(error).__name__, exc_info=error)
         return 2
     return 0
-
-
-def add_setting_options(parser: argparse.ArgumentParser, names: Iterable[str]) -> None:
-    """``--config`` and the flags of the settings ``names``, as ``gnau serve`` takes them."""
-    parser.add_argument("--config", type=Path, help="TOML file of settings [GNAU_CONFIG]")
-    for name in names:
-        flag, variable, meaning = SETTINGS[name]
-        kwargs: dict[str, object] = {"dest": name, "default": argparse.SUPPRESS}
-        if name == "mtls_roles":
-            kwargs["action"] = "append"
-        parser.add_argument(flag, help=f"{meaning} [{variable}]", **kwargs)  # type: ignore[arg-type]
-
-
-def settings_from(args: argparse.Namespace) -> Settings:
-    """The settings as ``gnau serve`` reads them: the flags given in ``args``, then ``GNAU_*``,
-    then ``--config`` (or ``GNAU_CONFIG``), then the defaults. Raises ConfigError."""
-    flags = {name: getattr(args, name) for name in SETTINGS if hasattr(args, name)}
-    config_file = args.config or (
-        Path(os.environ["GNAU_CONFIG"]) if "GNAU_CONFIG" in os.environ else None
-    )
-    return load_settings(config_file, os.environ, flags)
 
 
 def _cannot_start(error: Exception) -> int:
@@ -160,11 +141,13 @@ def run_play(args: argparse.Namespace) -> int:
 
 
 def _local_operator_token(path: Path) -> str | None:
+    """The operator token of a first start, from a token file still in the older format (one
+    that ``gnau token`` has rewritten keeps hashes only)."""
     try:
-        tokens = load_tokens(path)
-    except ValueError:
+        tokens = read_token_file(path).legacy_tokens
+    except AuthConfigError:
         return None
-    return next((token for token, role in tokens.items() if role == "operator"), None)
+    return next((token for token, role in tokens.items() if role == Role.OPERATOR), None)
 
 
 def _verify(played: round_pb2.Round) -> str | None:

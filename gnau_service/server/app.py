@@ -32,9 +32,10 @@ from grpc_reflection.v1alpha import reflection
 
 from gnau_service import __version__
 from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
-from gnau_service.server.auth import Credentials, ensure_token_file, load_tokens
+from gnau_service.server.auth import Credentials, ensure_token_file
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
 from gnau_service.server.interceptors import CallInterceptor
@@ -44,6 +45,8 @@ from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
+from gnau_service.server.token_reload import TokenReload
+from gnau_service.server.tokens import read_token_file
 from gnau_service.server.web import WebServer, metrics_application
 from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
 
@@ -188,6 +191,7 @@ class App:
     metrics: Metrics | None = None  # when a port serves them (--http-listen, --metrics-listen)
     metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
     tracing: Tracing | None = None  # when --tracing is not off
+    tokens: TokenReload | None = None  # rereads the token file on SIGHUP and when it changes
 
     @property
     def http_port(self) -> int | None:
@@ -218,6 +222,8 @@ class App:
             *(web.stop() for web in (self.web, self.metrics_web) if web is not None),
         )
         await self.storage.stop()
+        if self.tokens is not None:
+            await self.tokens.stop()
         await self.tail.stop()
         self.store.close()
         if self.tracing is not None:
@@ -239,7 +245,8 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None]:
     """Known tokens and mTLS names, and the operator token made if this is the first start
     (for the command line to show once: it never goes into the logs)."""
     token = ensure_token_file(settings.tokens_path) if settings.tokens is None else None
-    return Credentials(load_tokens(settings.tokens_path), dict(settings.mtls_roles)), token
+    hashes = read_token_file(settings.tokens_path).hashes
+    return Credentials(hashes, dict(settings.mtls_roles)), token
 
 
 async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
@@ -266,7 +273,14 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token = open_credentials(settings)
-        store = open_store(settings.database_url, signer, migrate=settings.migrate)
+        # A key rotated by another process (gnau key rotate, another replica) is reread from
+        # the key file at the first write that needs it.
+        store = open_store(
+            settings.database_url,
+            signer,
+            key_file_source(settings.origin, settings.key_path),
+            migrate=settings.migrate,
+        )
     except BaseException:
         for bound in (web, metrics_web):
             if bound is not None:
@@ -323,6 +337,12 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         if metrics_web is not None:
             assert metrics is not None
             await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
+        tokens = TokenReload(
+            settings.tokens_path,
+            dict(settings.mtls_roles),
+            lambda credentials: setattr(interceptor, "credentials", credentials),
+        )
+        tokens.start()
     except BaseException:
         for bound in (web, metrics_web):
             if bound is not None:
@@ -366,6 +386,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         metrics,
         metrics_web,
         tracing,
+        tokens,
     )
 
 
@@ -417,7 +438,7 @@ async def running(settings: Settings, *, tracing: Tracing | None = None) -> Asyn
 
 
 async def serve(settings: Settings, on_started: Callable[[App], None] | None = None) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully."""
+    """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP."""
     # The handlers come first: a signal arriving while the service starts (after its "serving"
     # line, say) must stop it gracefully, not kill it with the default action.
     stopping = asyncio.Event()
@@ -427,6 +448,8 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
     app = await start(settings)
     if on_started is not None:
         on_started(app)
+    if app.tokens is not None:
+        loop.add_signal_handler(signal.SIGHUP, app.tokens.reload, "SIGHUP")
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()

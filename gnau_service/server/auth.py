@@ -5,22 +5,28 @@
 - ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and rounds (and
   their receipts) whose seed is already public (the servicer checks the round's state).
 
-Tokens live in a JSON file ``{"tokens": {"<token>": "operator", ...}}`` that must not be readable
-by others, like the log key. On first start the service creates one with a fresh operator token.
+Tokens live in a JSON file (mode 0600, like the log key) that keeps only each token's SHA-256
+hash, with a name, a role and a creation time; :mod:`~gnau_service.server.tokens` reads and
+writes it (and still reads the older ``{"tokens": {"<token>": "<role>"}}``), and ``gnau token
+add|list|revoke`` manages it. On first start the service creates one with a fresh operator
+token. A running service rereads the file on SIGHUP and when it changes
+(:mod:`~gnau_service.server.token_reload`): a revoked token is refused from the next call.
+
+A presented token is hashed and compared, in constant time, with every known hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import os
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Final
-
-from gnau_service.audit.signing import KeyFileError, read_private_file
 
 
 class Role(StrEnum):
@@ -62,18 +68,29 @@ class AuthConfigError(ValueError):
     """A token file or mTLS mapping the service cannot use; the message names it."""
 
 
+def hash_token(token: str) -> str:
+    """The SHA-256 of a token's UTF-8 bytes, in lowercase hex: what the token file keeps.
+
+    >>> hash_token("abc")
+    'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'
+    """
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
 @dataclass(frozen=True)
 class Credentials:
-    """Known bearer tokens and mTLS common names, each with its role."""
+    """Known bearer tokens (by SHA-256 hex, see :func:`hash_token`) and mTLS common names, each
+    with its role."""
 
-    tokens: dict[str, Role]
-    mtls_names: dict[str, Role]
+    token_hashes: Mapping[str, Role]
+    mtls_names: Mapping[str, Role]
 
     def role_of_token(self, token: str) -> Role | None:
-        # Compare every token in constant time, so timing reveals nothing about them.
+        # Compare with every known hash, in constant time, so timing reveals nothing of them.
+        presented = hash_token(token).encode()
         found = None
-        for known, role in self.tokens.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
+        for known, role in self.token_hashes.items():
+            if hmac.compare_digest(known.encode(), presented):
                 found = role
         return found
 
@@ -84,24 +101,12 @@ def allowed(method: str, role: Role) -> bool:
     return role in POLICY.get(method, frozenset())
 
 
-def load_tokens(path: Path) -> dict[str, Role]:
-    """Read a token file, refusing one that group or others may read."""
-    try:
-        text = read_private_file(path, "token file").decode("utf-8")
-    except (KeyFileError, UnicodeDecodeError) as error:
-        raise AuthConfigError(str(error)) from None
-    try:
-        tokens = json.loads(text)["tokens"]
-        return {str(token): Role(role) for token, role in tokens.items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise AuthConfigError(
-            f'token file {path} must be {{"tokens": {{"<token>": "operator|auditor|public"}}}}: '
-            f"{error}"
-        ) from None
-
-
 def ensure_token_file(path: Path) -> str | None:
-    """Create ``path`` with a fresh operator token unless it exists; return the new token."""
+    """Create ``path`` with a fresh operator token unless it exists; return the new token.
+
+    The file is written in the older format, which holds the token itself: it is the local
+    operator token of a first start, which ``gnau play`` reads from it (and which is shown only
+    on a terminal). The first ``gnau token`` command rewrites it with hashes only."""
     if path.exists():
         return None
     token = secrets.token_urlsafe(32)

@@ -7,6 +7,8 @@ from pathlib import Path
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store.base import (
     Backend,
+    KeyNotCurrent,
+    KeySource,
     LogReader,
     Store,
     StoreError,
@@ -40,10 +42,13 @@ def open_backend(url: str) -> Backend:
     )
 
 
-def open_store(url: str, signer: LogSigner, *, migrate: bool = False) -> Store:
-    """Open the store at ``url``, signing with ``signer``: a new, empty database gets the
-    schema; an older one is migrated only if ``migrate`` (see :mod:`.schema`)."""
-    return Store(open_backend(url), signer, migrate=migrate)
+def open_store(
+    url: str, signer: LogSigner, key_source: KeySource | None = None, *, migrate: bool = False
+) -> Store:
+    """Open the store at ``url``, signing with ``signer`` (and with what ``key_source`` finds
+    when the log's key has been rotated elsewhere): a new, empty database gets the schema; an
+    older one is migrated only if ``migrate`` (see :mod:`.schema`)."""
+    return Store(open_backend(url), signer, key_source=key_source, migrate=migrate)
 
 
 def open_reader(url: str) -> LogReader:
@@ -59,6 +64,8 @@ __all__ = [
     "DEFAULT_DATABASE_URL",
     "Backend",
     "DatabaseUrlError",
+    "KeyNotCurrent",
+    "KeySource",
     "LogReader",
     "LogTail",
     "Store",

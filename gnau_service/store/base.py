@@ -19,6 +19,13 @@ that second run, so running a unit twice is safe.
 Indices are gap-free because each batch reads the log head under a write lock (SQLite's
 ``BEGIN IMMEDIATE``; PostgreSQL's ``SELECT ... FOR UPDATE`` on the one-row head), so several
 processes may share one PostgreSQL log.
+
+Under the same lock each batch reads the log's current key (the ``log_keys`` row with the
+largest ``since_size``), so a key rotated by another process is seen before anything is signed:
+a store whose key is no longer current asks its ``key_source`` for the current one (a running
+server rereads its key file) and, if that has no key for it either, refuses the batch with
+:class:`KeyNotCurrent` (a :class:`StoreUnavailable`: nothing is written and a retry may succeed
+once the key file holds the current key). No entry is ever signed by a retired key.
 """
 
 from __future__ import annotations
@@ -66,6 +73,30 @@ class StoreUnavailable(StoreError):  # noqa: N818  (a condition a caller retries
     """The database cannot be used right now (unreachable, read-only, full, or the store is
     closed): nothing was done, and the same call may succeed later. The message names the cause,
     for the operator's log; it may hold paths or host names, so it is not for clients."""
+
+
+class KeyNotCurrent(StoreUnavailable):
+    """This process's log key is not the log's current key (another process rotated it, or the
+    key file holds a wrong key): it signs nothing until it has the current key. Both keys are
+    named by their public verifier keys."""
+
+    def __init__(self, held: str, current: str) -> None:
+        super().__init__(
+            f"the log's current key is {current}, but this process holds {held}: it writes "
+            "nothing until its key file holds the current key (see docs/operations.md)"
+        )
+        self.held = held
+        self.current = current
+
+
+#: Looks for the signer of the log's current key, given that key's verifier key string; None if
+#: it has none (for a server: its key file, reread).
+KeySource = Callable[[str], LogSigner | None]
+
+#: The log's current key: the one whose ``since_size`` is the largest (a rotation's new key
+#: starts after the rotation entry). Read in its own statement after the head's lock is held: a
+#: subquery in the locking statement would read the table as it was before the lock was granted.
+CURRENT_KEY_SQL: Final = "SELECT vkey FROM log_keys ORDER BY since_size DESC, key_id LIMIT 1"
 
 
 def utc_now() -> str:
@@ -326,6 +357,11 @@ class LogReader:
     def checkpoints(self) -> list[str]:
         return [str(row[0]) for row in self.query("SELECT note FROM log_checkpoints ORDER BY size")]
 
+    def current_key(self) -> str | None:
+        """The verifier key of the key that signs the log's next entries (None: no key yet)."""
+        rows = self.query(CURRENT_KEY_SQL)
+        return str(rows[0][0]) if rows else None
+
     def public_keys(self) -> list[str]:
         """Every key that has signed for this log, as C2SP verifier keys, oldest first."""
         rows = self.query("SELECT vkey FROM log_keys ORDER BY since_size, key_id")
@@ -394,9 +430,11 @@ class Store(LogReader):
         clock: Callable[[], str] = utc_now,
         max_batch: int = MAX_BATCH,
         migrate: bool = False,
+        key_source: KeySource | None = None,
     ) -> None:
         super().__init__(backend)
         self.signer = signer
+        self._key_source = key_source
         self._clock = clock
         self._max_batch = max_batch
         self._queue: queue.Queue[_Queued[Any] | object] = queue.Queue()
@@ -411,10 +449,13 @@ class Store(LogReader):
             try:
                 #: The migrations this start applied (only a new database's, unless ``migrate``).
                 self.migrated = backend.create_schema(connection, migrate=migrate)
+                # The first key of a new log; later keys come only by rotation (a store with any
+                # other key signs nothing: see KeyNotCurrent).
                 backend.run(
                     connection,
                     "INSERT INTO log_keys (key_id, vkey, since_size)"
-                    " SELECT ?, ?, size FROM log_head WHERE id = 1 ON CONFLICT DO NOTHING",
+                    " SELECT ?, ?, size FROM log_head"
+                    " WHERE id = 1 AND NOT EXISTS (SELECT 1 FROM log_keys) ON CONFLICT DO NOTHING",
                     (signer.key_id.hex(), signer.vkey),
                 )
             finally:
@@ -571,21 +612,54 @@ class Store(LogReader):
         careful (a savepoint per unit)."""
         started = perf_counter()
         with contextlib.nullcontext() if careful else self.backend.pipelined(connection):
-            head = self._begin(connection)
-            ran = self._run_units(connection, head, batch, careful=careful)
+            head, current_key = self._begin(connection)
+            ran = self._run_units(connection, head, current_key, batch, careful=careful)
             commit_seconds = self._write_and_commit(connection, ran)
         self._committed_batch(ran, started, commit_seconds, careful=careful)
         return ran.outcomes
 
-    def _begin(self, connection: Any) -> LogHead:
-        """Start a batch's transaction, holding the write lock, and read the log head."""
+    def _begin(self, connection: Any) -> tuple[LogHead, str | None]:
+        """Start a batch's transaction, holding the write lock, and read the log head and the
+        log's current key (one round trip in a pipeline)."""
         self.backend.run(connection, self.backend.begin_sql)
-        return LogHead.decode(*self.backend.run(connection, self.backend.read_head_sql)[0])
+        head_rows, key_rows = self.backend.run_queries(
+            connection, [(self.backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
+        )
+        return LogHead.decode(*head_rows[0]), str(key_rows[0][0]) if key_rows else None
+
+    def _current_signer(self, current_key: str | None) -> LogSigner | None:
+        """This store's signer if it holds the log's current key, after asking the key source
+        for it if need be; None if neither has it."""
+        if current_key is None or current_key == self.signer.vkey:
+            return self.signer
+        found = None
+        if self._key_source is not None:
+            try:
+                found = self._key_source(current_key)
+            except Exception as error:  # an unreadable key file: the refusal below says enough
+                log.warning("cannot reload the log key: %s", error)
+        if found is None or found.vkey != current_key:
+            return None
+        log.warning("log key reloaded: now signing with %s", found.vkey)
+        self.signer = found
+        return found
 
     def _run_units(
-        self, connection: Any, head: LogHead, batch: list[_Queued[Any]], *, careful: bool
+        self,
+        connection: Any,
+        head: LogHead,
+        current_key: str | None,
+        batch: list[_Queued[Any]],
+        *,
+        careful: bool,
     ) -> _RanBatch:
-        appender = LogAppender(self.signer, head)
+        signer = self._current_signer(current_key)
+        if signer is None:
+            refusal = KeyNotCurrent(self.signer.vkey, str(current_key))
+            return _RanBatch(
+                LogAppender(self.signer, head), [], [(item, None, refusal) for item in batch]
+            )
+        appender = LogAppender(signer, head)
         appended: list[AppendedEntry] = []
         time = self._clock()
         outcomes = [
@@ -742,8 +816,8 @@ class _LoopWriter:
             connection = self._connection
             try:
                 started = perf_counter()
-                head = await self._blocking(store._begin, connection)
-                ran = store._run_units(connection, head, batch, careful=False)
+                head, current_key = await self._blocking(store._begin, connection)
+                ran = store._run_units(connection, head, current_key, batch, careful=False)
                 commit_seconds = await self._blocking(store._write_and_commit, connection, ran)
                 store._committed_batch(ran, started, commit_seconds, careful=False)
                 outcomes = ran.outcomes

@@ -15,7 +15,8 @@ import pytest
 from gnau_service.audit.signing import load_private_key
 from gnau_service.cli.health_commands import default_target
 from gnau_service.cli.main import build_parser
-from gnau_service.server.auth import Role, load_tokens
+from gnau_service.server.auth import Role
+from gnau_service.server.tokens import read_token_file
 from gnau_service.server.config import SETTINGS, load_settings
 from tests.deploy.manifests import COMPOSE_FILE, DEPLOY, port_of, yaml_documents
 from tests.deploy.test_docker import instructions
@@ -157,7 +158,7 @@ def check_compose_secrets(directory: Path) -> None:
     os.chmod(directory, 0o755)
     with as_identity(SERVICE_UID, SERVICE_GID, (SERVICE_GID,)):
         load_private_key(directory / "log-signing-key.pem")
-        tokens = load_tokens(directory / "tokens.json")
+        tokens = read_token_file(directory / "tokens.json").legacy_tokens
     ((token, role),) = tokens.items()
     assert role == Role.OPERATOR and len(token) == 43
     assert token not in made.stdout + made.stderr and password not in made.stdout + made.stderr

@@ -17,7 +17,8 @@ import pytest
 
 from gnau_service.audit.signing import KeyFileError, ensure_private_key, load_private_key
 from gnau_service.cli.main import build_parser
-from gnau_service.server.auth import AuthConfigError, Role, load_tokens
+from gnau_service.server.auth import AuthConfigError, Role
+from gnau_service.server.tokens import read_token_file
 from gnau_service.server.config import load_settings
 from tests.deploy.manifests import KUBERNETES_MANIFEST, port_of, yaml_documents
 from tests.identity import SERVICE_GID, SERVICE_UID, as_identity, require_root, shared_directory
@@ -231,7 +232,8 @@ def test_the_init_container_makes_copies_the_service_takes(tmp_path: Path) -> No
             assert (stat.S_IMODE(status.st_mode), status.st_uid) == (0o600, SERVICE_UID)
         with as_identity(SERVICE_UID, SERVICE_GID, (SERVICE_GID,)):
             load_private_key(private / "secrets" / "log-signing-key.pem")
-            assert load_tokens(private / "secrets" / "tokens.json") == {"t0k3n": Role.OPERATOR}
+            tokens = read_token_file(private / "secrets" / "tokens.json")
+            assert tokens.legacy_tokens == {"t0k3n": Role.OPERATOR}
 
 
 def test_the_init_container_fails_on_a_missing_secret() -> None:
@@ -256,5 +258,5 @@ def test_a_token_file_on_the_secret_volume_is_refused_with_the_remedy() -> None:
             as_identity(SERVICE_UID, SERVICE_GID, (SERVICE_GID,)),
             pytest.raises(AuthConfigError) as caught,
         ):
-            load_tokens(secrets / "tokens.json")
+            read_token_file(secrets / "tokens.json")
     assert "init container" in str(caught.value)

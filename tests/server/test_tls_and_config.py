@@ -15,8 +15,9 @@ from cryptography.x509.oid import NameOID
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc
 
 from gnau_service.server.app import running
-from gnau_service.server.auth import AuthConfigError, Role, load_tokens
+from gnau_service.server.auth import AuthConfigError, Role
 from gnau_service.server.config import ConfigError, Settings, load_settings
+from gnau_service.server.tokens import read_token_file
 from tests.server.conftest import write_tokens
 
 
@@ -222,11 +223,11 @@ def test_a_refused_setting_names_its_source_and_what_is_expected(
 
 def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
     tokens = write_tokens(tmp_path / "tokens.json")
-    assert load_tokens(tokens) == {
+    assert read_token_file(tokens).legacy_tokens == {
         "op-token": Role.OPERATOR,
         "audit-token": Role.AUDITOR,
         "public-token": Role.PUBLIC,
     }
     tokens.chmod(0o644)
     with pytest.raises(AuthConfigError, match=r"mode 0644, which lets group or others"):
-        load_tokens(tokens)
+        read_token_file(tokens)

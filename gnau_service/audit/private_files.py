@@ -1,0 +1,74 @@
+"""Writing secret files (keys, token lists) whole, at mode 0600, one writer at a time.
+
+A secret file is replaced by writing a temporary file in the same directory (created with
+``O_EXCL`` at 0600, synced) and renaming it over the old one, so a reader (a server rereading
+its tokens, say) sees the old file or the new one, never half of one. Commands that read, change
+and write a file hold :func:`exclusive_lock` on a ``.lock`` file beside it, so that two of them
+at once cannot lose each other's change. :func:`~gnau_service.audit.signing.read_private_file`
+reads them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+PRIVATE_MODE: Final = 0o600
+
+
+def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace (or create) ``path`` with ``data``, atomically and durably, at mode 0600."""
+    target = Path(path)
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as file:
+            os.fchmod(file.fileno(), PRIVATE_MODE)  # the umask can only narrow it: be exact
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+    sync_directory(target.parent)
+
+
+def sync_directory(directory: str | os.PathLike[str]) -> None:
+    """Make the names in ``directory`` (a rename into it, say) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def lock_path(path: str | os.PathLike[str]) -> Path:
+    """The lock file that guards ``path``: ``<path>.lock`` in the same directory.
+
+    >>> lock_path("/etc/gnau/tokens.json")
+    PosixPath('/etc/gnau/tokens.json.lock')
+    """
+    target = Path(path)
+    return target.with_name(target.name + ".lock")
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<path>.lock`` (created at 0600) for the ``with`` block,
+    waiting for any other holder. The lock goes with the process, so a crash never leaves it
+    held; the lock file itself stays (removing it would let two holders lock different files)."""
+    lock = lock_path(path)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, PRIVATE_MODE)
+    except OSError as error:
+        raise OSError(f"cannot create the lock file {lock}: {error.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -1,0 +1,145 @@
+"""The token file: hashes only, the older format still read, atomic and locked changes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gnau_service.server.auth import AuthConfigError, Credentials, Role
+from gnau_service.server.tokens import (
+    TokenNotFound,
+    add_token,
+    list_tokens,
+    read_token_file,
+    revoke_token,
+)
+from tests.server.conftest import TOKENS, write_tokens
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_the_older_format_is_read_as_hashes_named_after_them(tmp_path: Path) -> None:
+    token_file = read_token_file(write_tokens(tmp_path / "tokens.json"))
+    expected = {sha256_hex(token): Role(role) for role, token in TOKENS.items()}
+    assert token_file.hashes == expected
+    assert {record.name for record in token_file.records} == {
+        "legacy-" + sha256_hex(token)[:8] for token in TOKENS.values()
+    }
+    assert all(record.created is None for record in token_file.records)
+
+
+def test_added_tokens_are_kept_only_as_hashes(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    record, token = add_token(path, Role.AUDITOR, "ci-audit")
+    text = path.read_text()
+    assert token not in text
+    assert json.loads(text) == {
+        "tokens": [
+            {
+                "name": "ci-audit",
+                "role": "auditor",
+                "sha256": sha256_hex(token),
+                "created": record.created,
+            }
+        ]
+    }
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert Credentials(read_token_file(path).hashes, {}).role_of_token(token) is Role.AUDITOR
+
+
+def test_a_name_is_unique_and_revoking_removes_only_that_token(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    _, kept = add_token(path, Role.OPERATOR, "ops")
+    _, gone = add_token(path, Role.PUBLIC, "site")
+    with pytest.raises(ValueError, match="already a token named ops"):
+        add_token(path, Role.AUDITOR, "ops")
+    assert revoke_token(path, "site").role is Role.PUBLIC
+    with pytest.raises(TokenNotFound):
+        revoke_token(path, "site")
+    credentials = Credentials(read_token_file(path).hashes, {})
+    assert credentials.role_of_token(kept) is Role.OPERATOR
+    assert credentials.role_of_token(gone) is None
+
+
+def test_a_failed_hand_over_adds_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    add_token(path, Role.OPERATOR, "ops")
+    before = path.read_bytes()
+
+    def cannot_deliver(token: str) -> None:
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        add_token(path, Role.AUDITOR, "lost", cannot_deliver)
+    assert path.read_bytes() == before
+
+
+def test_listing_rewrites_the_older_format_with_hashes_only(tmp_path: Path) -> None:
+    path = write_tokens(tmp_path / "tokens.json")
+    records = list_tokens(path)
+    text = path.read_text()
+    assert not any(token in text for token in TOKENS.values())
+    assert read_token_file(path).records == records
+    assert read_token_file(path).legacy_tokens == {}
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_concurrent_additions_lose_none(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    names = [f"t{number}" for number in range(16)]
+    threads = [
+        threading.Thread(target=add_token, args=(path, Role.AUDITOR, name)) for name in names
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(record.name for record in read_token_file(path).records) == sorted(names)
+
+
+SECRET = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=24, max_size=48)
+
+
+@settings(max_examples=60, deadline=None)
+@given(secret=SECRET, shape=st.integers(min_value=0, max_value=5))
+def test_no_refusal_quotes_the_file(
+    tmp_path_factory: pytest.TempPathFactory, secret: str, shape: int
+) -> None:
+    documents: list[object] = [
+        {"tokens": {secret: secret}},  # a token where its role should be
+        {"tokens": {"x": "operator", secret: 7}},
+        {"tokens": [{"name": secret + " !", "role": "operator", "sha256": "0" * 64}]},
+        {"tokens": [{"name": "n", "role": secret, "sha256": "0" * 64}]},
+        {"tokens": [{"name": "n", "role": "auditor", "sha256": secret}]},
+        {secret: []},
+    ]
+    path = tmp_path_factory.mktemp("tokens") / "tokens.json"
+    path.write_text(json.dumps(documents[shape]))
+    path.chmod(0o600)
+    with pytest.raises(AuthConfigError) as refused:
+        read_token_file(path)
+    assert secret not in str(refused.value)
+    assert str(path) in str(refused.value)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    known=st.dictionaries(st.text(min_size=1, max_size=40), st.sampled_from(Role), max_size=6),
+    presented=st.text(max_size=40),
+)
+def test_a_token_has_the_role_of_its_hash_and_no_other(
+    known: dict[str, Role], presented: str
+) -> None:
+    credentials = Credentials({sha256_hex(token): role for token, role in known.items()}, {})
+    for token, role in known.items():
+        assert credentials.role_of_token(token) is role
+    assert credentials.role_of_token(presented) is known.get(presented)
