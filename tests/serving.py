@@ -132,8 +132,10 @@ def _start(
         if time.monotonic() > deadline:
             process.kill()
             raise AssertionError(f"gnau serve did not start in time:\n{served.output()}")
-    tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
-    served.token = next(token for token, role in tokens.items() if role == "operator")
+    made = data_dir / "tokens.json"  # the first start's own file (not one given by --tokens)
+    if made.exists():
+        tokens = json.loads(made.read_text(encoding="utf-8"))["tokens"]
+        served.token = next(token for token, role in tokens.items() if role == "operator")
     return served
 
 
