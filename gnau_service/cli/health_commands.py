@@ -4,9 +4,10 @@ The gRPC health protocol's Check, one call: exit 0 when the answer is SERVING, 1
 answered anything else (NOT_SERVING while it drains on SIGTERM or its storage fails; an unknown
 service name), 2 when it could not be asked (nothing listening, a timeout, TLS that fails).
 
-Without ``--target`` it asks this machine's service at the port of ``GNAU_LISTEN`` (a wildcard
-host such as ``0.0.0.0`` becomes the loopback address), so a Docker HEALTHCHECK, a Kubernetes
-exec probe or a systemd check needs no arguments.
+Without ``--target`` it asks ``GNAU_TARGET`` if set (as every command that calls a service
+does), else this machine's service at the port of ``GNAU_LISTEN`` (a wildcard host such as
+``0.0.0.0`` becomes the loopback address), so a Docker HEALTHCHECK, a Kubernetes exec probe or a
+systemd check needs no arguments.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2
 
+from gnau_service.cli.remote import add_target_option
 from gnau_service.server.config import Settings, split_host_port
 
 DEFAULT_TIMEOUT_SECONDS = 3.0
@@ -33,10 +35,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="ask a running service whether it is serving (exit 0 if SERVING)",
         description="One gRPC health Check. Exit 0: SERVING; 1: any other answer; 2: no answer.",
     )
-    parser.add_argument(
-        "--target",
-        help="host:port of the service (default: this machine, at the port of GNAU_LISTEN, "
-        f"else {Settings().listen})",
+    add_target_option(
+        parser,
+        fallback=None,  # run_health finds this machine's own service (GNAU_LISTEN's port)
+        meaning="host:port of the service (without it and GNAU_TARGET: this machine, at the port "
+        f"of GNAU_LISTEN, else {Settings().listen})",
     )
     parser.add_argument(
         "--service",
