@@ -23,6 +23,7 @@ from gnau_service.audit.bundle import verify_bundle, write_bundle
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import SignedNote, Verifier
+from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.server.config import Settings
 from gnau_service.store import Store, open_reader, open_store
 from gnau_service.store.migrations import SCHEMA_VERSION
@@ -38,9 +39,9 @@ from tests.store.test_store import append_many
 Gnau = Callable[..., Run]
 
 
-def v1_database(url: str, entries: int = 3) -> None:
+def v1_database(url: str, entries: int = 3, signer: LogSigner | None = None) -> None:
     """A database as gnau left it before migrations (schema version 1), with a few entries."""
-    with Store(older_gnau(url, 1), new_signer()) as store:
+    with Store(older_gnau(url, 1), signer or new_signer()) as store:
         append_many(store, entries)
 
 
@@ -142,11 +143,16 @@ def test_a_missing_database_is_named_and_not_created(tmp_path: Path, gnau: Gnau)
 def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    v1_database(f"sqlite:///{data / 'gnau.db'}")
+    # The server's own key, the one the log was started with: a server holding another key
+    # would be refused for that (tests/cli/test_key_commands.py), not for the schema.
+    key = ensure_private_key(data).path
+    v1_database(
+        f"sqlite:///{data / 'gnau.db'}", signer=LogSigner.from_key_file(Settings().origin, key)
+    )
     refused = gnau("serve", "--data-dir", str(data), "--log-format", "console", "--listen",
                    "127.0.0.1:0")  # fmt: skip
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
-    why = refused.stderr.splitlines()[-1]  # (after the key it generated for a first start)
+    why = refused.stderr.splitlines()[-1]
     assert "cannot start" in why
     assert "database schema version 1 is older than this gnau (3)" in why
     assert "run 'gnau db migrate' (or start with --migrate true)" in why
