@@ -24,6 +24,28 @@ PRIVATE_MODE: Final = 0o600
 def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace (or create) ``path`` with ``data``, atomically and durably, at mode 0600."""
     target = Path(path)
+    with _synced_temporary(target, data) as temporary:
+        os.replace(temporary, target)
+    sync_directory(target.parent)
+
+
+def create_private_file(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Create ``path`` with ``data`` at mode 0600, whole or not at all, unless it exists: an
+    existing file (or one a concurrent process has just created) is never replaced. True if
+    this call created it."""
+    target = Path(path)
+    with _synced_temporary(target, data) as temporary:
+        try:
+            os.link(temporary, target)  # unlike a rename, fails rather than overwrite
+        except FileExistsError:
+            return False
+    sync_directory(target.parent)
+    return True
+
+
+@contextlib.contextmanager
+def _synced_temporary(target: Path, data: bytes) -> Iterator[Path]:
+    """``data`` in a new 0600 file beside ``target``, synced; removed when the block ends."""
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
     try:
@@ -32,10 +54,9 @@ def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:
             file.write(data)
             file.flush()
             os.fsync(file.fileno())
-        os.replace(temporary, target)
+        yield temporary
     finally:
         temporary.unlink(missing_ok=True)
-    sync_directory(target.parent)
 
 
 def sync_directory(directory: str | os.PathLike[str]) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,11 +35,11 @@ from gnau_service.audit.note import (
     Verifier,
     sign_note,
 )
+from gnau_service.audit.private_files import create_private_file
 from gnau_service.audit.secret_files import refusal, secret_file_problem
 from gnau_service.audit.timestamps import parse_utc_timestamp
 
 DEFAULT_KEY_FILENAME: Final = "log-signing-key.pem"
-KEY_FILE_MODE: Final = 0o600
 ROTATION_HEADER: Final = "gnau-dealer/key-rotation/v1"
 
 
@@ -138,26 +137,7 @@ def ensure_private_key(
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    temporary = target.with_name(f".{filename}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, KEY_FILE_MODE)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            os.fchmod(file.fileno(), KEY_FILE_MODE)  # the umask can only narrow it: be exact
-            file.write(pem)
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(temporary, target)
-        except FileExistsError:
-            return KeyFile(target, created=False)
-    finally:
-        temporary.unlink(missing_ok=True)
-    directory_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory_fd)  # make the new name durable
-    finally:
-        os.close(directory_fd)
-    return KeyFile(target, created=True)
+    return KeyFile(target, created=create_private_file(target, pem))
 
 
 # --- The log signer -------------------------------------------------------------------------------
