@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 import tempfile
@@ -83,8 +82,7 @@ async def start(mode: str, directory: Path) -> Served:
         directory,
     )  # fmt: skip
     await server.start()
-    tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
-    token = next(t for t, role in tokens.items() if role == "operator")
+    token = (data_dir / "operator-token").read_text(encoding="utf-8").strip()
     return Served(mode, server, f"127.0.0.1:{port}", token, metrics_port)
 
 

@@ -557,8 +557,7 @@ async def bench_backend(
     )
     try:
         vkey = await server.start()
-        tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
-        token = next(t for t, role in tokens.items() if role == "operator")
+        token = (data_dir / "operator-token").read_text(encoding="utf-8").strip()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             play = real_player(channel, token, name)
             extra = 0

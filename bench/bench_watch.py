@@ -171,8 +171,7 @@ async def bench_backend(
     await server.start()
     assert server.process is not None
     pid = server.process.pid
-    tokens = json.loads((data_dir / "tokens.json").read_text(encoding="utf-8"))["tokens"]
-    token = next(t for t, role in tokens.items() if role == "operator")
+    token = (data_dir / "operator-token").read_text(encoding="utf-8").strip()
     target = f"127.0.0.1:{port}"
     with GnauClient(target, token=token) as client:
         play(client, server, 20, "warm-up")

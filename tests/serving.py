@@ -132,10 +132,9 @@ def _start(
         if time.monotonic() > deadline:
             process.kill()
             raise AssertionError(f"gnau serve did not start in time:\n{served.output()}")
-    made = data_dir / "tokens.json"  # the first start's own file (not one given by --tokens)
+    made = data_dir / "operator-token"  # a first start's (none with --tokens, or a second start)
     if made.exists():
-        tokens = json.loads(made.read_text(encoding="utf-8"))["tokens"]
-        served.token = next(token for token, role in tokens.items() if role == "operator")
+        served.token = made.read_text(encoding="utf-8").strip()
     return served
 
 

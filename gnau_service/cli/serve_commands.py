@@ -15,6 +15,7 @@ from gnau.v1 import round_pb2
 from gnau_client import GnauClient, Seat  # the client package, as other teams use it
 
 from gnau_service.audit.rounds import settle_round
+from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.amounts import signed_amount
 from gnau_service.cli.remote import add_target_option
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
@@ -22,10 +23,8 @@ from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
 from gnau_service.server.app import App, configure_logging, serve
-from gnau_service.server.auth import AuthConfigError, Role
 from gnau_service.server.config import ConfigError, Settings
 from gnau_service.server.convert import revealed_round_from_proto
-from gnau_service.server.tokens import read_token_file
 from gnau_service.store import redacted_url
 
 SUIT_WIDTH = 4
@@ -48,7 +47,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_target_option(play)
     play.add_argument("--token", help="operator token (default: GNAU_TOKEN or the local file)")
-    play.add_argument("--tokens-file", type=Path, default=Path("gnau-data/tokens.json"))
+    play.add_argument(
+        "--token-file",
+        type=Path,
+        default=Settings().operator_token_path,
+        help="a file holding the token (default: the one a first start writes)",
+    )
     play.add_argument("--tables", type=int, default=1, help="tables to play on")
     play.add_argument("--rounds", type=int, default=1, help="rounds per table")
     play.add_argument("--seats", type=int, default=3, help="players per round")
@@ -96,7 +100,7 @@ def _announce(app: App) -> None:
     token = app.new_operator_token
     if settings.log_format == "json":  # every line JSON: the "serving" line says the rest
         if token is not None:
-            log.warning("new local operator token written", path=str(settings.tokens_path))
+            log.warning("new local operator token written", path=str(settings.operator_token_path))
         return
     print(
         f"gnau: serving on {settings.listen} (database {redacted_url(settings.database_url)})",
@@ -106,13 +110,19 @@ def _announce(app: App) -> None:
     if token is None:
         return
     if sys.stdout.isatty():
-        print(f"gnau: new local operator token (kept in {settings.tokens_path}):\n      {token}")
+        print(
+            f"gnau: new local operator token (kept in {settings.operator_token_path}):\n"
+            f"      {token}"
+        )
     else:
-        print(f"gnau: new local operator token written to {settings.tokens_path}", flush=True)
+        print(
+            f"gnau: new local operator token written to {settings.operator_token_path}",
+            flush=True,
+        )
 
 
 def run_play(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get("GNAU_TOKEN") or _local_operator_token(args.tokens_file)
+    token = args.token or os.environ.get("GNAU_TOKEN") or _local_operator_token(args.token_file)
     if token is None:
         print("gnau play: no operator token: pass --token or set GNAU_TOKEN", file=sys.stderr)
         return 2
@@ -141,13 +151,11 @@ def run_play(args: argparse.Namespace) -> int:
 
 
 def _local_operator_token(path: Path) -> str | None:
-    """The operator token of a first start, from a token file still in the older format (one
-    that ``gnau token`` has rewritten keeps hashes only)."""
+    """The operator token a first start wrote for the local command line, if it is there."""
     try:
-        tokens = read_token_file(path).legacy_tokens
-    except AuthConfigError:
+        return read_private_file(path, "token file").decode("utf-8").strip() or None
+    except (KeyFileError, UnicodeDecodeError):
         return None
-    return next((token for token, role in tokens.items() if role == Role.OPERATOR), None)
 
 
 def _verify(played: round_pb2.Round) -> str | None:

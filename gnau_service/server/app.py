@@ -35,7 +35,7 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
-from gnau_service.server.auth import Credentials, ensure_token_file
+from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
 from gnau_service.server.interceptors import CallInterceptor
@@ -46,7 +46,7 @@ from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
 from gnau_service.server.token_reload import TokenReload
-from gnau_service.server.tokens import read_token_file
+from gnau_service.server.tokens import first_start_tokens, read_token_file
 from gnau_service.server.web import WebServer, metrics_application
 from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
 
@@ -244,7 +244,11 @@ def open_signer(settings: Settings) -> LogSigner:
 def open_credentials(settings: Settings) -> tuple[Credentials, str | None]:
     """Known tokens and mTLS names, and the operator token made if this is the first start
     (for the command line to show once: it never goes into the logs)."""
-    token = ensure_token_file(settings.tokens_path) if settings.tokens is None else None
+    token = (
+        first_start_tokens(settings.tokens_path, settings.operator_token_path)
+        if settings.tokens is None
+        else None
+    )
     hashes = read_token_file(settings.tokens_path).hashes
     return Credentials(hashes, dict(settings.mtls_roles)), token
 

@@ -9,8 +9,10 @@ Tokens live in a JSON file (mode 0600, like the log key) that keeps only each to
 hash, with a name, a role and a creation time; :mod:`~gnau_service.server.tokens` reads and
 writes it (and still reads the older ``{"tokens": {"<token>": "<role>"}}``), and ``gnau token
 add|list|revoke`` manages it. On first start the service creates one with a fresh operator
-token. A running service rereads the file on SIGHUP and when it changes
-(:mod:`~gnau_service.server.token_reload`): a revoked token is refused from the next call.
+token's hash, and puts the token itself in ``<data dir>/operator-token`` (0600) for the local
+command line, which the server never reads. A running service rereads the file on SIGHUP and
+when it changes (:mod:`~gnau_service.server.token_reload`): a revoked token is refused from the
+next call.
 
 A presented token is hashed and compared, in constant time, with every known hash.
 """
@@ -19,13 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import os
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Final
 
 
@@ -99,20 +97,3 @@ def allowed(method: str, role: Role) -> bool:
     if method.startswith(OPEN_PREFIXES):
         return True
     return role in POLICY.get(method, frozenset())
-
-
-def ensure_token_file(path: Path) -> str | None:
-    """Create ``path`` with a fresh operator token unless it exists; return the new token.
-
-    The file is written in the older format, which holds the token itself: it is the local
-    operator token of a first start, which ``gnau play`` reads from it (and which is shown only
-    on a terminal). The first ``gnau token`` command rewrites it with hashes only."""
-    if path.exists():
-        return None
-    token = secrets.token_urlsafe(32)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        json.dump({"tokens": {token: str(Role.OPERATOR)}}, file, indent=2)
-        file.write("\n")
-    return token

@@ -74,6 +74,11 @@ class Settings:
     def tokens_path(self) -> Path:
         return self.tokens or self.data_dir / "tokens.json"
 
+    @property
+    def operator_token_path(self) -> Path:
+        """Where a first start puts its operator token for the local command line."""
+        return self.data_dir / "operator-token"
+
 
 #: name → (flag, environment variable, meaning): the configuration table.
 SETTINGS: Final = {

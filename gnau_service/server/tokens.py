@@ -35,7 +35,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from gnau_service.audit.private_files import exclusive_lock, write_private_file
+from gnau_service.audit.private_files import (
+    create_private_file,
+    exclusive_lock,
+    write_private_file,
+)
 from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.server.auth import AuthConfigError, Role, hash_token
@@ -148,8 +152,36 @@ def _records(path: Path, items: list[object]) -> tuple[TokenRecord, ...]:
 
 def write_token_file(path: Path, records: tuple[TokenRecord, ...]) -> None:
     """Replace the token file with ``records`` in the current format (atomic, 0600)."""
-    document = {"tokens": [record.to_json() for record in records]}
-    write_private_file(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
+    write_private_file(path, _document(records))
+
+
+def _document(records: tuple[TokenRecord, ...]) -> bytes:
+    return (json.dumps({"tokens": [r.to_json() for r in records]}, indent=2) + "\n").encode()
+
+
+#: The name of the operator token a first start makes.
+LOCAL_OPERATOR: Final = "local-operator"
+
+
+def first_start_tokens(path: Path, token_path: Path) -> str | None:
+    """On a first start (no token file at ``path`` yet): create it with one operator token's
+    hash, named ``local-operator``, and write the token itself to ``token_path`` (0600) for the
+    local command line (``gnau play`` reads it; the server never does). Returns the token; None
+    if the token file exists (or a process starting beside this one has just made it).
+
+    The token file is created first, and only by one process (it is linked into place, never
+    replaced); a crash before ``token_path`` is written loses that token, which ``gnau token
+    add`` replaces."""
+    if path.exists():
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = new_token()
+    created = format_utc_timestamp(datetime.now(UTC))
+    record = TokenRecord(LOCAL_OPERATOR, Role.OPERATOR, hash_token(token), created)
+    if not create_private_file(path, _document((record,))):
+        return None
+    write_private_file(token_path, (token + "\n").encode())
+    return token
 
 
 def _existing(path: Path) -> tuple[TokenRecord, ...]:

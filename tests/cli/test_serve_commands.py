@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pty
@@ -76,7 +77,7 @@ def test_serve_refuses_bad_settings_by_name(tmp_path: Path) -> None:
 
 def test_play_without_a_token_says_so(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "GNAU_TOKEN"}
-    played = gnau("play", "--tokens-file", str(tmp_path / "none.json"), env=env)
+    played = gnau("play", "--token-file", str(tmp_path / "none"), env=env)
     assert played.returncode == 2
     assert "no operator token" in played.stderr
 
@@ -101,6 +102,7 @@ def test_every_file_the_service_creates_is_private(tmp_path: Path) -> None:
                     database.with_name("gnau.db-shm"),
                     tmp_path / "data" / "log-signing-key.pem",
                     tmp_path / "data" / "tokens.json",
+                    tmp_path / "data" / "operator-token",
                 ]
             }
     finally:
@@ -116,7 +118,9 @@ def test_a_new_token_is_not_printed_where_stdout_is_a_log(tmp_path: Path) -> Non
     assert service.token not in output
     events = [json.loads(line) for line in output.splitlines()]
     written = [event for event in events if event["event"] == "new local operator token written"]
-    assert written == [dict(written[0], path=str(tmp_path / "data" / "tokens.json"))]
+    assert written == [dict(written[0], path=str(tmp_path / "data" / "operator-token"))]
+    # The token file itself keeps only the token's hash.
+    assert service.token not in (tmp_path / "data" / "tokens.json").read_text()
 
 
 def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
@@ -143,8 +147,11 @@ def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
         process.terminate()
         process.wait(timeout=15)
         os.close(primary)
-    tokens = json.loads((tmp_path / "data" / "tokens.json").read_text())["tokens"]
-    assert next(iter(tokens)).encode() in shown
+    token = (tmp_path / "data" / "operator-token").read_text().strip()
+    assert token.encode() in shown
+    (record,) = json.loads((tmp_path / "data" / "tokens.json").read_text())["tokens"]
+    assert record["sha256"] == hashlib.sha256(token.encode()).hexdigest()
+    assert (record["name"], record["role"]) == ("local-operator", "operator")
 
 
 def test_a_database_password_never_shows(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ deploy/compose-secrets.sh makes secret files that the dealer, as uid 10001, take
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -149,6 +150,7 @@ def check_compose_secrets(directory: Path) -> None:
         "tokens.json": (SERVICE_UID, 0o600),
         "pgpass": (SERVICE_UID, 0o600),
         "postgres-password": (0, 0o600),
+        "operator-token": (0, 0o600),
     }
     password = (directory / "postgres-password").read_text().strip()
     assert re.fullmatch(r"[0-9a-f]{64}", password)
@@ -158,9 +160,11 @@ def check_compose_secrets(directory: Path) -> None:
     os.chmod(directory, 0o755)
     with as_identity(SERVICE_UID, SERVICE_GID, (SERVICE_GID,)):
         load_private_key(directory / "log-signing-key.pem")
-        tokens = read_token_file(directory / "tokens.json").legacy_tokens
-    ((token, role),) = tokens.items()
-    assert role == Role.OPERATOR and len(token) == 43
+        tokens = read_token_file(directory / "tokens.json")
+    token = (directory / "operator-token").read_text().strip()
+    assert len(token) == 43 and tokens.legacy_tokens == {}  # hashes only
+    assert tokens.hashes == {hashlib.sha256(token.encode()).hexdigest(): Role.OPERATOR}
+    assert token not in (directory / "tokens.json").read_text()
     assert token not in made.stdout + made.stderr and password not in made.stdout + made.stderr
 
     # Run again: nothing replaced, a widened mode narrowed back.

@@ -15,7 +15,6 @@ lives where uid 10001 cannot run it (tests/deploy/test_compose.py reads the file
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import subprocess
 from contextlib import ExitStack
@@ -62,8 +61,7 @@ def test_the_compose_stack_serves_one_log_from_two_dealers() -> None:
         )  # fmt: skip
         assert made.returncode == 0, made.stderr
         (root / "secrets").chmod(0o755)  # compose mounts the files alone, not their directory
-        tokens = json.loads((root / "secrets" / "tokens.json").read_text())["tokens"]
-        (token,) = tokens
+        token = (root / "secrets" / "operator-token").read_text().strip()
         http_ports = {name: free_port() for name in DEALERS}
         dealers: dict[str, Served] = {}
         with ExitStack() as running:  # stops both dealers, each required to exit 0

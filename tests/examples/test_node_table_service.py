@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from gnau_client import GnauClient
 
-from gnau_service.server.auth import ensure_token_file
+from gnau_service.server.tokens import first_start_tokens
 from tests.node.test_node_client import node_executable
 from tests.serving import free_port, gnau, served
 
@@ -79,7 +79,7 @@ def test_the_example_retries_until_the_dealer_answers_and_its_rounds_verify(
     node: str, tmp_path: Path
 ) -> None:
     data, port = tmp_path / "data", free_port()
-    token = ensure_token_file(data / "tokens.json")
+    token = first_start_tokens(data / "tokens.json", data / "operator-token")
     assert token is not None
     target = f"127.0.0.1:{port}"
     receipts = tmp_path / "receipts"
