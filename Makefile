@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics \
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
 	fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
@@ -36,7 +36,7 @@ test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
-bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics
+bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -55,6 +55,9 @@ bench-watch: $(INSTALLED)
 
 bench-metrics: $(INSTALLED)
 	$(BIN)/python bench/bench_metrics.py
+
+bench-key-check: $(INSTALLED)
+	$(BIN)/python bench/bench_key_check.py
 
 ## fairness-evidence: the 1,000,000-round statistical report on a fresh seed (scipy, matplotlib:
 ## the [evidence] extra, which [test] includes), written to bench/results (minutes on 2 cores)
