@@ -449,11 +449,18 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stopping.set)
+    started: list[App] = []  # a SIGHUP during the start has nothing to reread: the start reads
+
+    def reread_tokens() -> None:
+        for app in started:
+            if app.tokens is not None:
+                app.tokens.reload("SIGHUP")
+
+    loop.add_signal_handler(signal.SIGHUP, reread_tokens)
     app = await start(settings)
+    started.append(app)
     if on_started is not None:
         on_started(app)
-    if app.tokens is not None:
-        loop.add_signal_handler(signal.SIGHUP, app.tokens.reload, "SIGHUP")
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()
