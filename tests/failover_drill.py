@@ -231,8 +231,9 @@ def run_drill(
                 thread.start()
             try:
                 time.sleep(warm_up_seconds)
-                killed = time.monotonic()
                 pair.primary.kill()
+                # After the kill returns: a step sent while it ran may have reached the primary.
+                killed = time.monotonic()
                 time.sleep(promote_delay)
                 pair.standby.promote()
                 promoted = time.monotonic()
