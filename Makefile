@@ -59,6 +59,11 @@ bench-metrics: $(INSTALLED)
 bench-key-check: $(INSTALLED)
 	$(BIN)/python bench/bench_key_check.py
 
+## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
+## run; needs the postgresql-15 server binaries)
+bench-failover: $(INSTALLED)
+	$(BIN)/python bench/bench_failover.py
+
 ## fairness-evidence: the 1,000,000-round statistical report on a fresh seed (scipy, matplotlib:
 ## the [evidence] extra, which [test] includes), written to bench/results (minutes on 2 cores)
 fairness-evidence: $(INSTALLED)
