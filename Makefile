@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
@@ -36,7 +36,8 @@ test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
-bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check
+bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
+	bench-failover
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
