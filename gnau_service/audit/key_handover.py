@@ -20,12 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.note import KeyFormatError
 from gnau_service.audit.private_files import sync_directory, write_private_file
-from gnau_service.audit.signing import KeyFileError, LogSigner
+from gnau_service.audit.signing import KeyFileError, LogSigner, private_key_pem
 
 STAGED_SUFFIX: Final = ".next"
 
@@ -42,12 +41,7 @@ def staged_key_path(key_path: str | os.PathLike[str]) -> Path:
 
 def write_key_file(path: str | os.PathLike[str], key: Ed25519PrivateKey) -> None:
     """Write ``key`` as an unencrypted PKCS#8 PEM file, atomically, at mode 0600."""
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    write_private_file(path, pem)
+    write_private_file(path, private_key_pem(key))
 
 
 def install_staged_key(key_path: str | os.PathLike[str]) -> None:

@@ -132,12 +132,18 @@ def ensure_private_key(
     target = Path(directory) / filename
     if target.exists():
         return KeyFile(target, created=False)
-    pem = Ed25519PrivateKey.generate().private_bytes(
+    pem = private_key_pem(Ed25519PrivateKey.generate())
+    return KeyFile(target, created=create_private_file(target, pem))
+
+
+def private_key_pem(key: Ed25519PrivateKey) -> bytes:
+    """``key`` as a key file holds it: unencrypted PKCS#8 PEM, what :func:`load_private_key`
+    reads."""
+    return key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-    return KeyFile(target, created=create_private_file(target, pem))
 
 
 # --- The log signer -------------------------------------------------------------------------------
