@@ -11,10 +11,7 @@ import json
 from dataclasses import dataclass
 
 from gnau_service.store.base import LogReader
-
-#: The states of an unfinished round, as the rounds table spells them.
-OPEN_STATES = ("SHUFFLED", "DEALT", "REVEALED")
-_OPEN = "state IN ('SHUFFLED', 'DEALT', 'REVEALED')"
+from gnau_service.store.rounds import IS_OPEN, OPEN_STATES
 
 
 @dataclass(frozen=True)
@@ -37,7 +34,7 @@ class OpenRound:
 
 
 def log_gauges(reader: LogReader) -> LogGauges:
-    size = int(reader.query("SELECT size FROM log_head WHERE id = 1")[0][0])
+    size = reader.size()
     if size == 0:
         return LogGauges(0, None)
     rows = reader.query("SELECT data FROM log_entries WHERE idx = ?", (size - 1,))
@@ -49,7 +46,7 @@ def open_rounds_by_state(reader: LogReader) -> dict[str, int]:
     """How many rounds are open in each open state (every open state is a key)."""
     counts = dict.fromkeys(OPEN_STATES, 0)
     for state, count in reader.query(
-        f"SELECT state, COUNT(*) FROM rounds WHERE {_OPEN} GROUP BY state"
+        f"SELECT state, COUNT(*) FROM rounds WHERE {IS_OPEN} GROUP BY state"
     ):
         counts[str(state)] = int(count)
     return counts
@@ -59,7 +56,7 @@ def longest_open_rounds(reader: LogReader, limit: int) -> list[OpenRound]:
     """The ``limit`` open rounds that have waited longest since they last moved, longest first
     (a table has at most one open round)."""
     rows = reader.query(
-        f"SELECT table_id, state, updated_at FROM rounds WHERE {_OPEN}"
+        f"SELECT table_id, state, updated_at FROM rounds WHERE {IS_OPEN}"
         " ORDER BY updated_at, table_id LIMIT ?",
         (limit,),
     )

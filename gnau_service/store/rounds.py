@@ -16,6 +16,11 @@ from typing import Any
 from gnau_service.store.base import LogReader, Transaction
 
 _COLUMNS = "round_id, table_id, state, record, server_seed, created_at, updated_at"
+#: The states of an unfinished round, as the rounds table spells them (and as its partial unique
+#: index, one unfinished round per table, names them).
+OPEN_STATES = ("SHUFFLED", "DEALT", "REVEALED")
+#: The SQL condition on ``state`` for an unfinished round.
+IS_OPEN = f"state IN ({', '.join(repr(state) for state in OPEN_STATES)})"
 _FIND_REQUEST = (
     "SELECT request_id, operation, fingerprint, response FROM requests WHERE request_id = ?"
 )
@@ -46,8 +51,7 @@ class OpenRoundExists(Exception):  # noqa: N818  (a condition, not an error of t
 
 def insert_round(tx: Transaction, row: StoredRound) -> None:
     existing = tx.execute(
-        "SELECT round_id, state FROM rounds WHERE table_id = ?"
-        " AND state IN ('SHUFFLED', 'DEALT', 'REVEALED')",
+        f"SELECT round_id, state FROM rounds WHERE table_id = ? AND {IS_OPEN}",
         (row.table_id,),
     )
     if existing:
