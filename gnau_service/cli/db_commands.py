@@ -29,7 +29,14 @@ from gnau_service.audit.note import Verifier
 from gnau_service.cli.remote import UnusableKeyError, read_vkey
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
 from gnau_service.server.config import ConfigError
-from gnau_service.store import DatabaseUrlError, LogReader, StoreError, open_backend, redacted_url
+from gnau_service.store import (
+    DatabaseUrlError,
+    LogReader,
+    StoreError,
+    open_backend,
+    redacted_url,
+    sqlite_path,
+)
 from gnau_service.store.backup import (
     BackupFormat,
     backup_format,
@@ -117,16 +124,18 @@ def _database_url(args: argparse.Namespace) -> str:
     return settings_from_args(args).database_url
 
 
-def _is_sqlite(url: str) -> bool:
-    """Whether ``url`` is SQLite's; PostgreSQL's otherwise (any other is refused by name)."""
-    if not url.startswith(("sqlite:///", "postgresql://", "postgres://")):
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite ``url``; None for PostgreSQL's (any other is refused by name)."""
+    path = sqlite_path(url)
+    if path is None and not url.startswith(("postgresql://", "postgres://")):
         open_backend(url)  # raises DatabaseUrlError, naming the URLs it takes
-    return url.startswith("sqlite:///")
+    return path
 
 
 def _existing_backend(url: str) -> Backend:
     """The backend at ``url``, which must exist: a typo must not make a new SQLite file."""
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
         raise CommandError(f"there is no database at {redacted_url(url)}")
     return open_backend(url)
 
@@ -215,8 +224,9 @@ def run_backup(args: argparse.Namespace) -> int:
 def _backup(args: argparse.Namespace) -> int:
     url = _database_url(args)
     out: Path = args.out
-    if _is_sqlite(url):
-        backup_sqlite(Path(url.removeprefix("sqlite:///")), out)
+    database = _sqlite_file(url)
+    if database is not None:
+        backup_sqlite(database, out)
         print(f"wrote {out} ({out.stat().st_size:,} bytes, mode 0600), a copy of {url}")
         copied = copied_log(out)
         _print_log(copied.size, copied.checkpoint)
@@ -238,13 +248,13 @@ def _restore(args: argparse.Namespace) -> int:
     expected = _read_expected(args.expect_checkpoint)
     keys = [read_vkey(text) for text in args.pinned_keys]
     kind = backup_format(backup)
-    is_sqlite = _is_sqlite(target)
-    if (kind is BackupFormat.SQLITE) != is_sqlite:
+    database = _sqlite_file(target)
+    if (kind is BackupFormat.SQLITE) != (database is not None):
         raise CommandError(
             f"{backup} is a {kind}, which cannot be restored into {redacted_url(target)}"
         )
-    if is_sqlite:
-        restore_sqlite(backup, Path(target.removeprefix("sqlite:///")))
+    if database is not None:
+        restore_sqlite(backup, database)
     else:
         restore_postgres(backup, target)
     print(f"restored {backup} into {redacted_url(target)}")

@@ -25,16 +25,31 @@ class DatabaseUrlError(ValueError):
     """A database URL this service cannot use."""
 
 
+SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file a ``sqlite:///`` URL names (relative after three slashes, absolute
+    after four); None for any other URL.
+
+    >>> sqlite_path("sqlite:///gnau-data/gnau.db"), sqlite_path("sqlite:////var/lib/gnau.db")
+    (PosixPath('gnau-data/gnau.db'), PosixPath('/var/lib/gnau.db'))
+    >>> sqlite_path("postgresql://db/gnau") is None
+    True
+    """
+    return Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) else None
+
+
 def open_backend(url: str) -> Backend:
     """The backend for ``sqlite:///relative/path``, ``sqlite:////absolute/path`` or
     ``postgresql://user@host:port/database``."""
-    if url.startswith("sqlite:///"):
-        path = url.removeprefix("sqlite:///")
-        if not path:
+    path = sqlite_path(url)
+    if path is not None:
+        if url == SQLITE_PREFIX:
             raise DatabaseUrlError(
                 f"{redacted_url(url)!r} names no file: use sqlite:///path/to/gnau.db"
             )
-        return SqliteBackend(Path(path))
+        return SqliteBackend(path)
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(url)
     raise DatabaseUrlError(
@@ -53,7 +68,8 @@ def open_store(
 
 def open_reader(url: str) -> LogReader:
     """Open an existing store at ``url`` for reading only."""
-    if url.startswith("sqlite:///") and not Path(url.removeprefix("sqlite:///")).is_file():
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
         raise DatabaseUrlError(f"there is no database at {redacted_url(url)!r}")
     return LogReader(open_backend(url))
 
@@ -75,4 +91,5 @@ __all__ = [
     "open_reader",
     "open_store",
     "redacted_url",
+    "sqlite_path",
 ]
