@@ -45,7 +45,7 @@ from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
-from gnau_service.server.token_reload import TokenReload
+from gnau_service.server.token_reload import FileVersion, TokenReload, file_version
 from gnau_service.server.tokens import first_start_tokens, read_token_file
 from gnau_service.server.web import WebServer, metrics_application
 from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
@@ -241,16 +241,18 @@ def open_signer(settings: Settings) -> LogSigner:
     return LogSigner.from_key_file(settings.origin, settings.key)
 
 
-def open_credentials(settings: Settings) -> tuple[Credentials, str | None]:
-    """Known tokens and mTLS names, and the operator token made if this is the first start
-    (for the command line to show once: it never goes into the logs)."""
+def open_credentials(settings: Settings) -> tuple[Credentials, str | None, FileVersion]:
+    """Known tokens and mTLS names, the operator token made if this is the first start (for
+    the command line to show once: it never goes into the logs), and the version of the token
+    file that was read, taken before reading it, so that the watch sees any later change."""
     token = (
         first_start_tokens(settings.tokens_path, settings.operator_token_path)
         if settings.tokens is None
         else None
     )
+    version = file_version(settings.tokens_path)
     hashes = read_token_file(settings.tokens_path).hashes
-    return Credentials(hashes, dict(settings.mtls_roles)), token
+    return Credentials(hashes, dict(settings.mtls_roles)), token, version
 
 
 async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
@@ -276,7 +278,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             tracing = _tracing(settings.tracing)
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
-        interceptor.credentials, new_token = open_credentials(settings)
+        interceptor.credentials, new_token, tokens_version = open_credentials(settings)
         # A key rotated by another process (gnau key rotate, another replica) is reread from
         # the key file at the first write that needs it.
         store = open_store(
@@ -345,6 +347,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             settings.tokens_path,
             dict(settings.mtls_roles),
             lambda credentials: setattr(interceptor, "credentials", credentials),
+            read=tokens_version,
         )
         tokens.start()
     except BaseException:

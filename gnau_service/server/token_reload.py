@@ -39,7 +39,9 @@ def file_version(path: Path) -> FileVersion:
 
 
 class TokenReload:
-    """Rereads ``path`` and hands each good version to ``apply`` as new credentials."""
+    """Rereads ``path`` and hands each good version to ``apply`` as new credentials. ``read``
+    is the version of the file already in force (taken before it was read), so a change made
+    since is reread at the first poll."""
 
     def __init__(
         self,
@@ -47,13 +49,14 @@ class TokenReload:
         mtls_names: Mapping[str, Role],
         apply: Callable[[Credentials], None],
         *,
+        read: FileVersion,
         poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._path = path
         self._mtls_names = mtls_names
         self._apply = apply
         self._poll_seconds = poll_seconds
-        self._version = file_version(path)
+        self._version = read
         self._task: asyncio.Task[None] | None = None
 
     def reload(self, trigger: str) -> bool:

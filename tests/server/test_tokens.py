@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import stat
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gnau_service.server.auth import AuthConfigError, Credentials, Role
+from gnau_service.server.token_reload import TokenReload, file_version
 from gnau_service.server.tokens import (
     TokenNotFound,
     add_token,
@@ -143,3 +145,23 @@ def test_a_token_has_the_role_of_its_hash_and_no_other(
     for token, role in known.items():
         assert credentials.role_of_token(token) is role
     assert credentials.role_of_token(presented) is known.get(presented)
+
+
+async def test_a_change_between_the_start_s_read_and_the_watch_is_reread(tmp_path: Path) -> None:
+    """The watch starts from the version the start read (taken before reading), not from the
+    file as it is when the watch begins: a token added in between still takes effect."""
+    path = write_tokens(tmp_path / "tokens.json")
+    read = file_version(path)  # what the start read
+    _, late = add_token(path, Role.AUDITOR, "late")  # changed before the watch is made
+    applied: list[Credentials] = []
+    reload = TokenReload(path, {}, applied.append, read=read, poll_seconds=0.01)
+    reload.start()
+    try:
+        for _ in range(500):  # the first poll, within about 5 s at the most
+            if applied:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        await reload.stop()
+    assert applied, "the change made before the watch began was never reread"
+    assert applied[-1].token_hashes[sha256_hex(late)] == Role.AUDITOR
