@@ -18,7 +18,7 @@ def add_settings_flags(parser: argparse.ArgumentParser, names: Iterable[str] = S
     for name in names:
         flag, variable, meaning = SETTINGS[name]
         kwargs: dict[str, object] = {"dest": name, "default": argparse.SUPPRESS}
-        if name == "mtls_roles":
+        if name in ("mtls_roles", "witnesses"):
             kwargs["action"] = "append"
         parser.add_argument(flag, help=f"{meaning} [{variable}]", **kwargs)  # type: ignore[arg-type]
 

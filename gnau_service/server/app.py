@@ -48,7 +48,9 @@ from gnau_service.server.streams import StreamSlots
 from gnau_service.server.token_reload import FileVersion, TokenReload, file_version
 from gnau_service.server.tokens import first_start_tokens, read_token_file
 from gnau_service.server.web import WebServer, metrics_application
+from gnau_service.server.witnessing import WitnessEndpoint, Witnessing
 from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
+from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
 
 if TYPE_CHECKING:
     from gnau_service.server.tracing import Tracing
@@ -192,6 +194,7 @@ class App:
     metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
     tracing: Tracing | None = None  # when --tracing is not off
     tokens: TokenReload | None = None  # rereads the token file on SIGHUP and when it changes
+    witnessing: Witnessing | None = None  # asks the witnesses to cosign, when --witness is set
 
     @property
     def http_port(self) -> int | None:
@@ -224,6 +227,8 @@ class App:
         await self.storage.stop()
         if self.tokens is not None:
             await self.tokens.stop()
+        if self.witnessing is not None:
+            await self.witnessing.stop()
         await self.tail.stop()
         self.store.close()
         if self.tracing is not None:
@@ -302,6 +307,17 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             migrations=[str(migration) for migration in store.migrated],
         )
     tail = LogTail(store)
+    endpoints = [WitnessEndpoint.parse(spec) for spec in settings.witnesses]
+    quorum = (
+        WitnessQuorum(tuple(e.key.vkey for e in endpoints), settings.witness_quorum)
+        if endpoints
+        else NO_WITNESSES
+    )
+    witnessing = (
+        Witnessing(store, tail, endpoints, interval_seconds=settings.witness_interval_ms / 1000)
+        if endpoints
+        else None
+    )
     health_servicer = health.aio.HealthServicer()
     storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
     metrics: Metrics | None = None
@@ -312,6 +328,8 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             streams_limit=streams.total,
             storage_failing=lambda: storage.failing,
             serving=lambda: not (storage.failing or shutdown.begun),
+            witnesses=() if witnessing is None else witnessing.statuses,
+            log_size=lambda: tail.size,
         )
         store.observe(metrics.batch_committed)
     observers: list[CallObserver] = [
@@ -328,8 +346,10 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         )
         await tail.start()
         dealer = Dealer(store, max_stake=settings.max_stake)
-        dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(dealer), server)
-        audit_pb2_grpc.add_AuditServiceServicer_to_server(AuditServicer(store, tail), server)
+        dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(dealer, quorum), server)
+        audit_pb2_grpc.add_AuditServiceServicer_to_server(
+            AuditServicer(store, tail, quorum), server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -339,7 +359,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             )
         await server.start()
         if web is not None:
-            await web.start(dealer, store, settings.grace_seconds, metrics)
+            await web.start(dealer, store, settings.grace_seconds, metrics, quorum)
         if metrics_web is not None:
             assert metrics is not None
             await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
@@ -350,11 +370,15 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             read=tokens_version,
         )
         tokens.start()
+        if witnessing is not None:
+            await witnessing.start()
     except BaseException:
         for bound in (web, metrics_web):
             if bound is not None:
                 await bound.stop()
         await server.stop(None)
+        if witnessing is not None:
+            await witnessing.stop()
         await tail.stop()
         store.close()
         if tracing is not None:
@@ -376,6 +400,8 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         metrics_listen=settings.metrics_listen or None,
         metrics_port=None if metrics_web is None else metrics_web.port,
         tracing=tracing is not None,
+        witnesses=[endpoint.key.name for endpoint in endpoints] or None,
+        witness_quorum=quorum.threshold if endpoints else None,
     )
     return App(
         server,
@@ -394,6 +420,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         metrics_web,
         tracing,
         tokens,
+        witnessing,
     )
 
 

@@ -26,6 +26,7 @@ from gnau_service.server.limits import (
     LARGEST_MAX_STAKE,
     MOST_SEATS,
 )
+from gnau_service.server.witnessing import WitnessEndpoint, WitnessSpecError
 
 #: The values of ``--tracing``: off costs nothing (OpenTelemetry is not even imported).
 TRACING_MODES: Final = ("off", "console", "otlp")
@@ -61,6 +62,9 @@ class Settings:
     shutdown_notice_seconds: float = 1.0
     keepalive_seconds: float = 30.0
     log_format: str = "json"
+    witnesses: tuple[str, ...] = ()  # URL=VKEY of each witness asked to cosign checkpoints
+    witness_quorum: int = 1  # cosignatures that make a checkpoint "cosigned"
+    witness_interval_ms: int = 1000  # at most one submission per witness this often
 
     @property
     def database_url(self) -> str:
@@ -148,6 +152,24 @@ SETTINGS: Final = {
     ),
     "keepalive_seconds": ("--keepalive-seconds", "GNAU_KEEPALIVE_SECONDS", "HTTP/2 ping interval"),
     "log_format": ("--log-format", "GNAU_LOG_FORMAT", "json or console"),
+    "witnesses": (
+        "--witness",
+        "GNAU_WITNESSES",
+        "URL=VKEY of a witness (C2SP tlog-witness) to ask to cosign each new checkpoint: its "
+        "submission prefix and its verifier key (repeatable; comma-separated in the environment)",
+    ),
+    "witness_quorum": (
+        "--witness-quorum",
+        "GNAU_WITNESS_QUORUM",
+        "how many witnesses must cosign a checkpoint for it to count as cosigned (receipts and "
+        "GetCheckpoint's cosigned request use the newest such); 1 to the number of witnesses",
+    ),
+    "witness_interval_ms": (
+        "--witness-interval-ms",
+        "GNAU_WITNESS_INTERVAL_MS",
+        "the least time between two submissions to one witness, in milliseconds (a new "
+        "checkpoint waits for it; a failing witness is retried after twice as long, up to 60 s)",
+    ),
 }
 
 
@@ -225,6 +247,16 @@ def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
             f"({settings.max_concurrent_rpcs}), so that streams never take every call the server "
             "allows"
         )
+    for spec in settings.witnesses:
+        try:
+            WitnessEndpoint.parse(spec)
+        except WitnessSpecError as error:
+            raise ConfigError(f"{setting('witnesses')}: {error}") from None
+    if settings.witnesses and settings.witness_quorum > len(settings.witnesses):
+        raise ConfigError(
+            f"{setting('witness_quorum')} is {settings.witness_quorum}, more than the "
+            f"{len(settings.witnesses)} witnesses"
+        )
     if settings.max_streams_per_peer > settings.max_streams:
         raise ConfigError(
             f"{setting('max_streams_per_peer')} must be at most 'max_streams' "
@@ -254,6 +286,11 @@ def _convert(name: str, kind: str, value: Any) -> Any:
         elif not number > 0:
             raise ValueError(f"must be positive, not {number}")
         return number
+    if kind == "tuple[str, ...]":
+        items = value if isinstance(value, list | tuple) else str(value).split(",")
+        if not all(isinstance(item, str) for item in items):
+            raise ValueError(f"must be strings, not {quoted(value)}")
+        return tuple(item.strip() for item in items if item.strip())
     if kind == "dict[str, Role]":
         pairs = value if isinstance(value, list | tuple) else str(value).split(",")
         if isinstance(value, dict):

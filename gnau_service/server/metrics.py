@@ -10,7 +10,9 @@ Every metric is listed, with its labels, meaning and suggested alerts, in
   commit latency, the time in COMMIT, the entries appended and so the rounds' transitions;
 - reads made when ``/metrics`` is scraped (:mod:`~gnau_service.store.gauges`): the log's size,
   its checkpoint's age and the open rounds, from the database, so every replica agrees;
-- the service's parts: streams open, an outage of the store, whether it is serving.
+- the service's parts: streams open, an outage of the store, whether it is serving;
+- the witnesses (:mod:`~gnau_service.server.witnessing`): how far each lags behind the log, and
+  how its submissions ended. A witness appears by its key name (one series per ``--witness``).
 
 The registry is the service's own, never prometheus_client's global one, so that several
 services in one process (tests, benchmarks) count apart. No label holds a round id, a token, a
@@ -21,7 +23,7 @@ for at most :data:`MAX_TABLE_SERIES` tables at a time.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -37,12 +39,13 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.server.calls import CallName, CallWatch, Context
+from gnau_service.server.witnessing import Submission, WitnessStatus
 from gnau_service.store import LogReader, StoreError
 from gnau_service.store.batches import CommittedBatch
 from gnau_service.store.gauges import log_gauges, longest_open_rounds, open_rounds_by_state
@@ -88,6 +91,8 @@ class Metrics:
         storage_failing: Callable[[], bool],
         serving: Callable[[], bool],
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        witnesses: Sequence[WitnessStatus] = (),
+        log_size: Callable[[], int] = lambda: 0,
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.started = Counter(
@@ -185,6 +190,8 @@ class Metrics:
             registry=registry,
         ).set(streams_limit)
         registry.register(_StoreGauges(store, clock))
+        if witnesses:
+            registry.register(_WitnessGauges(witnesses, log_size, clock))
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
 
@@ -322,3 +329,52 @@ class _StoreGauges(Collector):
             moved = parse_utc_timestamp(open_round.updated_at)
             idle.add_metric((open_round.table_id,), max((now - moved).total_seconds(), 0.0))
         return [*found, by_state, per_table, idle]
+
+
+class _WitnessGauges(Collector):
+    """Each witness's lag and submissions, from the witnessing tasks' own state (no database
+    read): the log's size as this process knows it, less the largest size the witness cosigned."""
+
+    def __init__(
+        self,
+        witnesses: Sequence[WitnessStatus],
+        log_size: Callable[[], int],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._witnesses = witnesses
+        self._log_size = log_size
+        self._clock = clock
+        self._since = clock()
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        lag = GaugeMetricFamily(
+            "gnau_witness_lag_entries",
+            "Entries in the log beyond the largest checkpoint the witness has cosigned.",
+            labels=("witness",),
+        )
+        age = GaugeMetricFamily(
+            "gnau_witness_cosignature_age_seconds",
+            "Seconds since the time in the witness's latest cosignature (since the service "
+            "started, if it holds none).",
+            labels=("witness",),
+        )
+        submissions = CounterMetricFamily(
+            "gnau_witness_submissions",
+            "add-checkpoint requests to the witness, by how they ended.",
+            labels=("witness", "result"),
+        )
+        size = self._log_size()
+        now = self._clock()
+        for status in self._witnesses:
+            lag.add_metric((status.name,), max(size - status.cosigned_size, 0))
+            if status.cosigned_at is None:
+                since = (now - self._since).total_seconds()
+            else:
+                since = now.timestamp() - status.cosigned_at
+            age.add_metric((status.name,), max(since, 0.0))
+            for result in Submission:
+                submissions.add_metric((status.name, str(result)), status.submissions[result])
+        return [lag, age, submissions]

@@ -2,16 +2,17 @@
 :mod:`gnau_service.audit.receipts`, ``docs/receipts.md``).
 
 A receipt exists once the round's seed is public (revealed, settled or voided). It proves the
-round against the latest signed checkpoint, so the same round's receipt fetched later proves it
-against a newer one; with ``pinned_size`` it also carries the consistency proof from a checkpoint
-the caller pinned earlier.
+round against the latest signed checkpoint that the log's witness quorum has cosigned and that
+covers the round (the latest checkpoint if none does yet, or if the log has no witnesses), with
+every cosignature the log holds for it; so the same round's receipt fetched later proves it
+against a newer one. With ``pinned_size`` it also carries the consistency proof from a
+checkpoint the caller pinned earlier.
 """
 
 from __future__ import annotations
 
-from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, decode_entry
-from gnau_service.audit.note import SignedNote, Verifier
+from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Consistency, Receipt, ReceiptEntry
 from gnau_service.server.rounds import (
     SEED_IS_PUBLIC,
@@ -21,9 +22,17 @@ from gnau_service.server.rounds import (
     revealed_round,
 )
 from gnau_service.store import LogReader
+from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum, served_checkpoint
 
 
-def round_receipt(dealer: Dealer, round_id: str, *, public: bool, pinned_size: int = 0) -> Receipt:
+def round_receipt(
+    dealer: Dealer,
+    round_id: str,
+    *,
+    public: bool,
+    pinned_size: int = 0,
+    quorum: WitnessQuorum = NO_WITNESSES,
+) -> Receipt:
     """The receipt of ``round_id`` against the latest checkpoint. To the public a round whose
     seed is not public does not exist (RoundNotFound, as GetRound); to others it has no receipt
     yet (WrongState). Blocking: call it from a thread."""
@@ -32,9 +41,10 @@ def round_receipt(dealer: Dealer, round_id: str, *, public: bool, pinned_size: i
     if record.state not in SEED_IS_PUBLIC:
         raise WrongState(round_id, record.state, "GetRoundReceipt")
     store = dealer.store
-    note = store.checkpoint()
-    assert note is not None  # every batch writes one, and the round's own entries made batches
-    size = Checkpoint.parse(SignedNote.parse(note).text).size
+    covering = max(record.log_indices) + 1
+    served = served_checkpoint(store, quorum, cosigned=True, at_least=covering)
+    assert served is not None  # every batch writes one, and the round's own entries made batches
+    size, note = served
     if pinned_size < 0 or pinned_size > size:
         raise OutOfRange(
             f"pinned_size {pinned_size:,} is not between 0 and the log's signed size {size:,}"

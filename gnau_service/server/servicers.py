@@ -42,6 +42,7 @@ from gnau_service.server.rounds import (
 from gnau_service.server.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
+from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum, served_checkpoint
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -71,8 +72,9 @@ def idempotency_of(request: Any) -> Idempotency:
 
 
 class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
-    def __init__(self, dealer: Dealer) -> None:
+    def __init__(self, dealer: Dealer, quorum: WitnessQuorum = NO_WITNESSES) -> None:
         self._dealer = dealer
+        self._quorum = quorum
 
     async def Shuffle(
         self, request: dealer_pb2.ShuffleRequest, context: Context
@@ -134,6 +136,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
                 request.round_id,
                 public=current_role.get() is Role.PUBLIC,
                 pinned_size=request.pinned_size,
+                quorum=self._quorum,
             )
         )
         return dealer_pb2.GetRoundReceiptResponse(receipt=receipt.to_text())
@@ -163,15 +166,18 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, store: Store, tail: LogTail) -> None:
+    def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum = NO_WITNESSES) -> None:
         self._store = store
         self._tail = tail
+        self._quorum = quorum
 
     async def GetCheckpoint(
         self, request: audit_pb2.GetCheckpointRequest, context: Context
     ) -> audit_pb2.GetCheckpointResponse:
-        note = await asyncio.to_thread(self._store.checkpoint)
-        return audit_pb2.GetCheckpointResponse(checkpoint=note or "")
+        served = await asyncio.to_thread(
+            served_checkpoint, self._store, self._quorum, cosigned=request.cosigned
+        )
+        return audit_pb2.GetCheckpointResponse(checkpoint="" if served is None else served[1])
 
     async def GetCheckpoints(
         self, request: audit_pb2.GetCheckpointsRequest, context: Context

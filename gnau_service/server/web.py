@@ -45,6 +45,7 @@ from gnau_service.server.rounds import (
     RoundView,
 )
 from gnau_service.store import Store, StoreUnavailable
+from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
 
 log = structlog.get_logger("gnau.web")
 
@@ -116,8 +117,9 @@ class WebServer:
         store: Store,
         shutdown_timeout: float,
         metrics: Metrics | None = None,
+        quorum: WitnessQuorum = NO_WITNESSES,
     ) -> None:
-        await self.serve(web_application(dealer, store, metrics), shutdown_timeout)
+        await self.serve(web_application(dealer, store, metrics, quorum), shutdown_timeout)
 
     async def serve(self, application: web.Application, shutdown_timeout: float) -> None:
         runner = web.AppRunner(
@@ -143,10 +145,13 @@ class WebServer:
 
 
 def web_application(
-    dealer: Dealer, store: Store, metrics: Metrics | None = None
+    dealer: Dealer,
+    store: Store,
+    metrics: Metrics | None = None,
+    quorum: WitnessQuorum = NO_WITNESSES,
 ) -> web.Application:
     app = web.Application(middlewares=[_edge])
-    routes = _Routes(dealer, store)
+    routes = _Routes(dealer, store, quorum)
     if metrics is not None:
         app.router.add_get("/metrics", metrics_handler(metrics))
     app.router.add_get("/rounds", routes.list_rounds)
@@ -176,9 +181,10 @@ def metrics_handler(metrics: Metrics) -> Callable[[web.Request], Awaitable[web.R
 
 
 class _Routes:
-    def __init__(self, dealer: Dealer, store: Store) -> None:
+    def __init__(self, dealer: Dealer, store: Store, quorum: WitnessQuorum) -> None:
         self._dealer = dealer
         self._store = store
+        self._quorum = quorum
         self._files = page_files()
 
     async def receipt(self, request: web.Request) -> web.Response:
@@ -190,6 +196,7 @@ class _Routes:
                 request.match_info["round_id"],
                 public=True,
                 pinned_size=pinned_size,
+                quorum=self._quorum,
             )
         )
         return _json_response(receipt.to_text())
@@ -217,6 +224,8 @@ class _Routes:
             "origin": store.signer.origin,
             "verifier_keys": vkeys,
             "key_rotations": list(rotations),
+            "witness_keys": list(self._quorum.witnesses),
+            "witness_quorum": self._quorum.threshold,
             "warning": "a key fetched from the operator proves nothing about the operator: "
             "pin one you got another way",
         }

@@ -2,19 +2,22 @@
 checkpoint of a range into a bundle, as the database export does.
 
 The store signs one checkpoint for each batch it commits, so sizes are sparse and increasing;
-``log_checkpoints.size`` is the primary key, so a range is an index scan.
+``log_checkpoints.size`` is the primary key, so a range is an index scan. Each note comes with
+the witness cosignatures the log holds for it (:mod:`.cosignatures`).
 """
 
 from __future__ import annotations
 
 from gnau_service.store.base import LogReader
+from gnau_service.store.cosignatures import with_cosignatures_in
 
 
 def checkpoints_in(
     reader: LogReader, first_size: int, last_size: int | None, limit: int
 ) -> list[tuple[int, str]]:
-    """``(size, note)`` of the signed checkpoints with ``first_size <= size <= last_size``
-    (no upper bound if ``last_size`` is None), in increasing size, at most ``limit`` of them."""
+    """``(size, note)`` of the signed checkpoints with ``first_size <= size <= last_size`` (no
+    upper bound if ``last_size`` is None), in increasing size, at most ``limit`` of them; each
+    note with its cosignatures."""
     if last_size is None:
         rows = reader.query(
             "SELECT size, note FROM log_checkpoints WHERE size >= ? ORDER BY size LIMIT ?",
@@ -26,4 +29,5 @@ def checkpoints_in(
             " ORDER BY size LIMIT ?",
             (first_size, last_size, limit),
         )
-    return [(int(row[0]), str(row[1])) for row in rows]
+    notes = [(int(row[0]), str(row[1])) for row in rows]
+    return list(zip((size for size, _ in notes), with_cosignatures_in(reader, notes), strict=True))

@@ -51,13 +51,19 @@ RELEASED = {
     "0003_requests_by_time.sqlite.sql": (
         "1b3254cca673880bed6510a3e97436404897fe1684572d523dd5ecbde8c178b1"
     ),
+    "0004_checkpoint_cosignatures.postgresql.sql": (
+        "0e94b514a62d6cb9f6b9ccdb2c76f3f5094e32b5fe0e7b20e08a33d4747351b9"
+    ),
+    "0004_checkpoint_cosignatures.sqlite.sql": (
+        "59a917ad5688c422e1d7f35e709d095102f8f07dc9f565e5e91995ef8883e10d"
+    ),
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3] and SCHEMA_VERSION == 3
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4] and SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize(
@@ -162,7 +168,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 3" in out
+    assert "migrated from version 1 to version 4" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:

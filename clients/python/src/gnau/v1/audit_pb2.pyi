@@ -54,12 +54,21 @@ class GetCheckpointRequest(_message.Message):
 
     DESCRIPTOR: _descriptor.Descriptor
 
+    COSIGNED_FIELD_NUMBER: _builtins.int
+    cosigned: _builtins.bool
+    """false (the default): the latest checkpoint. true: the latest checkpoint that at least
+    --witness-quorum of the service's witnesses (--witness) have cosigned, or the latest
+    checkpoint if none has been cosigned yet; a client that needs a quorum still counts the
+    cosignatures itself, with the witness keys it pinned (docs/witness.md).
+    """
     def __init__(
         self,
+        *,
+        cosigned: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cosigned", b"cosigned"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -74,7 +83,9 @@ class GetCheckpointResponse(_message.Message):
     CHECKPOINT_FIELD_NUMBER: _builtins.int
     checkpoint: _builtins.str
     """The checkpoint as C2SP signed-note text: origin, tree size and base64 root hash, a blank
-    line, then one signature line per log key.
+    line, then one signature line per log key, then one line per witness cosignature
+    (C2SP tlog-cosignature, `cosignature/v1`) the log holds for it. A verifier ignores lines
+    from keys it does not know, so a reader without witness keys reads it as before.
     """
     def __init__(
         self,
@@ -125,7 +136,7 @@ class GetCheckpointsResponse(_message.Message):
     @_builtins.property
     def checkpoints(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """A batch of checkpoints, at least one, continuing the stream in increasing size, each as
-        C2SP signed-note text (as in GetCheckpointResponse).
+        C2SP signed-note text with its witness cosignatures (as in GetCheckpointResponse).
         """
 
     def __init__(

@@ -118,7 +118,8 @@ class AuditServiceServicer:
     """
 
     def GetCheckpoint(self, request, context):
-        """Returns the latest signed checkpoint of the log.
+        """Returns the latest signed checkpoint of the log (or, asked for `cosigned`, the latest that
+        the service's witness quorum has cosigned), with every witness cosignature the log holds.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

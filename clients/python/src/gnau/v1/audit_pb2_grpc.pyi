@@ -55,7 +55,9 @@ class AuditServiceStub:
     @_typing.overload
     def __new__(cls, channel: _aio.Channel) -> AuditServiceAsyncStub: ...
     GetCheckpoint: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetCheckpointRequest, _audit_pb2.GetCheckpointResponse]
-    """Returns the latest signed checkpoint of the log."""
+    """Returns the latest signed checkpoint of the log (or, asked for `cosigned`, the latest that
+    the service's witness quorum has cosigned), with every witness cosignature the log holds.
+    """
     GetCheckpoints: _grpc.UnaryStreamMultiCallable[_audit_pb2.GetCheckpointsRequest, _audit_pb2.GetCheckpointsResponse]
     """Streams the signed checkpoints with sizes in [first_size, last_size], in increasing size,
     100 a message and at most 10,000 a call; to read on, call again with first_size = the last
@@ -108,7 +110,9 @@ class AuditServiceAsyncStub(AuditServiceStub):
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     GetCheckpoint: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetCheckpointRequest, _audit_pb2.GetCheckpointResponse]  # type: ignore[assignment]
-    """Returns the latest signed checkpoint of the log."""
+    """Returns the latest signed checkpoint of the log (or, asked for `cosigned`, the latest that
+    the service's witness quorum has cosigned), with every witness cosignature the log holds.
+    """
     GetCheckpoints: _aio.UnaryStreamMultiCallable[_audit_pb2.GetCheckpointsRequest, _audit_pb2.GetCheckpointsResponse]  # type: ignore[assignment]
     """Streams the signed checkpoints with sizes in [first_size, last_size], in increasing size,
     100 a message and at most 10,000 a call; to read on, call again with first_size = the last
@@ -164,7 +168,9 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _audit_pb2.GetCheckpointRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_audit_pb2.GetCheckpointResponse, _abc.Awaitable[_audit_pb2.GetCheckpointResponse]]:
-        """Returns the latest signed checkpoint of the log."""
+        """Returns the latest signed checkpoint of the log (or, asked for `cosigned`, the latest that
+        the service's witness quorum has cosigned), with every witness cosignature the log holds.
+        """
 
     @_abc_1.abstractmethod
     def GetCheckpoints(
