@@ -127,10 +127,74 @@ def _check_characters(text: str) -> None:
         raise MalformedNoteError(f"note is not valid Unicode: {error.reason}") from error
 
 
-def key_id(name: str, public_key: bytes) -> bytes:
-    """``SHA-256(name || 0x0A || 0x01 || public key)[:4]``: the ID of an Ed25519 note key."""
-    material = name.encode("utf-8") + b"\n" + bytes([ED25519_SIGNATURE_TYPE]) + public_key
+def key_id(name: str, public_key: bytes, signature_type: int = ED25519_SIGNATURE_TYPE) -> bytes:
+    """``SHA-256(name || 0x0A || type || public key)[:4]``: the ID of a note key.
+
+    The type byte is 0x01 for plain Ed25519 note keys; other formats that reuse the signed-note
+    framing (tlog-cosignature's 0x04, say) pass their own.
+    """
+    material = name.encode("utf-8") + b"\n" + bytes([signature_type]) + public_key
     return hashlib.sha256(material).digest()[:KEY_ID_SIZE]
+
+
+def format_vkey(name: str, signature_type: int, public_key: bytes) -> str:
+    """``<name>+<8 hex digits of key ID>+<base64(type || public key)>``: a verifier key string.
+
+    >>> vkey = "example.com/foo+530d903a+AekyeRrm56hApGFkyQR4ZCbV54Id2LKaANYcrnKv3U2k"
+    >>> format_vkey("example.com/foo", 1, Verifier.from_vkey(vkey).public_key) == vkey
+    True
+    """
+    check_key_name(name)
+    blob = bytes([signature_type]) + public_key
+    return f"{name}+{key_id(name, public_key, signature_type).hex()}+{encode_base64(blob)}"
+
+
+def parse_vkey(
+    vkey: str, signature_types: Iterable[int], public_key_size: int = ED25519_PUBLIC_KEY_SIZE
+) -> tuple[str, int, bytes]:
+    """Split a verifier key string into (name, signature type, public key), checking its key ID.
+
+    ``signature_types`` are the type bytes the caller accepts; the key ID in the string must be
+    the one computed with the type the string itself carries.
+    """
+    parts = vkey.split("+", 2)  # the base64 key may itself contain "+"
+    if len(parts) != 3:
+        raise KeyFormatError(f"verifier key {vkey[:80]!r} is not name+keyid+key")
+    name, id_hex, key_base64 = parts
+    check_key_name(name)
+    if len(id_hex) != 2 * KEY_ID_SIZE or not all(c in "0123456789abcdef" for c in id_hex):
+        raise KeyFormatError(f"key ID {id_hex[:20]!r} is not 8 lower-case hex digits")
+    try:
+        blob = decode_base64(key_base64)
+    except ValueError as error:
+        raise KeyFormatError(f"verifier key {name!r}: {error}") from None
+    accepted = tuple(signature_types)
+    if not blob or blob[0] not in accepted:
+        wanted = " or ".join(f"0x{kind:02x}" for kind in accepted)
+        raise KeyFormatError(f"verifier key {name!r} is not of signature type {wanted}")
+    signature_type, public_key = blob[0], blob[1:]
+    if len(public_key) != public_key_size:
+        raise KeyFormatError(
+            f"verifier key {name!r}: public key must be {public_key_size} bytes, "
+            f"got {len(public_key)}"
+        )
+    actual = key_id(name, public_key, signature_type).hex()
+    if actual != id_hex:
+        raise KeyFormatError(
+            f"verifier key {name!r} says key ID {id_hex}, but the key's ID is {actual}"
+        )
+    return name, signature_type, public_key
+
+
+def verify_ed25519(public_key: bytes, message: bytes, signature: bytes) -> bool:
+    """Whether ``signature`` is the raw Ed25519 signature of ``message`` by ``public_key``."""
+    if len(signature) != ED25519_SIGNATURE_SIZE:
+        return False
+    try:
+        _ed25519_public_key(public_key).verify(signature, message)
+    except InvalidSignature:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -167,41 +231,17 @@ class Verifier:
     @classmethod
     def from_vkey(cls, vkey: str) -> Verifier:
         """Parse ``<name>+<8 hex digits of key ID>+<base64(0x01 || 32-byte public key)>``."""
-        parts = vkey.split("+", 2)  # the base64 key may itself contain "+"
-        if len(parts) != 3:
-            raise KeyFormatError(f"verifier key {vkey!r} is not name+keyid+key")
-        name, id_hex, key_base64 = parts
-        if len(id_hex) != 2 * KEY_ID_SIZE or not all(c in "0123456789abcdef" for c in id_hex):
-            raise KeyFormatError(f"key ID {id_hex!r} is not 8 lower-case hex digits")
-        try:
-            blob = decode_base64(key_base64)
-        except ValueError as error:
-            raise KeyFormatError(f"verifier key {name!r}: {error}") from None
-        if not blob or blob[0] != ED25519_SIGNATURE_TYPE:
-            raise KeyFormatError(f"verifier key {name!r} is not an Ed25519 (type 0x01) key")
-        verifier = cls(name, blob[1:])
-        if verifier.key_id.hex() != id_hex:
-            raise KeyFormatError(
-                f"verifier key {name!r} says key ID {id_hex}, but the key's ID is "
-                f"{verifier.key_id.hex()}"
-            )
-        return verifier
+        name, _, public_key = parse_vkey(vkey, (ED25519_SIGNATURE_TYPE,))
+        return cls(name, public_key)
 
     @property
     def vkey(self) -> str:
         """The verifier key string, as published for clients to pin."""
-        blob = bytes([ED25519_SIGNATURE_TYPE]) + self.public_key
-        return f"{self.name}+{self.key_id.hex()}+{encode_base64(blob)}"
+        return format_vkey(self.name, ED25519_SIGNATURE_TYPE, self.public_key)
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         """Whether ``signature`` is this key's Ed25519 signature of ``message``."""
-        if len(signature) != ED25519_SIGNATURE_SIZE:
-            return False
-        try:
-            _ed25519_public_key(self.public_key).verify(signature, message)
-        except InvalidSignature:
-            return False
-        return True
+        return verify_ed25519(self.public_key, message, signature)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from gnau_service.audit.software import software_identity
 from tests.audit import doc_examples
 from tests.schemas.validation import errors as schema_errors
 
-MODULES = ["merkle", "note", "checkpoint", "signing", "entries", "timestamps"]
+MODULES = ["merkle", "note", "checkpoint", "signing", "entries", "timestamps", "cosignature"]
 
 
 @pytest.mark.parametrize("name", MODULES)

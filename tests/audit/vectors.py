@@ -15,6 +15,7 @@ def load(name: str) -> Any:
 
 MERKLE = load("rfc6962-merkle.json")
 SIGNED_NOTE = load("c2sp-signed-note.json")
+COSIGNATURE = load("c2sp-tlog-cosignature.json")
 
 
 def hexes(values: list[str] | None) -> list[bytes]:
