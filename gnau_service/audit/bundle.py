@@ -48,6 +48,7 @@ from gnau_service.audit.checkpoint import (
     log_origin,
     open_checkpoint,
 )
+from gnau_service.audit.cosignature import WitnessKey, cosigners
 from gnau_service.audit.entries import (
     GENESIS_PREV_HASH,
     MAX_INDEX,
@@ -244,16 +245,21 @@ def verify_bundle(
     allow_unanchored: bool = False,
     progress: Progress | None = None,
     jobs: int | None = None,
+    witnesses: Sequence[WitnessKey] = (),
+    quorum: int = 0,
 ) -> BundleReport:
     """Verify a bundle read line by line as bytes, as a binary file iterates them (split at LF
     only). Raises :class:`BundleFormatError` if the first line is not a header of this format
     and :class:`PinnedCheckpointError` if ``pinned_checkpoint`` is unusable; otherwise reports
     the first failure (or none) in a :class:`BundleReport`. ``allow_unanchored`` turns an
-    unanchored verdict into a valid one with a warning."""
+    unanchored verdict into a valid one with a warning. With ``quorum`` > 0 only a checkpoint
+    that at least ``quorum`` of the ``witnesses`` validly cosigned anchors the entries it covers
+    (the others are still checked: signature, root, forks)."""
     numbered = _numbered_lines(lines)
     header = _read_header(next(numbered, None))
     pinned_size = None if pinned_checkpoint is None else _pinned_size(pinned_checkpoint, header)
     verification = _Verification(header, pinned_keys, progress, jobs)
+    verification.witnessed = (tuple(witnesses), quorum)
     verification.report.allow_unanchored = allow_unanchored
     body = (_read_line(number, line) for number, line in numbered)
     notes: list[tuple[int, str]] = []
@@ -561,6 +567,8 @@ class _Verification:
         self.wanted_sizes: set[int] = set()
         self.replay = RoundReplay()
         self.partial_rounds: set[str] = set()
+        #: The trusted witnesses and how many must cosign a checkpoint for it to anchor.
+        self.witnessed: tuple[tuple[WitnessKey, ...], int] = ((), 0)
 
     def want_roots_at(self, sizes: Iterable[int]) -> None:
         self.wanted_sizes.update(sizes)
@@ -738,8 +746,14 @@ class _Verification:
                     f"{self.roots[size].hex()}"
                 )
                 return
-            self.anchor(size)
+            if self.cosigned(checkpoint):
+                self.anchor(size)
         self.report.checkpoints = len(signed)
+
+    def cosigned(self, checkpoint: SignedCheckpoint) -> bool:
+        """Whether enough pinned witnesses cosigned ``checkpoint`` for it to anchor entries."""
+        witnesses, quorum = self.witnessed
+        return len(cosigners(checkpoint.note, witnesses)) >= quorum
 
     def check_pinned(self, text: bytes | str) -> None:
         """Compare the log with a checkpoint the auditor saw (and kept) earlier."""

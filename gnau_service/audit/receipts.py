@@ -11,7 +11,9 @@ from older keys, and, when asked for, a consistency proof from a checkpoint the 
 3. ``round``: the round document is what those entries published;
 4. ``outcome``: the logged settlement follows from the hands (evaluation and deltas
    re-derived), or a void's seed matches the commitment;
-5. ``checkpoint``: the checkpoint is this log's, signed by a trusted key, and covers every entry;
+5. ``checkpoint``: the checkpoint is this log's, signed by a trusted key, cosigned by at least
+   ``quorum`` of the pinned witnesses (C2SP tlog-cosignature; when asked for), and covers every
+   entry;
 6. ``inclusion``: each entry's proof leads from its leaf to the checkpoint's root;
 7. ``consistency``: a pinned checkpoint (if any) and the receipt's are one history.
 
@@ -31,6 +33,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from gnau_service.audit.checkpoint import CheckpointError, SignedCheckpoint, open_checkpoint
+from gnau_service.audit.cosignature import QuorumError, WitnessKey, require_quorum
 from gnau_service.audit.entries import EntryError, EntryKind, LogEntry, decode_entry
 from gnau_service.audit.merkle import ProofError, leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import NoteError, Verifier
@@ -191,6 +194,9 @@ class ReceiptReport:
     state: str = ""
     checkpoint_size: int = 0
     pinned_size: int | None = None
+    #: The pinned witnesses whose cosignatures of the checkpoint verified (when a quorum was
+    #: asked for).
+    cosigned_by: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -204,9 +210,14 @@ class ReceiptReport:
             if self.pinned_size is not None
             else ""
         )
+        cosigned = (
+            f", cosigned by {len(self.cosigned_by)} witnesses ({', '.join(self.cosigned_by)})"
+            if self.cosigned_by
+            else ""
+        )
         return (
             f"round {self.round_id}: VALID ({self.state}): {', '.join(self.passed)} all hold; "
-            f"in the log's signed tree of {self.checkpoint_size:,} entries{pinned}"
+            f"in the log's signed tree of {self.checkpoint_size:,} entries{cosigned}{pinned}"
         )
 
 
@@ -220,12 +231,16 @@ def verify_receipt(
     receipt: Receipt,
     pinned_keys: Sequence[Verifier],
     pinned_checkpoint: str | None = None,
+    *,
+    witnesses: Sequence[WitnessKey] = (),
+    quorum: int = 0,
 ) -> ReceiptReport:
     """Check ``receipt`` step by step (see the module) against the pinned log key(s) and,
-    optionally, a signed checkpoint seen earlier."""
+    optionally, a signed checkpoint seen earlier. With ``quorum`` > 0 its checkpoint must carry
+    valid cosignatures from at least that many of the ``witnesses`` (others are ignored)."""
     report = ReceiptReport(receipt.round_id)
     try:
-        _verify(receipt, pinned_keys, pinned_checkpoint, report)
+        _verify(receipt, pinned_keys, pinned_checkpoint, report, (witnesses, quorum))
     except _Failed as failed:
         report.failure = failed.failure
     return report
@@ -236,6 +251,7 @@ def _verify(
     pinned_keys: Sequence[Verifier],
     pinned_checkpoint: str | None,
     report: ReceiptReport,
+    witnessed: tuple[Sequence[WitnessKey], int],
 ) -> None:
     revealed = _fairness(receipt)
     report.passed.append(Step.FAIRNESS)
@@ -253,6 +269,14 @@ def _verify(
     report.state = str(entries[-1].kind).removeprefix("ROUND_").lower()
     report.passed.append(Step.OUTCOME)
     signed = _checkpoint(receipt, keys, pinned_keys)
+    witnesses, quorum = witnessed
+    if quorum:
+        try:
+            report.cosigned_by = [
+                c.key.name for c in require_quorum(signed.note, witnesses, quorum)
+            ]
+        except QuorumError as error:
+            raise _Failed(Step.CHECKPOINT, str(error)) from None
     report.checkpoint_size = signed.checkpoint.size
     report.passed.append(Step.CHECKPOINT)
     _inclusion(receipt, signed)

@@ -2,7 +2,9 @@
 
 - ``gnau audit export --out BUNDLE [--from-round ID] [--to-round ID]``
 - ``gnau audit checkpoint [--out FILE] [--key VKEY]``
-- ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]``
+- ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]
+  [--witness VKEY ... [--quorum K]]`` (with witnesses, only a checkpoint cosigned by the quorum
+  anchors the entries it covers)
 - ``gnau audit show [--last N] [--json]`` and ``gnau audit round ROUND_ID [--json]``
 
 Every command but ``verify`` reads the log from its database (``--database``), or over gRPC from
@@ -63,6 +65,7 @@ from gnau_service.cli.remote import (
     refusal,
 )
 from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_size
+from gnau_service.cli.witness_options import add_witness_options, witness_policy
 from gnau_service.store import (
     DEFAULT_DATABASE_URL,
     DatabaseUrlError,
@@ -70,8 +73,11 @@ from gnau_service.store import (
     StoreError,
     open_reader,
 )
+from gnau_service.store.checkpoints import checkpoints_in
 
 PROGRESS_FROM = 10_000
+#: No limit, as SQL spells it: the largest LIMIT a 64-bit signed integer holds.
+_EVERY = 2**63 - 1
 
 #: Where the audit commands read the log: its database, or a service over gRPC.
 AuditLog: TypeAlias = LogReader | RemoteLog
@@ -118,6 +124,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="accept, with a warning, a bundle whose last entries no signed checkpoint covers",
     )
     verify.add_argument("--jobs", type=_positive_int, help="worker processes (default: every core)")
+    add_witness_options(verify)
     verify.set_defaults(run=run_verify)
 
     show = commands.add_parser("show", help="the latest rounds, one line each")
@@ -227,7 +234,9 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
     if end <= first_index:
         return _fail("the log has no entries in that range")
     # A database reads every checkpoint in one query; over gRPC only the range's are fetched.
-    source: LogSource = log.bundle_source(first_index, end) if isinstance(log, RemoteLog) else log
+    source: LogSource = (
+        log.bundle_source(first_index, end) if isinstance(log, RemoteLog) else _CosignedSource(log)
+    )
     # Written aside and renamed when whole: a broken connection leaves no half bundle behind.
     partial = args.out.with_name(args.out.name + ".partial")
     try:
@@ -243,6 +252,26 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
     written = entry_span(first_index, first_index + count)
     print(f"wrote {written} ({count:,} in all) to {args.out}")
     return 0
+
+
+@dataclass(frozen=True)
+class _CosignedSource:
+    """A database as a LogSource whose checkpoints carry their witness cosignatures, as
+    GetCheckpoints serves them (so a bundle is the same whichever way it was exported)."""
+
+    reader: LogReader
+
+    def iter_entries(self, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        return self.reader.iter_entries(start, end)
+
+    def checkpoints(self) -> list[str]:
+        return [note for _, note in checkpoints_in(self.reader, 0, None, _EVERY)]
+
+    def public_keys(self) -> list[str]:
+        return self.reader.public_keys()
+
+    def frontier(self, size: int) -> Frontier:
+        return self.reader.frontier(size)
 
 
 @dataclass(frozen=True)
@@ -303,6 +332,7 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     try:
         keys = [read_vkey(text) for text in args.key]
+        witnessed = witness_policy(args)
         # Bytes, as they are: reading text would turn CRLF into LF, and CRLF must be refused.
         pinned = args.checkpoint.read_bytes() if args.checkpoint else None
         # Binary lines split at LF only; text mode would also split at a lone CR.
@@ -314,6 +344,8 @@ def run_verify(args: argparse.Namespace) -> int:
                 allow_unanchored=args.allow_unanchored,
                 progress=_ProgressBar(),
                 jobs=args.jobs,
+                witnesses=witnessed.witnesses,
+                quorum=witnessed.quorum,
             )
     except (OSError, CannotVerifyError, UnusableKeyError) as error:
         return _fail(f"cannot verify {args.bundle}: {problem(error, named=args.bundle)}")

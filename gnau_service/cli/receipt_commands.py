@@ -2,7 +2,7 @@
 a round in the verifiable form ``gnau verify-round`` reads.
 
 - ``gnau receipt get ROUND_ID [--target HOST:PORT] [--token T] [--pin CHECKPOINT] [--out FILE]``
-- ``gnau verify-receipt FILE --key VKEY [--checkpoint PINNED]``
+- ``gnau verify-receipt FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]``
 - ``gnau round get ROUND_ID [--target ...] [--token T] [--json]``
 
 Exit statuses: 0 valid (or done), 1 invalid (the first failing step is named), 2 unreadable
@@ -32,6 +32,7 @@ from gnau_service.cli.remote import (
     read_vkey,
     refusal,
 )
+from gnau_service.cli.witness_options import add_witness_options, witness_policy
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.server.convert import revealed_round_from_proto
 
@@ -65,6 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the log's public key (C2SP vkey, or a file holding one); repeatable",
     )
     verify.add_argument("--checkpoint", type=Path, help="a signed checkpoint seen earlier")
+    add_witness_options(verify)
     verify.set_defaults(run=run_verify_receipt)
 
     round_ = subparsers.add_parser("round", help="fetch rounds from a running service")
@@ -122,13 +124,16 @@ def run_receipt_get(args: argparse.Namespace) -> int:
 def run_verify_receipt(args: argparse.Namespace) -> int:
     try:
         keys = [read_vkey(text) for text in args.key]
+        witnessed = witness_policy(args)
         # Bytes, as written: a pin with CRLF line ends is not the note that was signed.
         pinned = args.checkpoint.read_bytes().decode("utf-8") if args.checkpoint else None
         receipt = Receipt.from_text(args.receipt.read_bytes())
     except (OSError, UnicodeError, UnusableKeyError, ReceiptFormatError) as error:
         reason = problem(error, named=args.receipt)
         return _fail("verify-receipt", f"cannot verify {args.receipt}: {reason}")
-    report = verify_receipt(receipt, keys, pinned)
+    report = verify_receipt(
+        receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
+    )
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -36,6 +36,7 @@ from gnau_client._common import (
 )
 from gnau_client.aio import AsyncGnauClient
 from gnau_client.client import GnauClient
+from gnau_client.cosignatures import QuorumError, Witness
 
 __version__ = VERSION
 
@@ -53,6 +54,7 @@ __all__ = [
     "ListRoundsResponse",
     "Outcome",
     "PayoutTable",
+    "QuorumError",
     "RetryPolicy",
     "Round",
     "RoundState",
@@ -62,6 +64,7 @@ __all__ = [
     "Settlement",
     "TieRule",
     "VerifyRoundResponse",
+    "Witness",
     "__version__",
     "channel_options",
     "is_local_target",

@@ -16,6 +16,7 @@ from grpc import aio
 
 from gnau_client import _common
 from gnau_client._common import DEFAULT_TIMEOUT, ChannelOption, RetryPolicy
+from gnau_client.cosignatures import Witness, require_quorum
 
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
@@ -246,10 +247,27 @@ class AsyncGnauClient:
 
     # AuditService
 
-    async def get_checkpoint(self, *, timeout: float | None = None) -> str:
-        """The log's latest checkpoint, as C2SP signed-note text (verify it before use)."""
-        request = audit_pb2.GetCheckpointRequest()
-        return (await self._unary(self._audit.GetCheckpoint, request, timeout)).checkpoint
+    async def get_checkpoint(
+        self,
+        *,
+        witnesses: Sequence[str | Witness] = (),
+        quorum: int | None = None,
+        timeout: float | None = None,
+    ) -> str:
+        """The log's latest checkpoint, as C2SP signed-note text with the witnesses'
+        cosignatures (verify the log's signature before use).
+
+        With ``witnesses`` (their vkeys, or :class:`~gnau_client.cosignatures.Witness`) it asks
+        for the latest checkpoint the service's witnesses have cosigned, and raises
+        :class:`~gnau_client.cosignatures.QuorumError` unless at least ``quorum`` (default: all)
+        of these witnesses validly cosigned it; cosignatures from other keys are ignored.
+        """
+        pinned = [w if isinstance(w, Witness) else Witness.from_vkey(w) for w in witnesses]
+        required = len(pinned) if quorum is None else quorum
+        request = audit_pb2.GetCheckpointRequest(cosigned=bool(pinned))
+        note = (await self._unary(self._audit.GetCheckpoint, request, timeout)).checkpoint
+        require_quorum(note, pinned, required)
+        return note
 
     async def get_checkpoints(
         self, first_size: int, last_size: int = 0, *, timeout: float | None = None
