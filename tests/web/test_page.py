@@ -311,7 +311,7 @@ async def test_keyboard_alone_reaches_every_control_and_verifies(
         reached.append(focused)
     controls = [
         "round-id", "fetch-receipt", "receipt-text", "verify-pasted", "receipt-file", "vkey",
-        "fetch-key", "pinned-checkpoint", "table-id", "list-rounds",
+        "fetch-key", "pinned-checkpoint", "witness-keys", "quorum", "table-id", "list-rounds",
     ]  # fmt: skip
     positions = [reached.index(control) for control in controls]
     assert positions == sorted(positions), reached  # in reading order

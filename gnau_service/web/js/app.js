@@ -52,9 +52,12 @@ async function verifyText(text, origin) {
   $("round-section").hidden = true;
   const vkey = $("vkey").value.trim();
   const pinned = $("pinned-checkpoint").value;
+  const witnessVkeys = $("witness-keys").value.split("\n").map((line) => line.trim()).filter(Boolean);
+  const quorumText = $("quorum").value.trim();
+  const quorum = quorumText === "" ? null : /^[0-9]+$/.test(quorumText) ? Number(quorumText) : Number.NaN;
   let report;
   try {
-    report = await verifyDocument(text, { vkeys: vkey ? [vkey] : [], pinnedCheckpoint: pinned.trim() ? pinned : null });
+    report = await verifyDocument(text, { vkeys: vkey ? [vkey] : [], pinnedCheckpoint: pinned.trim() ? pinned : null, witnessVkeys, quorum });
   } catch (error) {
     const reason = error instanceof UnreadableError ? error.message : `this page could not check it (${error})`;
     showVerdict("unreadable", "Cannot check this", `${origin}: ${reason}`);
@@ -72,11 +75,12 @@ async function verifyText(text, origin) {
     );
   } else {
     const pin = report.pinnedSize === null ? "" : ` It is one history with your pinned checkpoint of ${report.pinnedSize} entries.`;
+    const cosigned = report.cosignedBy.length ? ` ${report.cosignedBy.length} of your witnesses cosigned that tree (${report.cosignedBy.join(", ")}).` : "";
     const state = report.state === "voided" ? `voided (${report.voidReason})` : report.state;
     showVerdict(
       "valid",
       `✓ VALID: round ${report.roundId}, ${state}`,
-      `Every step holds: ${report.passed.join(", ")}. It stands in the log's signed tree of ${report.checkpointSize} entries.${pin}`,
+      `Every step holds: ${report.passed.join(", ")}. It stands in the log's signed tree of ${report.checkpointSize} entries.${cosigned}${pin}`,
     );
   }
   $("verdict").title = summaryOf(report);

@@ -2,6 +2,7 @@
 // bare revealed round (gnau verify-round), for which only the fairness step applies.
 
 import { HEX_PAIRS, bytesOfHex, hexOf, quoted, utf8 } from "./bytes.js";
+import { cosigners, parseWitnessVkey } from "./cosignature.js";
 import { ed25519Verify } from "./crypto.js";
 import {
   REVEALED_ROUND_FORMAT,
@@ -378,11 +379,19 @@ function readLogged(document, roundId, fail) {
   }
 }
 
-async function checkpointStep(receipt, keys, pins) {
+async function checkpointStep(receipt, keys, pins, witnessing) {
   let failure = null;
   for (const origin of [...new Set(pins.map((pin) => pin.name))].sort()) {
     try {
       const checkpoint = await openCheckpoint(receipt.checkpoint, origin, keys);
+      if (witnessing.quorum > 0) {
+        const found = await cosigners(parseSignedNote(receipt.checkpoint), witnessing.witnesses);
+        if (found.length < witnessing.quorum) {
+          const names = found.map((witness) => witness.name).join(", ") || "none";
+          throw new StepFailure("checkpoint", `checkpoint has ${found.length} valid cosignatures from trusted witnesses (${names}), fewer than the quorum of ${witnessing.quorum}`);
+        }
+        checkpoint.cosignedBy = found.map((witness) => witness.name);
+      }
       const last = BigInt(receipt.entries.at(-1).index);
       if (checkpoint.size <= last) {
         throw new StepFailure("checkpoint", `the checkpoint's tree of ${checkpoint.size} entries does not reach entry ${last}`);
@@ -439,11 +448,12 @@ async function consistencyStep(receipt, checkpoint, pinned, keys) {
 
 /**
  * Check a read receipt against the pinned keys (parsed vkeys) and, optionally, a pinned
- * checkpoint's text. Returns {passed, failure: {step, reason} | null, state, checkpointSize,
- * pinnedSize, round, settlement}: every step that held, or the first that failed.
+ * checkpoint's text and a witness quorum ({witnesses: parsed witness vkeys, quorum}). Returns
+ * {passed, failure: {step, reason} | null, state, checkpointSize, cosignedBy, pinnedSize, round,
+ * settlement}: every step that held, or the first that failed.
  */
-export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null) {
-  const report = { roundId: receipt.roundId, passed: [], failure: null, state: "", checkpointSize: null, pinnedSize: null, round: null, settlement: null };
+export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witnessing = { witnesses: [], quorum: 0 }) {
+  const report = { roundId: receipt.roundId, passed: [], failure: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null };
   try {
     if (receipt.round !== null) report.round = await fairnessStep(receipt);
     report.passed.push("fairness");
@@ -457,8 +467,9 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null) {
     report.state = entries.at(-1).kind.replace("ROUND_", "").toLowerCase();
     report.voidReason = entries.at(-1).kind === "ROUND_VOIDED" ? String(entries.at(-1).payload.reason) : null;
     report.passed.push("outcome");
-    const checkpoint = await checkpointStep(receipt, keys, pins);
+    const checkpoint = await checkpointStep(receipt, keys, pins, witnessing);
     report.checkpointSize = checkpoint.size;
+    report.cosignedBy = checkpoint.cosignedBy ?? [];
     report.passed.push("checkpoint");
     await inclusionStep(receipt, checkpoint);
     report.passed.push("inclusion");
@@ -492,11 +503,13 @@ export async function verifyRound(value) {
 }
 
 /**
- * Verify a document given as text: a receipt (with `vkeys`, the pinned keys' text, and an
- * optional pinned checkpoint), a revealed round, or a test-vector file holding one. Returns
- * {kind: "receipt" | "round", ...the report}; throws UnreadableError when nothing can be checked.
+ * Verify a document given as text: a receipt (with `vkeys`, the pinned keys' text, an optional
+ * pinned checkpoint, and optional witness keys' text with the quorum of them that must have
+ * cosigned its checkpoint, all of them by default), a revealed round, or a test-vector file
+ * holding one. Returns {kind: "receipt" | "round", ...the report}; throws UnreadableError when
+ * nothing can be checked.
  */
-export async function verifyDocument(text, { vkeys = [], pinnedCheckpoint = null } = {}) {
+export async function verifyDocument(text, { vkeys = [], pinnedCheckpoint = null, witnessVkeys = [], quorum = null } = {}) {
   let value;
   try {
     value = parseJson(text);
@@ -519,7 +532,20 @@ export async function verifyDocument(text, { vkeys = [], pinnedCheckpoint = null
       throw error;
     }
   }
-  return { kind: "receipt", ...(await verifyReceipt(receipt, pins, pinnedCheckpoint)) };
+  const witnesses = [];
+  for (const vkey of witnessVkeys) {
+    try {
+      witnesses.push(await parseWitnessVkey(vkey));
+    } catch (error) {
+      if (error instanceof KeyFormatError) throw new UnreadableError(`a witness key cannot be used: ${error.message}`);
+      throw error;
+    }
+  }
+  const required = quorum ?? witnesses.length;
+  if (!Number.isInteger(required) || required < 0 || required > witnesses.length) {
+    throw new UnreadableError(`the quorum must be a whole number from 0 to the ${witnesses.length} witness keys, not ${quoted(String(quorum))}`);
+  }
+  return { kind: "receipt", ...(await verifyReceipt(receipt, pins, pinnedCheckpoint, { witnesses, quorum: required })) };
 }
 
 async function readableRound(value) {
@@ -544,5 +570,6 @@ export const summaryOf = (report) => {
   if (report.failure) return `round ${report.roundId}: INVALID at step ${report.failure.step}: ${report.failure.reason}`;
   if (report.kind === "round") return `round ${report.roundId}: VALID (revealed round): fairness holds; not checked against the log`;
   const pin = report.pinnedSize === null ? "" : `; one history with the pinned checkpoint of size ${report.pinnedSize}`;
-  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${pin}`;
+  const cosigned = report.cosignedBy?.length ? `, cosigned by ${report.cosignedBy.length} witnesses (${report.cosignedBy.join(", ")})` : "";
+  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${cosigned}${pin}`;
 };
