@@ -16,6 +16,9 @@ ALLOWED = {
     "fairness": {"fairness", "rules"},
     "audit": {"audit", "fairness", "rules"},
     "store": {"store", "audit"},
+    # The witness is a separate service: it checks and cosigns checkpoints with the audit floor
+    # and keeps its state with the store's SQLite helpers, but never uses the dealer's server.
+    "witness": {"witness", "audit", "store"},
 }
 
 

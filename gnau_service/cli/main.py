@@ -41,6 +41,7 @@ def _all_modules() -> tuple[ModuleType, ...]:
         receipt_commands,
         serve_commands,
         token_commands,
+        witness_commands,
     )
 
     return (
@@ -53,6 +54,7 @@ def _all_modules() -> tuple[ModuleType, ...]:
         db_commands,
         key_commands,
         token_commands,
+        witness_commands,
     )
 
 

@@ -1,0 +1,194 @@
+"""The witness's HTTP server: ``POST <prefix>/add-checkpoint`` as C2SP tlog-witness specifies.
+
+Checks, in the spec's order; every refusal is a short ``text/plain`` reason except 409:
+
+====  ==============================================================================
+400   the body is malformed (old-size line, proof lines, no empty line, a note or
+      checkpoint that does not parse), or ``old`` is larger than the checkpoint's size
+403   no signature from a key trusted for the origin verifies (or one of them fails)
+404   the origin is not a log this witness follows
+409   ``old`` is not the latest cosigned size, or the sizes match but the roots do
+      not; the body is the latest size and a newline, ``Content-Type: text/x.tlog.size``
+413   the body is larger than :data:`~gnau_service.witness.protocol.MAX_REQUEST_BYTES`
+422   the consistency proof does not verify
+503   the database cannot be used now (nothing was recorded or cosigned)
+200   the cosignature line(s), ``— <witness name> base64(key ID || time || signature)``
+====  ==============================================================================
+
+Every refusal of a validly signed checkpoint (400 for ``old`` too large, 409, 422) is recorded
+as evidence (:mod:`~gnau_service.witness.state`). The check and the record happen in one
+database transaction, run in a worker thread so that a slow disk never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Final
+
+import structlog
+from aiohttp import web
+
+from gnau_service.audit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
+from gnau_service.audit.cosignature import WitnessSigner
+from gnau_service.audit.note import NoteError, SignedNote
+from gnau_service.witness.logs import TrustedLogs
+from gnau_service.witness.protocol import (
+    ADD_CHECKPOINT_PATH,
+    COSIGNATURE_CONTENT_TYPE,
+    MAX_REQUEST_BYTES,
+    SIZE_CONTENT_TYPE,
+    MalformedRequestError,
+    parse_add_checkpoint,
+)
+from gnau_service.witness.state import WitnessState, WitnessStateError
+from gnau_service.witness.verdict import Refused
+
+log = structlog.get_logger("gnau.witness")
+
+#: The longest reason a refusal's body carries; reasons quote the request only in short slices.
+MAX_REASON_CHARS: Final = 400
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Witness:
+    """What the server needs: the key that cosigns, the logs it follows, its database."""
+
+    signer: WitnessSigner
+    logs: TrustedLogs
+    state: WitnessState
+    clock: Clock = utc_now
+
+
+def _refusal(status: int, reason: str) -> web.Response:
+    return web.Response(
+        status=status, text=reason[:MAX_REASON_CHARS] + "\n", content_type="text/plain"
+    )
+
+
+def witness_app(witness: Witness) -> web.Application:
+    """The aiohttp application; bodies above :data:`MAX_REQUEST_BYTES` get 413 unread."""
+    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_no_tracebacks])
+    app.router.add_post(witness.logs.prefix + ADD_CHECKPOINT_PATH, _handler(witness))
+    return app
+
+
+@web.middleware
+async def _no_tracebacks(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except Exception:
+        log.exception("add_checkpoint_failed")
+        return _refusal(500, "internal error")
+
+
+def _handler(witness: Witness) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def add_checkpoint(request: web.Request) -> web.Response:
+        return await handle_add_checkpoint(witness, await request.read())
+
+    return add_checkpoint
+
+
+async def handle_add_checkpoint(witness: Witness, body: bytes) -> web.Response:
+    """The response to one add-checkpoint body."""
+    try:
+        submitted = parse_add_checkpoint(body)
+        note = SignedNote.parse(submitted.note)
+        origin = Checkpoint.parse(note.text).origin
+    except (MalformedRequestError, NoteError, CheckpointError) as error:
+        return _refusal(400, f"malformed request: {error}")
+    keys = witness.logs.keys_for(origin)
+    if keys is None:
+        return _refusal(404, f"unknown log origin {origin[:100]!r}")
+    try:
+        signed = open_checkpoint(submitted.note, origin, keys)
+    except NoteError as error:
+        return _refusal(403, f"no trusted signature verifies: {error}")
+    try:
+        outcome = await asyncio.to_thread(
+            witness.state.add_checkpoint,
+            signed,
+            submitted.old_size,
+            submitted.proof,
+            witness.signer,
+            witness.clock(),
+        )
+    except WitnessStateError as error:
+        log.error("witness_database_unavailable", error=str(error)[:MAX_REASON_CHARS])
+        return _refusal(503, "the witness database is unavailable; try again later")
+    if isinstance(outcome, Refused):
+        log.warning(
+            "checkpoint_refused",
+            origin=origin,
+            size=signed.checkpoint.size,
+            old_size=submitted.old_size,
+            refusal=outcome.refusal.value,
+            status=outcome.status,
+        )
+        if outcome.status == 409:
+            return web.Response(
+                status=409,
+                body=f"{outcome.latest_size}\n".encode("ascii"),
+                headers={"Content-Type": SIZE_CONTENT_TYPE},
+            )
+        return _refusal(outcome.status, outcome.reason)
+    log.info("checkpoint_cosigned", origin=origin, size=signed.checkpoint.size)
+    return web.Response(
+        status=200,
+        body=outcome.line.encode("utf-8"),
+        headers={"Content-Type": COSIGNATURE_CONTENT_TYPE},
+    )
+
+
+@dataclass
+class RunningWitness:
+    """A started server: where it listens, and how to stop it."""
+
+    runner: web.AppRunner
+    addresses: list[tuple[str, int]]
+
+    async def stop(self) -> None:
+        await self.runner.cleanup()
+
+
+async def start_witness(witness: Witness, host: str, port: int) -> RunningWitness:
+    """Bind ``host:port`` (0 picks a free port) and serve until :meth:`RunningWitness.stop`."""
+    runner = web.AppRunner(witness_app(witness), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    addresses = [(str(address[0]), int(address[1])) for address in runner.addresses]
+    return RunningWitness(runner, addresses)
+
+
+async def serve_until_signalled(
+    witness: Witness, host: str, port: int, on_ready: Callable[[RunningWitness], None]
+) -> None:
+    """Serve until SIGTERM or SIGINT, then finish the requests in flight and stop."""
+    running = await start_witness(witness, host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    on_ready(running)
+    try:
+        await stop.wait()
+    finally:
+        await running.stop()
