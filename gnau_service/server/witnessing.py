@@ -40,9 +40,15 @@ import structlog
 
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.cosignature import WitnessKey, verify_cosignature
-from gnau_service.audit.note import NoteError, NoteSignature, SignedNote, encode_base64
+from gnau_service.audit.note import NoteError, NoteSignature, SignedNote
 from gnau_service.store import LogTail, Store, StoreError
 from gnau_service.store.cosignatures import add_cosignature, witness_progress
+from gnau_service.witness.protocol import (
+    ADD_CHECKPOINT_PATH,
+    SIZE_CONTENT_TYPE,
+    encode_add_checkpoint,
+    parse_size_response,
+)
 
 #: Seconds a submission may take, connection included, before it counts as a failure.
 SUBMIT_TIMEOUT_SECONDS: Final = 10.0
@@ -50,11 +56,8 @@ SUBMIT_TIMEOUT_SECONDS: Final = 10.0
 MAX_BACKOFF_SECONDS: Final = 60.0
 #: The largest witness answer read: a few signature lines are a few hundred bytes.
 MAX_RESPONSE_BYTES: Final = 64 * 1024
-#: The spec's limit on consistency proof lines in a request.
-MAX_PROOF_LINES: Final = 63
 #: Submissions in a row answered 409 before backing off (each 409 names a new size to try).
 MAX_CONFLICTS_IN_A_ROW: Final = 3
-TLOG_SIZE_TYPE: Final = "text/x.tlog.size"
 
 log = structlog.get_logger("gnau.witnessing")
 
@@ -104,7 +107,7 @@ class WitnessEndpoint:
 
     @property
     def add_checkpoint_url(self) -> str:
-        return f"{self.url}/add-checkpoint"
+        return self.url + ADD_CHECKPOINT_PATH
 
 
 @dataclass
@@ -124,31 +127,6 @@ class WitnessStatus:
     @property
     def name(self) -> str:
         return self.endpoint.key.name
-
-
-def add_checkpoint_body(old_size: int, proof: Sequence[bytes], note: str) -> bytes:
-    """The body of an add-checkpoint request: ``old N``, one base64 proof hash a line, a blank
-    line, then the signed checkpoint.
-
-    >>> add_checkpoint_body(2, [bytes(32)], "o\\n4\\nr\\n\\n— o sig\\n").decode()
-    'old 2\\nAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\\n\\no\\n4\\nr\\n\\n— o sig\\n'
-    """
-    if len(proof) > MAX_PROOF_LINES:
-        raise ValueError(f"a consistency proof of {len(proof)} hashes is longer than 63")
-    lines = [f"old {old_size}", *(encode_base64(node) for node in proof), ""]
-    return ("\n".join(lines) + "\n" + note).encode("utf-8")
-
-
-def parse_tlog_size(body: bytes) -> int | None:
-    """The size in a ``text/x.tlog.size`` body (decimal, then a newline); None if it is not one.
-
-    >>> parse_tlog_size(b"42\\n"), parse_tlog_size(b"042\\n"), parse_tlog_size(b"-1\\n")
-    (42, None, None)
-    """
-    text = body.decode("ascii", "replace").removesuffix("\n")
-    if not text.isascii() or not text.isdigit() or (len(text) > 1 and text[0] == "0"):
-        return None
-    return int(text)
 
 
 class Witnessing:
@@ -249,7 +227,7 @@ class Witnessing:
             if 0 < old < size
             else []
         )
-        body = add_checkpoint_body(old, proof, note)
+        body = encode_add_checkpoint(old, proof, note)
         assert self._session is not None, "start() first"
         endpoint = status.endpoint
         try:
@@ -263,8 +241,11 @@ class Witnessing:
             return Submission.UNREACHABLE
         if code == 200:
             return await self._cosigned(status, size, text, answer)
-        if code == 409 and content_type == TLOG_SIZE_TYPE:
-            held = parse_tlog_size(answer)
+        if code == 409 and content_type == SIZE_CONTENT_TYPE:
+            try:
+                held: int | None = parse_size_response(answer)
+            except ValueError:
+                held = None
             if held is not None and held != old:
                 status.witness_size = held
                 return Submission.CONFLICT
