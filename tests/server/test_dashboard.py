@@ -4,18 +4,24 @@ exports: compared against a scrape after real calls."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import yaml
 
+from gnau_service.server.app import running
+from gnau_service.server.config import Settings
 from gnau_service.server.errors import Reason
 from tests.server.conftest import Service
 from tests.server.test_metrics import scrape
 from tests.server.test_service import play, refusal, shuffle
+from tests.server.witnessed import down_witness
 
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "deploy" / "grafana" / "gnau-dealer.json"
@@ -78,6 +84,19 @@ def test_the_dashboard_uses_a_prometheus_datasource_variable() -> None:
     for panel in document["panels"]:
         assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
         assert panel["targets"], panel["title"]
+
+
+@pytest.fixture
+async def metered(settings: Settings) -> AsyncIterator[Service]:
+    """The metered service, asking a witness that is down: its metrics are exported too."""
+    witnessed = dataclasses.replace(
+        settings, http_listen="127.0.0.1:0", witnesses=(down_witness("witness.test/w1").flag,)
+    )
+    async with (
+        running(witnessed) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        yield Service(app, witnessed, channel)
 
 
 # One backend is enough: the names do not depend on it.
