@@ -129,6 +129,8 @@ async def test_get_checkpoint_serves_the_cosignatures_and_a_client_counts_them(
     assert accepted == response.checkpoint
 
 
+# The command line reads any backend alike: SQLite is enough.
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 async def test_the_cli_refuses_a_receipt_only_one_of_three_witnesses_cosigned(
     witnessed: Witnessed, tmp_path: Path
 ) -> None:
@@ -219,3 +221,30 @@ def test_a_witness_is_its_submission_prefix_and_its_key() -> None:
     ):
         with pytest.raises(WitnessSpecError):
             WitnessEndpoint.parse(bad)
+
+
+# The command line reads any backend alike: SQLite is enough.
+@pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+async def test_audit_verify_anchors_only_on_checkpoints_the_quorum_cosigned(
+    witnessed: Witnessed, tmp_path: Path
+) -> None:
+    await play(witnessed.service, "t1")
+    await witnessed.cosigned_by_up()
+    bundle = tmp_path / "bundle.jsonl"
+    database = witnessed.service.settings.database_url
+    exported = gnau("audit", "export", "--database", database, "--out", str(bundle))
+    assert exported.returncode == 0, exported.stderr
+    # The export carries the cosignatures: its last checkpoint has the log's and the witness's.
+    last = json.loads(bundle.read_text().splitlines()[-1 - witnessed.log_size()])["checkpoint"]
+    assert [s.name for s in SignedNote.parse(last).signatures] == [ORIGIN, witnessed.up.name]
+
+    vkey = witnessed.service.app.store.signer.vkey
+    witnesses = [arg for key in witnessed.keys for arg in ("--witness", key)]
+    base = ["audit", "verify", str(bundle), "--key", vkey, "--jobs", "1", *witnesses]
+    unanchored = gnau(*base, "--quorum", "2")
+    assert unanchored.returncode == 1, unanchored.stdout + unanchored.stderr
+    assert "no checkpoint was verified" in unanchored.stdout
+    assert "result: UNANCHORED" in unanchored.stdout
+    valid = gnau(*base, "--quorum", "1")
+    assert valid.returncode == 0, valid.stdout + valid.stderr
+    assert "result: VALID" in valid.stdout
