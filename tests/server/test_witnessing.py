@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,7 @@ from gnau_service.server.witnessing import (
     WitnessStatus,
 )
 from gnau_service.store.cosignatures import WitnessQuorum, cosigned_size
+from tests.schemas.test_receipt_script import docs_script
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_metrics import scrape, value
 from tests.server.test_service import play
@@ -36,6 +39,7 @@ from tests.server.witnessed import WitnessSpec, down_witness, local_witness, log
 from tests.serving import gnau
 
 ORIGIN = "gnau-dealer/witnessed"
+STEPS_WITHOUT_PIN = "fairness, entries, round, outcome, checkpoint, inclusion"
 
 
 @dataclass
@@ -157,6 +161,20 @@ async def test_the_cli_refuses_a_receipt_only_one_of_three_witnesses_cosigned(
     unusable = gnau(*base, "--quorum", "4")
     assert unusable.returncode == 2
     assert "--quorum 4 is not between 0 and the 3 --witness" in unusable.stderr
+
+    # The standalone script of docs/receipts.md says the same, in an isolated interpreter.
+    script = tmp_path / "verify_receipt.py"
+    script.write_text(docs_script(), encoding="utf-8")
+    said = {}
+    for quorum in ("2", "1"):
+        ran = subprocess.run(
+            [sys.executable, "-I", str(script), str(path), vkey, *witnesses, "--quorum", quorum],
+            capture_output=True, text=True, check=False, timeout=120, cwd=tmp_path,
+        )  # fmt: skip
+        said[quorum] = (ran.returncode, ran.stdout + ran.stderr)
+    assert said["2"][0] == 1, said
+    assert "INVALID at step checkpoint: 1 of the witnesses cosigned, not 2" in said["2"][1]
+    assert said["1"] == (0, f"round {round_.round_id}: VALID: {STEPS_WITHOUT_PIN}\n"), said
 
 
 async def test_a_409_is_retried_from_the_size_the_witness_holds(
