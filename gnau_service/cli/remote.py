@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import grpc
 from gnau_client import GnauClient, is_local_target
@@ -45,6 +46,9 @@ def add_target_option(
 
 class TargetError(Exception):
     """The service cannot be called as asked: the message is one line for stderr."""
+
+
+K = TypeVar("K")
 
 
 class UnusableKeyError(ValueError):
@@ -100,14 +104,20 @@ def refusal(target: str, error: grpc.RpcError) -> str:
 
 def read_vkey(text: str) -> Verifier:
     """A log's verifier key given as itself, or as a file holding one."""
+    return read_key(text, "--key", Verifier.from_vkey)
+
+
+def read_key(text: str, flag: str, parse: Callable[[str], K]) -> K:
+    """A key given to ``flag`` as itself (a vkey has "+" signs), or as a file holding one;
+    ``parse`` reads the vkey."""
     path = Path(text)
     if "+" not in text and path.is_file():
         try:
             text = path.read_bytes().decode("utf-8").strip()
         except UnicodeDecodeError as error:
-            raise UnusableKeyError(f"--key file {path} is not UTF-8: {error.reason}") from None
+            raise UnusableKeyError(f"{flag} file {path} is not UTF-8: {error.reason}") from None
     try:
-        return Verifier.from_vkey(text)
+        return parse(text)
     # KeyFormatError, or the UnicodeEncodeError of a key name holding a lone surrogate.
     except ValueError as error:
-        raise UnusableKeyError(f"--key: {clip(str(error), 200)}") from None
+        raise UnusableKeyError(f"{flag}: {clip(str(error), 200)}") from None

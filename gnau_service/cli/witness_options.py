@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
-from pathlib import Path
 
 from gnau_service.audit.cosignature import WitnessKey
-from gnau_service.audit.entries import clip
-from gnau_service.cli.remote import UnusableKeyError
+from gnau_service.cli.remote import UnusableKeyError, read_key
 
 
 @dataclass(frozen=True)
@@ -45,23 +43,12 @@ def add_witness_options(parser: argparse.ArgumentParser) -> None:
 
 def witness_policy(args: argparse.Namespace) -> WitnessPolicy:
     """The policy the options give; raises :class:`UnusableKeyError` for a bad key or quorum."""
-    keys = tuple(dict.fromkeys(_read_witness_key(text) for text in args.witness))
+    keys = tuple(
+        dict.fromkeys(read_key(text, "--witness", WitnessKey.from_vkey) for text in args.witness)
+    )
     quorum = len(keys) if args.quorum is None else args.quorum
     if not keys and args.quorum:
         raise UnusableKeyError("--quorum needs the witnesses' keys (--witness VKEY)")
     if not 0 <= quorum <= len(keys):
         raise UnusableKeyError(f"--quorum {quorum} is not between 0 and the {len(keys)} --witness")
     return WitnessPolicy(keys, quorum)
-
-
-def _read_witness_key(text: str) -> WitnessKey:
-    path = Path(text)
-    if "+" not in text and path.is_file():
-        try:
-            text = path.read_bytes().decode("utf-8").strip()
-        except UnicodeDecodeError as error:
-            raise UnusableKeyError(f"--witness file {path} is not UTF-8: {error.reason}") from None
-    try:
-        return WitnessKey.from_vkey(text)
-    except ValueError as error:
-        raise UnusableKeyError(f"--witness: {clip(str(error), 200)}") from None

@@ -16,7 +16,7 @@ from grpc import aio
 
 from gnau_client import _common
 from gnau_client._common import DEFAULT_TIMEOUT, ChannelOption, RetryPolicy
-from gnau_client.cosignatures import Witness, require_quorum
+from gnau_client.cosignatures import Witness, WitnessPolicy
 
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
@@ -262,12 +262,10 @@ class AsyncGnauClient:
         :class:`~gnau_client.cosignatures.QuorumError` unless at least ``quorum`` (default: all)
         of these witnesses validly cosigned it; cosignatures from other keys are ignored.
         """
-        pinned = [w if isinstance(w, Witness) else Witness.from_vkey(w) for w in witnesses]
-        required = len(pinned) if quorum is None else quorum
-        request = audit_pb2.GetCheckpointRequest(cosigned=bool(pinned))
-        note = (await self._unary(self._audit.GetCheckpoint, request, timeout)).checkpoint
-        require_quorum(note, pinned, required)
-        return note
+        policy = WitnessPolicy.of(witnesses, quorum)
+        request = audit_pb2.GetCheckpointRequest(cosigned=bool(policy.witnesses))
+        response = await self._unary(self._audit.GetCheckpoint, request, timeout)
+        return policy.check(response.checkpoint)
 
     async def get_checkpoints(
         self, first_size: int, last_size: int = 0, *, timeout: float | None = None

@@ -17,7 +17,7 @@ from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc, roun
 
 from gnau_client import _common
 from gnau_client._common import DEFAULT_TIMEOUT, ChannelOption, RetryPolicy
-from gnau_client.cosignatures import Witness, require_quorum
+from gnau_client.cosignatures import Witness, WitnessPolicy
 
 _Request = TypeVar("_Request")
 _Response = TypeVar("_Response")
@@ -287,12 +287,9 @@ class GnauClient:
         :class:`~gnau_client.cosignatures.QuorumError` unless at least ``quorum`` (default: all)
         of these witnesses validly cosigned it; cosignatures from other keys are ignored.
         """
-        pinned = [w if isinstance(w, Witness) else Witness.from_vkey(w) for w in witnesses]
-        required = len(pinned) if quorum is None else quorum
-        request = audit_pb2.GetCheckpointRequest(cosigned=bool(pinned))
-        note = self._unary(self._audit.GetCheckpoint, request, timeout).checkpoint
-        require_quorum(note, pinned, required)
-        return note
+        policy = WitnessPolicy.of(witnesses, quorum)
+        request = audit_pb2.GetCheckpointRequest(cosigned=bool(policy.witnesses))
+        return policy.check(self._unary(self._audit.GetCheckpoint, request, timeout).checkpoint)
 
     def get_checkpoints(
         self, first_size: int, last_size: int = 0, *, timeout: float | None = None

@@ -102,6 +102,25 @@ def cosigners(note: str, witnesses: Iterable[Witness]) -> list[Witness]:
     ]
 
 
+@dataclass(frozen=True)
+class WitnessPolicy:
+    """The witnesses a client pins and how many of them must have cosigned a checkpoint."""
+
+    witnesses: tuple[Witness, ...]
+    quorum: int
+
+    @classmethod
+    def of(cls, witnesses: Iterable[str | Witness], quorum: int | None) -> WitnessPolicy:
+        """From vkeys (or :class:`Witness`); ``quorum`` None means all of them."""
+        pinned = tuple(w if isinstance(w, Witness) else Witness.from_vkey(w) for w in witnesses)
+        return cls(pinned, len(pinned) if quorum is None else quorum)
+
+    def check(self, note: str) -> str:
+        """``note``, once :func:`require_quorum` has passed it."""
+        require_quorum(note, self.witnesses, self.quorum)
+        return note
+
+
 def require_quorum(note: str, witnesses: Iterable[Witness], quorum: int) -> list[Witness]:
     """:func:`cosigners`, or :class:`QuorumError` if fewer than ``quorum`` of them."""
     pinned = list(dict.fromkeys(witnesses))
