@@ -78,14 +78,21 @@ def served_checkpoint(
     """The checkpoint to serve, as ``(size, note with its cosignatures)``: the newest of at
     least ``at_least`` entries that ``quorum`` has cosigned if ``cosigned`` and there is one,
     else the latest; None if the log has signed none."""
-    size = cosigned_size(reader, quorum, at_least) if cosigned else None
-    if size is None:
-        rows = reader.query("SELECT MAX(size) FROM log_checkpoints")
-        if not rows or rows[0][0] is None:
-            return None
-        size = int(rows[0][0])
-    note = reader.checkpoint(size)
-    return None if note is None else (size, with_cosignatures(reader, size, note))
+    if cosigned and quorum.threshold > 0:
+        size = cosigned_size(reader, quorum, at_least)
+        note = None if size is None else reader.checkpoint(size)
+        if size is not None and note is not None:
+            return size, with_cosignatures(reader, size, note)
+    # The latest and its cosignatures in one read (the path of every plain GetCheckpoint).
+    rows = reader.query(
+        "SELECT latest.size, latest.note, c.line FROM"
+        " (SELECT size, note FROM log_checkpoints ORDER BY size DESC LIMIT 1) AS latest"
+        " LEFT JOIN checkpoint_cosignatures AS c ON c.size = latest.size ORDER BY c.witness"
+    )
+    if not rows:
+        return None
+    lines = "".join(f"{row[2]}\n" for row in rows if row[2] is not None)
+    return int(rows[0][0]), str(rows[0][1]) + lines
 
 
 def with_cosignatures_in(reader: LogReader, notes: Sequence[tuple[int, str]]) -> list[str]:
