@@ -232,7 +232,7 @@ class Witnessing:
         endpoint = status.endpoint
         try:
             async with self._session.post(endpoint.add_checkpoint_url, data=body) as response:
-                answer = await response.content.read(MAX_RESPONSE_BYTES)
+                answer = await _read_at_most(response, MAX_RESPONSE_BYTES)
                 code, content_type = response.status, response.content_type
         except (aiohttp.ClientError, TimeoutError) as error:
             log.warning(
@@ -247,6 +247,15 @@ class Witnessing:
             except ValueError:
                 held = None
             if held is not None and held != old:
+                if held > size:
+                    # Not this log's history as this database holds it: a restore from an older
+                    # backup, or another writer. Asked again only once the log is larger.
+                    log.error(
+                        "witness holds a larger checkpoint than the log",
+                        witness=status.name,
+                        witness_size=held,
+                        log_size=size,
+                    )
                 status.witness_size = held
                 return Submission.CONFLICT
             if held == old:
@@ -287,3 +296,14 @@ class Witnessing:
         await self._store.run_async(lambda tx: add_cosignature(tx, size, key.vkey, line, timestamp))
         status.cosigned_size, status.cosigned_at = size, timestamp
         return Submission.COSIGNED
+
+
+async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The response's body, cut at ``limit`` bytes: a witness answers a few lines, and a
+    larger answer is not read further."""
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(limit):
+        body += chunk
+        if len(body) >= limit:
+            break
+    return bytes(body[:limit])
