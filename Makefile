@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	fairness-evidence dieharder-evidence clean
+	bench-witness fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -37,7 +37,7 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover
+	bench-failover bench-witness
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -59,6 +59,10 @@ bench-metrics: $(INSTALLED)
 
 bench-key-check: $(INSTALLED)
 	$(BIN)/python bench/bench_key_check.py
+
+## bench-witness: cosignatures/s and CPU per add-checkpoint of `gnau witness` (about 10 s)
+bench-witness: $(INSTALLED)
+	$(BIN)/python bench/bench_witness.py
 
 ## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
 ## run; needs the postgresql-15 server binaries)
