@@ -5,8 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover bench-witnessing \
-	fairness-evidence dieharder-evidence clean
+.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
+	bench-witness bench-witnessing fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -37,7 +37,7 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witnessing
+	bench-failover bench-witness bench-witnessing
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -59,6 +59,10 @@ bench-metrics: $(INSTALLED)
 
 bench-key-check: $(INSTALLED)
 	$(BIN)/python bench/bench_key_check.py
+
+## bench-witness: cosignatures/s and CPU per add-checkpoint of `gnau witness` (about 10 s)
+bench-witness: $(INSTALLED)
+	$(BIN)/python bench/bench_witness.py
 
 ## bench-witnessing: what a verifier pays for a witness quorum (a few seconds)
 bench-witnessing: $(INSTALLED)

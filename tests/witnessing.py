@@ -144,29 +144,18 @@ def witness_process(
         made = gnau("witness", "keygen", "--name", name, "--key", str(key_path))
         assert made.returncode == 0, made.stderr
     database = f"sqlite:///{directory / 'witness.db'}"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gnau_service.cli.main",
-            "witness",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--key",
-            str(key_path),
-            "--logs",
-            str(logs_toml),
-            "--database",
-            database,
-            "--log-format",
-            "console",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=open(directory / "witness.stderr", "w"),  # noqa: SIM115  (the child owns it)
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    with open(directory / "witness.stderr", "w") as stderr:  # the child keeps its own copy
+        process = subprocess.Popen(
+            [
+                sys.executable, "-m", "gnau_service.cli.main", "witness", "serve",
+                "--listen", "127.0.0.1:0", "--key", str(key_path), "--logs", str(logs_toml),
+                "--database", database, "--log-format", "console",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
     assert process.stdout is not None
     lines: list[str] = []
     ready = threading.Event()

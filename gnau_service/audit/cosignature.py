@@ -40,13 +40,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.note import (
-    ED25519_PUBLIC_KEY_SIZE,
     ED25519_SIGNATURE_SIZE,
     ED25519_SIGNATURE_TYPE,
     KeyFormatError,
     NoteError,
     NoteSignature,
     SignedNote,
+    check_ed25519_key,
     check_key_name,
     check_note_text,
     decode_base64,
@@ -122,12 +122,7 @@ class WitnessKey:
     key_id: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_key_name(self.name)
-        if len(self.public_key) != ED25519_PUBLIC_KEY_SIZE:
-            raise KeyFormatError(
-                f"Ed25519 public key must be {ED25519_PUBLIC_KEY_SIZE} bytes, "
-                f"got {len(self.public_key)}"
-            )
+        check_ed25519_key(self.name, self.public_key)
         object.__setattr__(self, "key_id", key_id(self.name, self.public_key, COSIGNATURE_V1_TYPE))
 
     @classmethod

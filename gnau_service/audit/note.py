@@ -186,6 +186,16 @@ def parse_vkey(
     return name, signature_type, public_key
 
 
+def check_ed25519_key(name: str, public_key: bytes) -> None:
+    """A valid key name and a 32-byte Ed25519 public key that decodes (then cached for use)."""
+    check_key_name(name)
+    if len(public_key) != ED25519_PUBLIC_KEY_SIZE:
+        raise KeyFormatError(
+            f"Ed25519 public key must be {ED25519_PUBLIC_KEY_SIZE} bytes, got {len(public_key)}"
+        )
+    _ed25519_public_key(public_key)  # fail early, and warm the cache
+
+
 def verify_ed25519(public_key: bytes, message: bytes, signature: bytes) -> bool:
     """Whether ``signature`` is the raw Ed25519 signature of ``message`` by ``public_key``."""
     if len(signature) != ED25519_SIGNATURE_SIZE:
@@ -219,14 +229,8 @@ class Verifier:
     key_id: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        check_key_name(self.name)
-        if len(self.public_key) != ED25519_PUBLIC_KEY_SIZE:
-            raise KeyFormatError(
-                f"Ed25519 public key must be {ED25519_PUBLIC_KEY_SIZE} bytes, "
-                f"got {len(self.public_key)}"
-            )
+        check_ed25519_key(self.name, self.public_key)
         object.__setattr__(self, "key_id", key_id(self.name, self.public_key))
-        _ed25519_public_key(self.public_key)  # fail early, and warm the cache
 
     @classmethod
     def from_vkey(cls, vkey: str) -> Verifier:

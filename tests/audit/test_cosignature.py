@@ -314,3 +314,25 @@ def test_with_cosignatures_keeps_existing_lines_once() -> None:
     line = cosign(W1, BODY, 3)
     note = with_cosignatures(cosigned_note(line), [line, cosign(W2, BODY, 4)])
     assert [s.name for s in note.signatures] == [LOG.name, W1.name, W2.name]
+
+
+# --- An independent implementation's output -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "case",
+    COSIGNATURE["independent_implementation"]["cases"],
+    ids=lambda case: case["name"],
+)
+def test_independent_implementation_vectors(case: dict[str, Any]) -> None:
+    """aics-tlog's cosignatures verify here, and ours are the same bytes (extension lines, the
+    largest time and size, an OID name included)."""
+    signer = WitnessSigner(
+        case["name"], Ed25519PrivateKey.from_private_bytes(bytes.fromhex(case["seed_hex"]))
+    )
+    assert signer.vkey == case["vkey"]
+    theirs = NoteSignature.parse(case["signature_line"])
+    key = WitnessKey.from_vkey(case["vkey"])
+    assert verify_cosignature(key, case["checkpoint_body"], theirs) == case["timestamp"]
+    ours = cosign(signer, case["checkpoint_body"], case["timestamp"])
+    assert ours.line == case["signature_line"] + "\n"

@@ -408,3 +408,24 @@ def test_checkpoint_sizes_up_to_2_64_minus_1_are_stored_exactly(tmp_path: Path) 
     latest = state.latest(log.origin)
     assert latest is not None and latest.checkpoint == Checkpoint(log.origin, top, root)
     assert verify_cosignature(WitnessKey.from_vkey(signer.vkey), note.text, result)
+
+
+def test_cosignature_times_never_go_back_when_the_clock_does(tmp_path: Path) -> None:
+    log = GrowingLog.new(size=3)
+    state = WitnessState(tmp_path / "w.db")
+    signer = WitnessSigner.generate("w.example/w")
+    times = []
+    for clock in (NOW, NOW.replace(year=2020), NOW.replace(year=2027)):
+        old = log.tree.size
+        log.grow(1)
+        signed = open_checkpoint(log.checkpoint().encode(), log.origin, [log.signer.verifier])
+        result = state.add_checkpoint(
+            signed, old if times else 0, log.proof(old) if times else (), signer, clock
+        )
+        assert isinstance(result, NoteSignature)
+        times.append(verify_cosignature(signer.key, log.checkpoint().text, result))
+    assert times == [
+        int(NOW.timestamp()),
+        int(NOW.timestamp()),
+        int(NOW.replace(year=2027).timestamp()),
+    ]
