@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	bench-witness bench-witnessing fairness-evidence dieharder-evidence clean
+	bench-witness bench-quorum fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -37,7 +37,7 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witness bench-witnessing
+	bench-failover bench-witness bench-quorum
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -64,9 +64,9 @@ bench-key-check: $(INSTALLED)
 bench-witness: $(INSTALLED)
 	$(BIN)/python bench/bench_witness.py
 
-## bench-witnessing: what a verifier pays for a witness quorum (a few seconds)
-bench-witnessing: $(INSTALLED)
-	$(BIN)/python bench/bench_witnessing.py
+## bench-quorum: what a verifier pays for a witness quorum (a few seconds)
+bench-quorum: $(INSTALLED)
+	$(BIN)/python bench/bench_quorum.py
 
 ## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
 ## run; needs the postgresql-15 server binaries)

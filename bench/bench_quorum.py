@@ -1,7 +1,7 @@
 """What a witness quorum costs a verifier: opening a checkpoint alone, beside opening it and
 counting the cosignatures of a quorum of 2 of 3 pinned witnesses, in the same run.
 
-Run: ``.venv/bin/python bench/bench_witnessing.py [--checks N] [--rounds R]`` (a few seconds).
+Run: ``.venv/bin/python bench/bench_quorum.py [--checks N] [--rounds R]`` (a few seconds).
 The checkpoint carries the log's signature and two witnesses' cosignatures (the third witness is
 pinned but silent). Opening it verifies the log's Ed25519 signature; the quorum adds one Ed25519
 verification per cosignature from a pinned key. Both are timed in CPU seconds per check, rounds
