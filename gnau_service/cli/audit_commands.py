@@ -74,6 +74,7 @@ from gnau_service.store import (
     open_reader,
 )
 from gnau_service.store.checkpoints import checkpoints_in
+from gnau_service.store.cosignatures import keeps_cosignatures
 
 PROGRESS_FROM = 10_000
 #: No limit, as SQL spells it: the largest LIMIT a 64-bit signed integer holds.
@@ -265,6 +266,8 @@ class _CosignedSource:
         return self.reader.iter_entries(start, end)
 
     def checkpoints(self) -> list[str]:
+        if not keeps_cosignatures(self.reader):  # a schema from before migration 4
+            return self.reader.checkpoints()
         return [note for _, note in checkpoints_in(self.reader, 0, None, _EVERY)]
 
     def public_keys(self) -> list[str]:

@@ -47,6 +47,14 @@ class WitnessProgress:
     timestamp: int
 
 
+def keeps_cosignatures(reader: LogReader) -> bool:
+    """Whether the database has the cosignatures' table: a reader of a database whose schema
+    predates migration 4 (not migrated yet) finds none there, rather than an error."""
+    backend = reader.backend
+    with backend.unavailable_as_store_error(), backend.reader() as connection:
+        return backend.has_table(connection, "checkpoint_cosignatures")
+
+
 def add_cosignature(tx: Transaction, size: int, witness: str, line: str, timestamp: int) -> None:
     """Keep a verified cosignature ``line`` (without its newline) of the checkpoint of ``size``
     by the witness whose verifier key is ``witness``. A second one for the same checkpoint and

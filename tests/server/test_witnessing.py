@@ -30,13 +30,17 @@ from gnau_service.server.witnessing import (
     WitnessSpecError,
     WitnessStatus,
 )
+from gnau_service.store import Store
 from gnau_service.store.cosignatures import WitnessQuorum, cosigned_size
+from tests.audit.logs import new_signer
 from tests.schemas.test_receipt_script import docs_script
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_metrics import scrape, value
 from tests.server.test_service import play
 from tests.server.witnessed import WitnessSpec, down_witness, local_witness, log_vkey, until
 from tests.serving import gnau
+from tests.store.test_schema_startup import older_gnau
+from tests.store.test_store import append_many
 
 ORIGIN = "gnau-dealer/witnessed"
 STEPS_WITHOUT_PIN = "fairness, entries, round, outcome, checkpoint, inclusion"
@@ -266,3 +270,17 @@ async def test_audit_verify_anchors_only_on_checkpoints_the_quorum_cosigned(
     valid = gnau(*base, "--quorum", "1")
     assert valid.returncode == 0, valid.stdout + valid.stderr
     assert "result: VALID" in valid.stdout
+
+
+def test_a_database_from_before_migration_4_still_exports(tmp_path: Path) -> None:
+    """The command line reads databases it does not migrate: one without the cosignatures'
+    table exports its checkpoints as they are."""
+    url = f"sqlite:///{tmp_path / 'v3.db'}"
+    with Store(older_gnau(url, 3), new_signer()) as store:
+        append_many(store, 3)
+        notes = store.checkpoints()
+    bundle = tmp_path / "bundle.jsonl"
+    exported = gnau("audit", "export", "--database", url, "--out", str(bundle))
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(line) for line in bundle.read_text().splitlines()[1:]]
+    assert [line["checkpoint"] for line in lines if "checkpoint" in line] == notes
