@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	fairness-evidence dieharder-evidence clean
+	bench-par-montecarlo fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -37,10 +37,15 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover
+	bench-failover \
+	bench-par-montecarlo
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
+
+## bench-par-montecarlo: the numpy batch evaluator against Evaluator.rank, and simulated rounds/s
+bench-par-montecarlo: $(INSTALLED)
+	$(BIN)/python bench/bench_par_montecarlo.py
 
 bench-fairness: $(INSTALLED)
 	$(BIN)/python bench/bench_shuffle.py
