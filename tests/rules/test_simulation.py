@@ -193,3 +193,69 @@ def test_the_check_can_fail() -> None:
         shoe=[card.index for card in SMALL_SHOE],
     )
     assert exact.check(other) != []
+
+
+# -- full shoes, against the PAR sheet ----------------------------------------------------------
+
+
+def par_distribution(rules: HouseRules) -> Distribution:
+    """The PAR sheet's outcomes as (outcome, result per unit stake) probabilities."""
+    from gnau_service.rules.par import par_sheet
+
+    distribution: Counter[tuple[Outcome, int]] = Counter()
+    for row in par_sheet(rules).outcomes:
+        distribution[(row.outcome, row.units)] += row.probability  # type: ignore[assignment]
+    return dict(distribution)
+
+
+def check_against_par(name: str, rounds: int, seed: int) -> None:
+    from gnau_service.rules.par import par_sheet
+
+    rules = HouseRules.from_mapping(RULE_SETS[name])
+    exact, sheet = Exact(par_distribution(rules)), par_sheet(rules)
+    # The sheet's own figures are the ones the distribution gives.
+    assert (exact.mean, exact.central_moment(2)) == (sheet.mean, sheet.variance)
+    assert exact.probability(Outcome.TIE) == sheet.push_frequency
+    simulated = simulate(rules, rounds, seed=seed)
+    assert exact.check(simulated) == []
+    hits = sum(n for (_, delta), n in simulated.counts.items() if delta > 0) / rounds
+    assert abs(hits - sheet.hit_frequency) <= Z * _se(sheet.hit_frequency, rounds)
+
+
+@pytest.mark.parametrize("name", RULE_SETS)
+def test_simulation_agrees_with_the_par_sheet(name: str) -> None:
+    """500,000 rounds per rule set: the mean to within about 0.011 per unit stake."""
+    check_against_par(name, 500_000, seed=2026)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", RULE_SETS)
+def test_ten_million_simulated_rounds_agree_with_the_par_sheet(name: str) -> None:
+    """10^7 rounds per rule set: the mean to within about 0.0025 per unit stake."""
+    check_against_par(name, 10_000_000, seed=14_000)
+
+
+# -- the real shuffle path ----------------------------------------------------------------------
+
+
+def test_rounds_through_the_real_shuffle_agree_with_the_par_sheet() -> None:
+    """Rounds committed, locked, shuffled by the HMAC_DRBG Fisher-Yates and dealt round-robin
+    exactly as the service does, from fixed seeds: each settled by ``settle`` and by the
+    vectorised settlement alike, and their mean within Z standard errors of the sheet's."""
+    from gnau_service.rules.par import par_sheet
+
+    rules, rounds = HouseRules(), 3_000
+    players, dealers, deltas = [], [], []
+    for i in range(rounds):
+        seed = hashlib.sha256(f"montecarlo/{i}".encode()).digest()
+        committed = CommittedRound(f"mc-{i}", rules, server_seed=seed)
+        deal = committed.lock([LockedSeat(1, "player", 1)]).deal().deal
+        (seat,) = settle(deal.dealer_hand, [PlayerHand(1, deal.hand_of(1), 1)], rules).seats
+        players.append([card.index for card in deal.hand_of(1)])
+        dealers.append([card.index for card in deal.dealer_hand])
+        deltas.append(seat.delta)
+    settled = settle_heads_up(np.array(players), np.array(dealers), rules)
+    assert settled.deltas.tolist() == deltas
+    sheet = par_sheet(rules)
+    mean = sum(deltas) / rounds
+    assert abs(mean - sheet.mean) <= Z * sheet.standard_deviation / math.sqrt(rounds)
