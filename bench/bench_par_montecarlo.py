@@ -73,7 +73,8 @@ def main() -> None:
         f"  numpy BatchEvaluator.strengths    {batch_rate:>13,.0f} hands/s  "
         f"{1e9 * batch_cpu / len(batch):6.1f} ns CPU/hand  ({len(batch):,} hands)"
     )
-    print(f"  ratio batch / scalar              {batch_rate / scalar_rate:>13.1f}x  (target: 1e7/s)")
+    ratio = batch_rate / scalar_rate
+    print(f"  ratio batch / scalar              {ratio:>13.1f}x  (target: 1e7 hands/s)")
 
     print(f"\nSimulated heads-up rounds: deal, evaluate, settle (best of {args.repeats})")
     for name, simulated in (("1 deck", rules), ("2 decks", HouseRules(decks=2))):

@@ -47,9 +47,9 @@ def table(*hands: tuple[Card, ...] | list[Card]) -> np.ndarray:
 def physical_deals(decks: int) -> st.SearchStrategy[list[Card]]:
     """Ten distinct physical cards of ``decks`` decks (identical cards possible from two)."""
     shoe = standard_deck(decks)
-    return st.lists(
-        st.integers(0, len(shoe) - 1), min_size=10, max_size=10, unique=True
-    ).map(lambda positions: [shoe[p] for p in positions])
+    return st.lists(st.integers(0, len(shoe) - 1), min_size=10, max_size=10, unique=True).map(
+        lambda positions: [shoe[p] for p in positions]
+    )
 
 
 @given(RULES, st.data())
@@ -113,9 +113,13 @@ def test_known_hands(cards: str, strength: int) -> None:
 def test_suits_and_high_cards() -> None:
     hands = [parse_cards("KH QH JH 7H 2H"), parse_cards("KH QH JH 7H 2S"), parse_cards("AS 2D")]
     assert suited(table(*hands[:2])).tolist() == [True, False]
-    assert high_cards(table(*hands[:2])).tolist() == [
-        high_card(hands[0])[0] * 4 + high_card(hands[0])[1],
-    ] * 2
+    assert (
+        high_cards(table(*hands[:2])).tolist()
+        == [
+            high_card(hands[0])[0] * 4 + high_card(hands[0])[1],
+        ]
+        * 2
+    )
     ace_of_spades, two_of_diamonds = table(hands[2][:1]), table(hands[2][1:])
     assert high_cards(two_of_diamonds)[0] > high_cards(ace_of_spades)[0]  # rank before suit
 

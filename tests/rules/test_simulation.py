@@ -119,8 +119,7 @@ class Exact:
             figures.append((f"P(result {amount})", observed.get(amount, 0), p, _se(p, n)))
         assert set(observed) <= set(self.amounts()), "a result the exact figures never give"
         return [
-            f"{name}: simulated {float(got):.6f}, exact {float(want):.6f}, "
-            f"standard error {se:.2e}"
+            f"{name}: simulated {float(got):.6f}, exact {float(want):.6f}, standard error {se:.2e}"
             for name, got, want, se in figures
             if abs(float(got) - float(want)) > Z * se or (se == 0 and got != want)
         ]
@@ -153,18 +152,15 @@ def vectorised_exact(shoe: tuple, rules: HouseRules) -> Distribution:  # type: i
     pairs = [
         (player, dealer)
         for player in itertools.combinations(range(len(shoe)), 5)
-        for dealer in itertools.combinations(
-            [p for p in range(len(shoe)) if p not in player], 5
-        )
+        for dealer in itertools.combinations([p for p in range(len(shoe)) if p not in player], 5)
     ]
     index = np.array([card.index for card in shoe], dtype=np.intp)
     players = index.take(np.array([player for player, _ in pairs]))
     dealers = index.take(np.array([dealer for _, dealer in pairs]))
     settled = settle_heads_up(players, dealers, rules)
     codes = {1: Outcome.WIN, 0: Outcome.TIE, -1: Outcome.LOSE}
-    counts = Counter(
-        (codes[o], d) for o, d in zip(settled.outcomes.tolist(), settled.deltas.tolist())
-    )
+    outcomes, deltas = settled.outcomes.tolist(), settled.deltas.tolist()
+    counts = Counter((codes[o], d) for o, d in zip(outcomes, deltas, strict=True))
     return {key: Fraction(n, len(pairs)) for key, n in counts.items()}
 
 
