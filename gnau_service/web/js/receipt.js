@@ -171,6 +171,9 @@ const EVENT_FIELDS = {
   ROUND_DEALT: ["seats", "beacon", "transcript_hash", "hands", "dealer_hand"],
   ROUND_REVEALED: ["server_seed", "deck"],
 };
+/** Members an event may carry besides: the rule set's disclosed return to player (docs/audit.md). */
+const OPTIONAL_FIELDS = { ROUND_COMMITTED: ["return_to_player"] };
+const DISCLOSED_MEMBERS = ["house_edge", "house_edge_decimal", "rtp", "rtp_decimal"];
 /** The fields of each event that the round merges: the commitment's table_id is not one. */
 const MERGED_FIELDS = { ...EVENT_FIELDS, ROUND_COMMITTED: ["house_rules", "commitment"], ROUND_VOIDED: ["server_seed"] };
 
@@ -273,8 +276,9 @@ async function entriesStep(receipt, keys) {
     }
     const fields = EVENT_FIELDS[entry.kind];
     if (fields) {
+      const optional = OPTIONAL_FIELDS[entry.kind] ?? [];
       const given = Object.keys(entry.payload).sort();
-      if (!same(given, [...fields].sort())) {
+      if (!same(given.filter((key) => !optional.includes(key)), [...fields].sort())) {
         throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} must carry exactly ${fields.join(", ")}, got ${quoted(given, 120)}`);
       }
     }
@@ -285,6 +289,20 @@ async function entriesStep(receipt, keys) {
     throw new StepFailure("entries", "no entry reveals the round's seed (a reveal or a void)");
   }
   return entries;
+}
+
+/**
+ * The disclosed return to player of a ROUND_COMMITTED payload (null for entries from before it
+ * was logged), checked for its form: the decimals are shown, so they must be well formed (the
+ * service's replay also checks they agree with the exact fractions).
+ */
+function disclosed(figures, roundId) {
+  if (figures === undefined) return null;
+  const ok = figures !== null && typeof figures === "object" && !Array.isArray(figures) && same(Object.keys(figures).sort(), DISCLOSED_MEMBERS)
+    && ["rtp", "house_edge"].every((key) => typeof figures[key] === "string" && /^-?(0|[1-9][0-9]*)\/[1-9][0-9]{0,63}$/.test(figures[key]))
+    && ["rtp_decimal", "house_edge_decimal"].every((key) => typeof figures[key] === "string" && /^-?[0-9]+\.[0-9]{6}$/.test(figures[key]));
+  if (!ok) throw new StepFailure("entries", `round ${roundId}: return_to_player is malformed`);
+  return { rtp: figures.rtp_decimal, houseEdge: figures.house_edge_decimal };
 }
 
 /** The fields the entries published, merged into one revealed-round object. */
@@ -450,6 +468,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null) {
     const keys = await trusted(pins, receipt.rotations);
     const entries = await entriesStep(receipt, keys);
     report.tableId = entries[0].kind === "ROUND_COMMITTED" ? entries[0].payload.table_id : null;
+    report.returnToPlayer = entries[0].kind === "ROUND_COMMITTED" ? disclosed(entries[0].payload.return_to_player, receipt.roundId) : null;
     report.passed.push("entries");
     roundStep(receipt, report.round, published(entries));
     report.passed.push("round");
