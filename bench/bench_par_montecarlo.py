@@ -6,12 +6,17 @@ its baseline, measured in the same run on the same hands:
 
 - the numpy batch evaluator (:class:`BatchEvaluator`) against the scalar table evaluator
   (``Evaluator.rank``, one Python call per hand), in hands per second and CPU per hand;
-- whole simulated heads-up rounds (deal, evaluate both hands, settle) per second.
+- whole simulated heads-up rounds (deal, evaluate both hands, settle) per second;
+- with ``--cross-check N``, the Monte Carlo cross-check itself: N simulated rounds under each
+  published rule set against its exact PAR sheet, printing the simulated and exact mean result
+  per unit stake, the standard error and the distance in standard errors (the tests of
+  ``tests/rules/test_simulation.py`` require at most 5, for every figure).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from collections.abc import Callable
 
@@ -21,7 +26,9 @@ from gnau_service.rules.batch import BatchEvaluator
 from gnau_service.rules.cards import standard_deck
 from gnau_service.rules.evaluation import Evaluator
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.par import par_sheet
 from gnau_service.rules.simulation import deal_heads_up, shoe_cards, simulate
+from tests.rules.test_simulation import EVERYTHING_CHANGED, PUBLISHED
 
 
 def best_of(repeats: int, work: Callable[[], object]) -> tuple[float, float]:
@@ -41,7 +48,11 @@ def main() -> None:
     parser.add_argument("--batch-hands", type=int, default=10_000_000)
     parser.add_argument("--rounds", type=int, default=10_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cross-check", type=int, default=0, metavar="ROUNDS")
     args = parser.parse_args()
+    if args.cross_check:
+        cross_check(args.cross_check)
+        return
 
     rules = HouseRules()
     rng = np.random.default_rng(2026)
@@ -82,6 +93,22 @@ def main() -> None:
         print(
             f"  {name:<8} {args.rounds / wall:>13,.0f} rounds/s  "
             f"{1e9 * cpu / args.rounds:6.1f} ns CPU/round  ({args.rounds:,} rounds)"
+        )
+
+
+def cross_check(rounds: int) -> None:
+    """Simulated against exact mean result per unit stake, for every published rule set."""
+    print(f"Monte Carlo cross-check: {rounds:,} rounds per rule set, seed 14000")
+    print(f"  {'rule set':<22} {'exact RTP':>10} {'simulated':>10} {'std err':>9} {'z':>6}")
+    for name, assignments in (*PUBLISHED, ("everything-changed", EVERYTHING_CHANGED)):
+        rules = HouseRules.from_assignments(assignments)
+        sheet = par_sheet(rules)
+        simulated = simulate(rules, rounds, seed=14_000)
+        error = sheet.standard_deviation / math.sqrt(rounds)
+        z = (simulated.mean - float(sheet.mean)) / error
+        print(
+            f"  {name:<22} {float(sheet.rtp):>10.6f} {1 + simulated.mean:>10.6f} "
+            f"{error:>9.6f} {z:>+6.2f}"
         )
 
 
