@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from gnau_service.cli import par_commands
 from gnau_service.rules.cards import Card, parse_cards
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.evaluation import Evaluator
@@ -58,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_rule_option(stats)
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(run=run_stats)
+
+    par_commands.register(subparsers)
 
 
 def _add_rule_option(parser: argparse.ArgumentParser) -> None:

@@ -193,9 +193,13 @@ _BY_STRENGTH: Final = {rank.strength: rank for rank in ALL_HAND_RANKS}
 _ORDER: Final = {Outcome.WIN: 0, Outcome.TIE: 1, Outcome.LOSE: 2}
 
 
-def deal_outcomes(rules: HouseRules, pool: ClassPool) -> tuple[ParOutcome, ...]:
-    """Every outcome of a heads-up deal from ``pool`` under ``rules``, counted exactly."""
-    counts = deal_counts(rules, pool)
+def deal_outcomes(
+    rules: HouseRules, pool: ClassPool, *, dealer: tuple[int, ...] | None = None
+) -> tuple[ParOutcome, ...]:
+    """Every outcome of a heads-up deal from ``pool`` under ``rules``, counted exactly; with
+    ``dealer`` (class counts), of the deals whose dealer's hand has that class multiset only,
+    and ``probability`` is then conditional on it."""
+    counts = deal_counts(rules, pool, dealer=dealer)
     tally = _tally(rules, counts)
     rows = []
     for (outcome, strength, resolution, suited), deals in tally.items():
@@ -240,37 +244,29 @@ def _tally(rules: HouseRules, counts: DealCounts) -> dict[_OutcomeKey, Fraction]
         tally[(*key, False)] += deals - suited
         tally[(*key, True)] += suited
 
-    suited_by_rank = counts.suited_by_rank
+    player_suited: defaultdict[tuple[int, int], int] = defaultdict(int)
+    dealer_suited: defaultdict[tuple[int, int], int] = defaultdict(int)
+    for (_, player, dealer), deals in counts.player_suited.items():
+        player_suited[player, dealer] += deals
+    for (_, player, dealer), deals in counts.dealer_suited.items():
+        dealer_suited[player, dealer] += deals
     for (player, dealer), deals in counts.by_rank.items():
         if player > dealer:
-            add(
-                (Outcome.WIN, player, Resolution.HIGHER_HAND),
-                deals,
-                _get(suited_by_rank, player, dealer),
-            )
+            win = (Outcome.WIN, player, Resolution.HIGHER_HAND)
+            add(win, deals, player_suited[player, dealer])
         elif player < dealer:
-            add(
-                (Outcome.LOSE, dealer, Resolution.HIGHER_HAND),
-                deals,
-                _get(suited_by_rank, dealer, player),
-            )
+            lose = (Outcome.LOSE, dealer, Resolution.HIGHER_HAND)
+            add(lose, deals, dealer_suited[player, dealer])
         elif player == _FIVE_DUKES:
             add((Outcome.TIE, player, Resolution.FIVE_DUKES), deals, 0)
         elif rules.tie is TieRule.PUSH:
             add((Outcome.TIE, player, Resolution.PUSH), deals, 0)
         elif rules.tie is TieRule.DEALER:
-            add(
-                (Outcome.LOSE, player, Resolution.EQUAL_TO_DEALER),
-                deals,
-                _get(suited_by_rank, player, player),
-            )
+            lose = (Outcome.LOSE, player, Resolution.EQUAL_TO_DEALER)
+            add(lose, deals, dealer_suited[player, dealer])
     if rules.tie is TieRule.HIGH_CARD:
         _tally_high_card(counts, add)
     return tally
-
-
-def _get(table: dict[tuple[int, int], int], first: int, second: int) -> int:
-    return table.get((first, second), 0)
 
 
 def _tally_high_card(counts: DealCounts, add: _Add) -> None:
@@ -298,29 +294,39 @@ def _tally_high_card(counts: DealCounts, add: _Add) -> None:
         won = sum(n for (player_suit, dealer_suit), n in ways.items() if player_suit > dealer_suit)
         win[strength] += Fraction(deals * won, total)
         lose[strength] += Fraction(deals * (total - won), total)
-    # A suited hand's top card is of its suit; the other hand's top suit is still open. By the
-    # symmetry of a deal in its two hands, one count serves the suited player and the suited
-    # dealer.
+    # A suited hand's top card is of its suit; the other hand's top suit is still open.
     for (
         suit,
         strength,
-        suited_face,
-        suited_top,
-        other_face,
-        other_top,
-    ), deals in counts.suited_equal_ranks.items():
-        if strength == _FIVE_DUKES or suited_face < other_face:
+        player_face,
+        player_top,
+        dealer_face,
+        dealer_top,
+    ), deals in counts.player_suited_equal.items():
+        if strength == _FIVE_DUKES or player_face < dealer_face:
             continue
-        if suited_face > other_face:
-            win_suited[strength] += deals
-            lose_suited[strength] += deals
+        share = Fraction(1)
+        if player_face == dealer_face:
+            ways = top_suit_ways(_top_suits(pool, player_face), player_top, dealer_top, suit)
+            share = Fraction(sum(n for (_, other), n in ways.items() if other < suit))
+            share /= sum(ways.values())
+        win_suited[strength] += deals * share
+    for (
+        suit,
+        strength,
+        player_face,
+        player_top,
+        dealer_face,
+        dealer_top,
+    ), deals in counts.dealer_suited_equal.items():
+        if strength == _FIVE_DUKES or dealer_face < player_face:
             continue
-        ways = top_suit_ways(_top_suits(pool, suited_face), suited_top, other_top, suit)
-        total = sum(ways.values())
-        below = sum(n for (_, other_suit), n in ways.items() if other_suit < suit)
-        up_to = sum(n for (_, other_suit), n in ways.items() if other_suit <= suit)
-        win_suited[strength] += Fraction(deals * below, total)
-        lose_suited[strength] += Fraction(deals * up_to, total)
+        share = Fraction(1)
+        if player_face == dealer_face:
+            ways = top_suit_ways(_top_suits(pool, dealer_face), dealer_top, player_top, suit)
+            share = Fraction(sum(n for (_, other), n in ways.items() if other <= suit))
+            share /= sum(ways.values())
+        lose_suited[strength] += deals * share
     for strength in win.keys() | lose.keys():
         add((Outcome.WIN, strength, Resolution.HIGH_CARD), win[strength], win_suited[strength])
         add((Outcome.LOSE, strength, Resolution.HIGH_CARD), lose[strength], lose_suited[strength])

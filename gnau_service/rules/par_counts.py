@@ -28,7 +28,7 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from gnau_service.rules.cards import Card, Rank, Suit, standard_deck
 from gnau_service.rules.evaluation import (
@@ -99,25 +99,32 @@ def _standard_pool(decks: int) -> ClassPool:
     return ClassPool.of(standard_deck(decks))
 
 
+_EqualKey = tuple[int, int, tuple[int, ...], int, tuple[int, ...]]
+_SuitedEqualKey = tuple[int, int, int, tuple[int, ...], int, tuple[int, ...]]
+
+
 @dataclass(frozen=True)
 class DealCounts:
     """Counts of heads-up deals (player, dealer), each an exact integer.
 
-    ``by_rank[(r, s)]``: player's rank strength ``r``, dealer's ``s``.
-    ``suited_by_rank[(r, s)]``: one hand suited with strength ``r``, the other of strength ``s``
-    (by the symmetry of a deal in its two hands, the same whichever seat the suited hand holds).
+    ``by_rank[(r, s)]``: the player's hand has rank strength ``r``, the dealer's ``s``.
+    ``player_suited[(suit, r, s)]``: of those, the deals whose player's hand is suited in
+    ``suit`` (a strength index); ``dealer_suited`` likewise for the dealer's hand
+    (suited_double only).
     ``equal_ranks[(r, f1, t1, f2, t2)]``: both of strength ``r``, the player's top face and
-    top-class counts ``f1, t1``, the dealer's ``f2, t2`` (high_card only).
-    ``suited_equal_ranks[(suit, r, f1, t1, f2, t2)]``: as above, the first hand suited in
-    ``suit`` (a strength index), the second any (high_card with suited_double only).
+    counts in its classes ``f1, t1``, the dealer's ``f2, t2`` (high_card only);
+    ``player_suited_equal`` and ``dealer_suited_equal`` split them by a suited hand, keyed
+    ``(suit, r, f1, t1, f2, t2)`` (high_card with suited_double only).
     """
 
     pool: ClassPool
     total: int
     by_rank: dict[tuple[int, int], int]
-    suited_by_rank: dict[tuple[int, int], int]
-    equal_ranks: dict[tuple[int, int, tuple[int, ...], int, tuple[int, ...]], int]
-    suited_equal_ranks: dict[tuple[int, int, int, tuple[int, ...], int, tuple[int, ...]], int]
+    player_suited: dict[tuple[int, int, int], int]
+    dealer_suited: dict[tuple[int, int, int], int]
+    equal_ranks: dict[_EqualKey, int]
+    player_suited_equal: dict[_SuitedEqualKey, int]
+    dealer_suited_equal: dict[_SuitedEqualKey, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,57 +139,150 @@ class _Hand:
     suited: tuple[int, ...]
 
 
-def deal_counts(rules: HouseRules, pool: ClassPool) -> DealCounts:
-    """Count every heads-up deal from ``pool`` by what settlement under ``rules`` looks at."""
+_Vector = dict[HandKey, int]
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """The "hands containing a set" tables of one rule set and pool (see :func:`_tables`)."""
+
+    hands: tuple[_Hand, ...]
+    containing: dict[int, _Vector]
+    suited_containing: dict[int, dict[int, _Vector]]
+
+
+def deal_counts(
+    rules: HouseRules, pool: ClassPool, *, dealer: tuple[int, ...] | None = None
+) -> DealCounts:
+    """Count every heads-up deal from ``pool`` by what settlement under ``rules`` looks at;
+    with ``dealer`` (class counts), only the deals whose dealer's hand has that class multiset.
+    """
     high = rules.tie is TieRule.HIGH_CARD
-    hands = list(_hands(rules, pool, track_top=high))
-    containing = _containing(hands, pool)
-    suited_containing = _suited_containing(hands) if rules.suited_double else {}
+    tables = _tables(rules, pool)
+    if dealer is None:
+        sides = _dealer_sides(tables)
+        total = pool.pairs
+    else:
+        hand = next(hand for hand in tables.hands if hand.counts == dealer)
+        sides = _one_dealer_sides(hand, pool)
+        total = hand.hands * math.comb(pool.size - HAND_SIZE, HAND_SIZE)
 
     by_rank: defaultdict[tuple[int, int], int] = defaultdict(int)
-    suited_by_rank: defaultdict[tuple[int, int], int] = defaultdict(int)
-    equal: defaultdict[tuple[int, int, tuple[int, ...], int, tuple[int, ...]], int]
-    equal = defaultdict(int)
-    suited_equal: defaultdict[tuple[int, int, int, tuple[int, ...], int, tuple[int, ...]], int]
-    suited_equal = defaultdict(int)
+    player_suited: defaultdict[tuple[int, int, int], int] = defaultdict(int)
+    dealer_suited: defaultdict[tuple[int, int, int], int] = defaultdict(int)
+    equal: defaultdict[_EqualKey, int] = defaultdict(int)
+    player_suited_equal: defaultdict[_SuitedEqualKey, int] = defaultdict(int)
+    dealer_suited_equal: defaultdict[_SuitedEqualKey, int] = defaultdict(int)
 
-    for subset, vector in containing.items():
+    for subset, (per_set, suited_sets) in sides:
         counts = _subset_counts(subset)
         sign = -1 if sum(counts) % 2 else 1
-        weight = sign * math.prod(math.comb(pool.copies[c], k) for c, k in enumerate(counts) if k)
-        ranks = _by_rank(vector)
-        for first, first_count in ranks.items():
-            scaled = weight * first_count
-            for second, second_count in ranks.items():
-                by_rank[first, second] += scaled * second_count
-        if high:
-            for first_key, first_count in vector.items():
-                scaled = weight * first_count
-                for second_key, second_count in vector.items():
-                    if first_key[0] == second_key[0]:
-                        equal[(first_key[0], *first_key[1:], *second_key[1:])] += (
-                            scaled * second_count
-                        )
-        for suit, suited_vector in suited_containing.get(subset, {}).items():
-            suited_ranks = _by_rank(suited_vector)
-            for first, first_count in suited_ranks.items():
-                for second, second_count in ranks.items():
-                    suited_by_rank[first, second] += sign * first_count * second_count
-            if high:
-                for first_key, first_count in suited_vector.items():
-                    for second_key, second_count in vector.items():
-                        if first_key[0] == second_key[0]:
-                            suited_equal[(suit, first_key[0], *first_key[1:], *second_key[1:])] += (
-                                sign * first_count * second_count
-                            )
+        physical_sets = math.prod(math.comb(pool.copies[c], k) for c, k in enumerate(counts) if k)
+        players = tables.containing[subset]
+        _outer(
+            by_rank, players, per_set, weight=sign * physical_sets, equal=equal if high else None
+        )
+        if rules.suited_double:
+            for suit, suited in tables.suited_containing.get(subset, {}).items():
+                _outer(
+                    player_suited,
+                    suited,
+                    per_set,
+                    suit=suit,
+                    weight=sign,
+                    equal=player_suited_equal if high else None,
+                )
+            for suit, suited in suited_sets.items():
+                _outer(
+                    dealer_suited,
+                    players,
+                    suited,
+                    suit=suit,
+                    weight=sign,
+                    equal=dealer_suited_equal if high else None,
+                )
     return DealCounts(
         pool=pool,
-        total=pool.pairs,
+        total=total,
         by_rank=_nonzero(by_rank),
-        suited_by_rank=_nonzero(suited_by_rank),
+        player_suited=_nonzero(player_suited),
+        dealer_suited=_nonzero(dealer_suited),
         equal_ranks=_nonzero(equal),
-        suited_equal_ranks=_nonzero(suited_equal),
+        player_suited_equal=_nonzero(player_suited_equal),
+        dealer_suited_equal=_nonzero(dealer_suited_equal),
     )
+
+
+def _outer(
+    by_rank: defaultdict[Any, int],
+    players: _Vector,
+    dealers: _Vector,
+    *,
+    suit: int | None = None,
+    weight: int,
+    equal: defaultdict[Any, int] | None,
+) -> None:
+    """Add ``weight`` times the outer product of a player-side and a dealer-side vector, by
+    rank, and (``equal``) by full key where the ranks are equal."""
+    prefix = () if suit is None else (suit,)
+    player_ranks = _by_rank(players)
+    for dealer_rank, dealer_count in _by_rank(dealers).items():
+        scaled = weight * dealer_count
+        for player_rank, player_count in player_ranks.items():
+            by_rank[(*prefix, player_rank, dealer_rank)] += scaled * player_count
+    if equal is None:
+        return
+    for dealer_key, dealer_count in dealers.items():
+        scaled = weight * dealer_count
+        for player_key, player_count in players.items():
+            if player_key[0] == dealer_key[0]:
+                equal[(*prefix, player_key[0], *player_key[1:], *dealer_key[1:])] += (
+                    scaled * player_count
+                )
+
+
+def _dealer_sides(tables: _Tables) -> Iterator[tuple[int, tuple[_Vector, dict[int, _Vector]]]]:
+    """For every class multiset S: the dealer hands containing one physical set of class S (by
+    key), and the suited dealer hands summed over every such set (by suit, then key)."""
+    for subset, vector in tables.containing.items():
+        yield subset, (vector, tables.suited_containing.get(subset, {}))
+
+
+def _one_dealer_sides(
+    hand: _Hand, pool: ClassPool
+) -> Iterator[tuple[int, tuple[_Vector, dict[int, _Vector]]]]:
+    """As :func:`_dealer_sides`, for the dealer hands of one class multiset only."""
+    present = [c for c, k in enumerate(hand.counts) if k]
+    for subset, chosen in _sub_multisets(hand.counts):
+        per_set = math.prod(
+            math.comb(pool.copies[c] - s, hand.counts[c] - s)
+            for c, s in zip(present, chosen, strict=True)
+        )
+        sets_in_hand = math.prod(
+            math.comb(hand.counts[c], s) for c, s in zip(present, chosen, strict=True)
+        )
+        suited = {
+            suit: {hand.key: count * sets_in_hand}
+            for suit, count in enumerate(hand.suited)
+            if count
+        }
+        yield subset, ({hand.key: per_set}, suited)
+
+
+@functools.lru_cache(maxsize=64)
+def _tables(rules: HouseRules, pool: ClassPool) -> _Tables:
+    high = rules.tie is TieRule.HIGH_CARD
+    hands = tuple(_hands(rules, pool, track_top=high))
+    return _Tables(
+        hands=hands,
+        containing=_containing(hands, pool),
+        suited_containing=_suited_containing(hands) if rules.suited_double else {},
+    )
+
+
+def dealer_class_multisets(rules: HouseRules, pool: ClassPool) -> tuple[tuple[int, ...], ...]:
+    """Every class multiset a hand from ``pool`` can have (counts per class)."""
+    return tuple(hand.counts for hand in _tables(rules, pool).hands)
 
 
 def _hands(rules: HouseRules, pool: ClassPool, *, track_top: bool) -> Iterator[_Hand]:
