@@ -107,11 +107,12 @@ def _final_table(
         )
     )
     four = _multisets(HAND_SIZE - 1)
-    table = np.empty(len(four) * CARDS_PER_DECK, dtype=np.int8)
+    by_class = np.empty((len(four), _CLASS_COUNT), dtype=np.int8)
     for classes, state in four.items():
-        for card in range(CARDS_PER_DECK):
-            rank = evaluator.rank_of_classes((*classes, int(CARD_CLASS[card])))
-            table[state * CARDS_PER_DECK + card] = rank.strength
+        for last in range(_CLASS_COUNT):
+            by_class[state, last] = evaluator.rank_of_classes((*classes, last)).strength
+    # Widened from classes to cards: column ``card`` is its class's.
+    table: npt.NDArray[np.int8] = by_class[:, CARD_CLASS].reshape(-1)
     return table
 
 
