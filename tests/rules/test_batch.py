@@ -12,22 +12,11 @@ from hypothesis import strategies as st
 from gnau_service.rules.batch import BatchEvaluator, high_cards, suited
 from gnau_service.rules.cards import Card, parse_cards, standard_deck
 from gnau_service.rules.evaluation import Evaluator
-from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import Outcome, PlayerHand, high_card, settle
 from gnau_service.rules.simulation import deal_heads_up, settle_heads_up, shoe_cards
-from tests.rules.test_settlement import SETTLEMENTS
+from tests.rules.test_settlement import RULES, SETTLEMENTS
 
-RULES = st.builds(
-    HouseRules,
-    ten_is_duke=st.booleans(),
-    three_six_pair=st.booleans(),
-    trips_make_ox=st.booleans(),
-    five_small=st.booleans(),
-    tie=st.sampled_from(TieRule),
-    payout=st.sampled_from(PayoutTable),
-    suited_double=st.booleans(),
-    decks=st.integers(1, 3),
-)
 #: The 16 settings of the rules that change evaluation.
 EVALUATION_SETTINGS = [
     HouseRules(ten_is_duke=a, three_six_pair=b, trips_make_ox=c, five_small=d, decks=2)

@@ -13,6 +13,7 @@ from fractions import Fraction
 import grpc
 import pytest
 from gnau.v1 import dealer_pb2, types_pb2
+from gnau_client import AsyncGnauClient, GnauClient
 from google.rpc import error_details_pb2, status_pb2
 
 from gnau_service.audit.entries import EntryKind, decode_entry
@@ -47,6 +48,21 @@ async def test_the_figures_of_a_rule_set_are_its_par_sheets(service: Service) ->
         par_sheet(HouseRules.from_mapping({"tie": "push", "decks": 2})).rtp
     )
     assert push.house_rules.tie == types_pb2.TIE_RULE_PUSH and push.house_rules.decks == 2
+
+
+async def test_the_python_clients_ask_for_the_figures(service: Service) -> None:
+    expected = fraction_text(par_sheet(HouseRules(five_small=False)).rtp)
+    async with AsyncGnauClient.from_channel(service.channel) as client:
+        answer = await client.house_rules_info(types_pb2.HouseRules(five_small=False))
+    assert answer.return_to_player.rtp == expected
+    assert not answer.house_rules.five_small
+    target = f"127.0.0.1:{service.app.port}"
+
+    def blocking() -> dealer_pb2.GetHouseRulesInfoResponse:
+        with GnauClient(target) as client:
+            return client.house_rules_info(types_pb2.HouseRules(five_small=False))
+
+    assert (await asyncio.to_thread(blocking)).return_to_player.rtp == expected
 
 
 async def test_invalid_rules_are_refused_by_field(service: Service) -> None:
