@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the rule sets of the tests
 
 from gnau_service.rules.batch import BatchEvaluator
 from gnau_service.rules.cards import standard_deck
@@ -98,12 +102,13 @@ def main() -> None:
 
 def cross_check(rounds: int) -> None:
     """Simulated against exact mean result per unit stake, for every published rule set."""
-    print(f"Monte Carlo cross-check: {rounds:,} rounds per rule set, seed 14000")
+    print(f"Monte Carlo cross-check: {rounds:,} rounds per rule set, seeds 14000, 14001, ...")
     print(f"  {'rule set':<22} {'exact RTP':>10} {'simulated':>10} {'std err':>9} {'z':>6}")
-    for name, assignments in (*PUBLISHED, ("everything-changed", EVERYTHING_CHANGED)):
+    rule_sets = (*PUBLISHED, ("everything-changed", EVERYTHING_CHANGED))
+    for seed, (name, assignments) in enumerate(rule_sets, start=14_000):
         rules = HouseRules.from_assignments(assignments)
         sheet = par_sheet(rules)
-        simulated = simulate(rules, rounds, seed=14_000)
+        simulated = simulate(rules, rounds, seed=seed)
         error = sheet.standard_deviation / math.sqrt(rounds)
         z = (simulated.mean - float(sheet.mean)) / error
         print(
