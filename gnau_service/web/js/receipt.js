@@ -293,16 +293,40 @@ async function entriesStep(receipt, keys) {
 
 /**
  * The disclosed return to player of a ROUND_COMMITTED payload (null for entries from before it
- * was logged), checked for its form: the decimals are shown, so they must be well formed (the
- * service's replay also checks they agree with the exact fractions).
+ * was logged), checked as replay checks it (docs/audit.md): exact fractions in lowest terms that
+ * sum to 1, and decimals that are them rounded to 6 places, to nearest, ties to even.
  */
-function disclosed(figures, roundId) {
+export function disclosed(figures, roundId) {
   if (figures === undefined) return null;
-  const ok = figures !== null && typeof figures === "object" && !Array.isArray(figures) && same(Object.keys(figures).sort(), DISCLOSED_MEMBERS)
-    && ["rtp", "house_edge"].every((key) => typeof figures[key] === "string" && /^-?(0|[1-9][0-9]*)\/[1-9][0-9]{0,63}$/.test(figures[key]))
-    && ["rtp_decimal", "house_edge_decimal"].every((key) => typeof figures[key] === "string" && /^-?[0-9]+\.[0-9]{6}$/.test(figures[key]));
-  if (!ok) throw new StepFailure("entries", `round ${roundId}: return_to_player is malformed`);
+  const fail = (what) => {
+    throw new StepFailure("entries", `round ${roundId}: return_to_player ${what}`);
+  };
+  if (figures === null || typeof figures !== "object" || Array.isArray(figures) || !same(Object.keys(figures).sort(), DISCLOSED_MEMBERS)) fail("is not an object of exactly its four members");
+  const [rtp, edge] = ["rtp", "house_edge"].map((key) => {
+    const match = typeof figures[key] === "string" ? /^(-?(?:0|[1-9][0-9]{0,63}))\/([1-9][0-9]{0,63})$/.exec(figures[key]) : null;
+    if (!match) fail(`has ${key} not a fraction numerator/denominator`);
+    const [numerator, denominator] = [BigInt(match[1]), BigInt(match[2])];
+    if (gcd(numerator < 0n ? -numerator : numerator, denominator) !== 1n) fail(`has ${key} not in lowest terms`);
+    return [numerator, denominator];
+  });
+  const agree = rtp[0] * edge[1] + edge[0] * rtp[1] === rtp[1] * edge[1]
+    && figures.rtp_decimal === sixPlaces(...rtp) && figures.house_edge_decimal === sixPlaces(...edge);
+  if (!agree) fail("does not agree with itself");
   return { rtp: figures.rtp_decimal, houseEdge: figures.house_edge_decimal };
+}
+
+function gcd(a, b) {
+  return b === 0n ? a : gcd(b, a % b);
+}
+
+/** numerator/denominator rounded to 6 decimal places (to nearest, ties to even), as text. */
+export function sixPlaces(numerator, denominator) {
+  const negative = numerator < 0n;
+  const scaled = (negative ? -numerator : numerator) * 1000000n;
+  let units = scaled / denominator;
+  const twice = 2n * (scaled % denominator);
+  if (twice > denominator || (twice === denominator && units % 2n === 1n)) units += 1n;
+  return `${negative ? "-" : ""}${units / 1000000n}.${String(units % 1000000n).padStart(6, "0")}`;
 }
 
 /** The fields the entries published, merged into one revealed-round object. */
