@@ -50,23 +50,8 @@ difference. The plot `house-edge.png` is drawn by `make par-plot`.
 DIGITS: Final = 12
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    par = subparsers.add_parser(
-        "par",
-        help="exact PAR sheet (RTP, house edge, every outcome) of a rule set",
-        description=(
-            "Count every heads-up deal of the decks in play exactly and print each settlement "
-            "outcome's probability and price, the RTP, house edge, variance, standard "
-            "deviation, hit and push frequencies per unit stake."
-        ),
-    )
-    par.add_argument(
-        "--rule",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a house rule, e.g. ten_is_duke=true or tie=push (repeatable)",
-    )
+def add_arguments(par: argparse.ArgumentParser) -> None:
+    """``gnau par``'s own options (``--rule`` is the rules commands' own)."""
     par.add_argument(
         "--seats",
         type=int,
@@ -77,7 +62,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     output = par.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print one JSON object")
     output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
-    par.set_defaults(run=run_par)
 
 
 def run_par(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""``gnau evaluate``, ``gnau settle`` and ``gnau stats``: the rules core on the command line.
+"""``gnau evaluate``, ``gnau settle``, ``gnau stats`` and ``gnau par``: the rules core on the
+command line (``par`` runs in :mod:`gnau_service.cli.par_commands`).
 
 ``evaluate`` and ``settle`` read one item per line. A bad line is reported with its number
 and the reason (in ``--json`` mode as ``{"line": N, "error": "..."}`` in place of its result),
@@ -60,7 +61,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(run=run_stats)
 
-    par_commands.register(subparsers)
+    par = subparsers.add_parser(
+        "par",
+        help="exact PAR sheet (RTP, house edge, every outcome) of a rule set",
+        description=(
+            "Count every heads-up deal of the decks in play exactly and print each settlement "
+            "outcome's probability and price, the RTP, house edge, variance, standard "
+            "deviation, hit and push frequencies per unit stake."
+        ),
+    )
+    _add_rule_option(par)
+    par_commands.add_arguments(par)
+    par.set_defaults(run=par_commands.run_par)
 
 
 def _add_rule_option(parser: argparse.ArgumentParser) -> None:
