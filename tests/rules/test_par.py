@@ -58,7 +58,7 @@ def test_the_full_deck_is_symmetric_under_push_and_favours_the_dealer_otherwise(
     "rules",
     [
         HouseRules(),
-        HouseRules(tie=TieRule.HIGH_CARD, suited_double=True),
+        HouseRules(suited_double=True),
         HouseRules(payout=PayoutTable.MULTIPLIER, ten_is_duke=True, three_six_pair=True),
     ],
     ids=str,
