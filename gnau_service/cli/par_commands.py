@@ -94,7 +94,7 @@ def decimal_text(value: Fraction, digits: int = DIGITS) -> str:
     """``value`` rounded to ``digits`` significant digits, never in exponent notation.
 
     >>> decimal_text(Fraction(1, 3)), decimal_text(Fraction(-5, 100000000))
-    ('0.333333333333', '-0.0000000500000000000')
+    ('0.333333333333', '-0.00000005')
     """
     context = decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN)
     quotient = context.divide(decimal.Decimal(value.numerator), decimal.Decimal(value.denominator))
