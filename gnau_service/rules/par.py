@@ -35,6 +35,7 @@ from gnau_service.rules.evaluation import ALL_HAND_RANKS, HAND_SIZE, Category, H
 from gnau_service.rules.house_rules import HouseRules, TieRule
 from gnau_service.rules.par_counts import ClassPool, DealCounts, deal_counts, top_suit_ways
 from gnau_service.rules.par_counts import top_classes as _top_classes
+from gnau_service.rules.par_seats import seat_covariance
 from gnau_service.rules.settlement import Outcome, category_units
 
 
@@ -177,13 +178,6 @@ def sheet_of(
         dealer_variance=dealer_variance,
         dealer_standard_deviation=math.sqrt(dealer_variance),
     )
-
-
-def seat_covariance(rules: HouseRules) -> Fraction:
-    """Covariance of two seats' results in one round (see docs/par.md for the method)."""
-    from gnau_service.rules.par_seats import seat_covariance as covariance  # noqa: PLC0415
-
-    return covariance(rules)
 
 
 _OutcomeKey = tuple[Outcome, int, Resolution, bool]
