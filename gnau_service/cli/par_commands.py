@@ -1,4 +1,5 @@
-"""``gnau par``: the exact PAR sheet of a rule set, as text, JSON or Markdown.
+"""``gnau par``: the exact PAR sheet of a rule set, as text, JSON or Markdown (its options are
+registered with the other rules commands in :mod:`gnau_service.cli.rules_commands`).
 
 ``--markdown`` writes the sheets published under docs/par/ (``make par-sheets`` regenerates
 them all, and a test fails on any difference). Figures are exact fractions with their
@@ -48,20 +49,6 @@ difference. The plot `house-edge.png` is drawn by `make par-plot`.
 
 """
 DIGITS: Final = 12
-
-
-def add_arguments(par: argparse.ArgumentParser) -> None:
-    """``gnau par``'s own options (``--rule`` is the rules commands' own)."""
-    par.add_argument(
-        "--seats",
-        type=int,
-        default=1,
-        metavar="N",
-        help="seats at the table, for the dealer's expected result and its standard deviation",
-    )
-    output = par.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print one JSON object")
-    output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
 
 
 def run_par(args: argparse.Namespace) -> int:

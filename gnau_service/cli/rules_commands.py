@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from gnau_service.cli import par_commands
 from gnau_service.rules.cards import Card, parse_cards
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.evaluation import Evaluator
@@ -71,8 +70,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     _add_rule_option(par)
-    par_commands.add_arguments(par)
-    par.set_defaults(run=par_commands.run_par)
+    par.add_argument(
+        "--seats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="seats at the table, for the dealer's expected result and its standard deviation",
+    )
+    output = par.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object")
+    output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
+    par.set_defaults(run=run_par)
+
+
+def run_par(args: argparse.Namespace) -> int:
+    # Imported here: the PAR code is not needed by the other rules commands' quick start.
+    from gnau_service.cli import par_commands  # noqa: PLC0415
+
+    return par_commands.run_par(args)
 
 
 def _add_rule_option(parser: argparse.ArgumentParser) -> None:
