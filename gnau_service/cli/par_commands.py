@@ -1,4 +1,5 @@
-"""``gnau par``: the exact PAR sheet of a rule set, as text, JSON or Markdown.
+"""``gnau par``: the exact PAR sheet of a rule set, as text, JSON or Markdown (its options are
+registered with the other rules commands in :mod:`gnau_service.cli.rules_commands`).
 
 ``--markdown`` writes the sheets published under docs/par/ (``make par-sheets`` regenerates
 them all, and a test fails on any difference). Figures are exact fractions with their
@@ -50,36 +51,6 @@ difference. The plot `house-edge.png` is drawn by `make par-plot`.
 DIGITS: Final = 12
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    par = subparsers.add_parser(
-        "par",
-        help="exact PAR sheet (RTP, house edge, every outcome) of a rule set",
-        description=(
-            "Count every heads-up deal of the decks in play exactly and print each settlement "
-            "outcome's probability and price, the RTP, house edge, variance, standard "
-            "deviation, hit and push frequencies per unit stake."
-        ),
-    )
-    par.add_argument(
-        "--rule",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a house rule, e.g. ten_is_duke=true or tie=push (repeatable)",
-    )
-    par.add_argument(
-        "--seats",
-        type=int,
-        default=1,
-        metavar="N",
-        help="seats at the table, for the dealer's expected result and its standard deviation",
-    )
-    output = par.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print one JSON object")
-    output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
-    par.set_defaults(run=run_par)
-
-
 def run_par(args: argparse.Namespace) -> int:
     try:
         rules = HouseRules.from_assignments(args.rule)
@@ -110,7 +81,7 @@ def decimal_text(value: Fraction, digits: int = DIGITS) -> str:
     """``value`` rounded to ``digits`` significant digits, never in exponent notation.
 
     >>> decimal_text(Fraction(1, 3)), decimal_text(Fraction(-5, 100000000))
-    ('0.333333333333', '-0.0000000500000000000')
+    ('0.333333333333', '-0.00000005')
     """
     context = decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN)
     quotient = context.divide(decimal.Decimal(value.numerator), decimal.Decimal(value.denominator))

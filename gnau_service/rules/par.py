@@ -35,6 +35,7 @@ from gnau_service.rules.evaluation import ALL_HAND_RANKS, HAND_SIZE, Category, H
 from gnau_service.rules.house_rules import HouseRules, TieRule
 from gnau_service.rules.par_counts import ClassPool, DealCounts, deal_counts, top_suit_ways
 from gnau_service.rules.par_counts import top_classes as _top_classes
+from gnau_service.rules.par_seats import seat_covariance
 from gnau_service.rules.settlement import Outcome, category_units
 
 
@@ -179,13 +180,6 @@ def sheet_of(
     )
 
 
-def seat_covariance(rules: HouseRules) -> Fraction:
-    """Covariance of two seats' results in one round (see docs/par.md for the method)."""
-    from gnau_service.rules.par_seats import seat_covariance as covariance  # noqa: PLC0415
-
-    return covariance(rules)
-
-
 _OutcomeKey = tuple[Outcome, int, Resolution, bool]
 _Add = Callable[[tuple[Outcome, int, Resolution], Fraction | int, Fraction | int], None]
 _FIVE_DUKES: Final = HandRank.of(Category.FIVE_DUKES).strength
@@ -294,42 +288,41 @@ def _tally_high_card(counts: DealCounts, add: _Add) -> None:
         won = sum(n for (player_suit, dealer_suit), n in ways.items() if player_suit > dealer_suit)
         win[strength] += Fraction(deals * won, total)
         lose[strength] += Fraction(deals * (total - won), total)
-    # A suited hand's top card is of its suit; the other hand's top suit is still open.
-    for (
-        suit,
-        strength,
-        player_face,
-        player_top,
-        dealer_face,
-        dealer_top,
-    ), deals in counts.player_suited_equal.items():
-        if strength == _FIVE_DUKES or player_face < dealer_face:
-            continue
-        share = Fraction(1)
-        if player_face == dealer_face:
-            ways = top_suit_ways(_top_suits(pool, player_face), player_top, dealer_top, suit)
-            share = Fraction(sum(n for (_, other), n in ways.items() if other < suit))
-            share /= sum(ways.values())
-        win_suited[strength] += deals * share
-    for (
-        suit,
-        strength,
-        player_face,
-        player_top,
-        dealer_face,
-        dealer_top,
-    ), deals in counts.dealer_suited_equal.items():
-        if strength == _FIVE_DUKES or dealer_face < player_face:
-            continue
-        share = Fraction(1)
-        if player_face == dealer_face:
-            ways = top_suit_ways(_top_suits(pool, dealer_face), dealer_top, player_top, suit)
-            share = Fraction(sum(n for (_, other), n in ways.items() if other <= suit))
-            share /= sum(ways.values())
-        lose_suited[strength] += deals * share
+    # A suited hand's top card is of its suit; the other hand's top suit is still open. The
+    # suited player wins over a lower top suit; the suited dealer over a lower or equal one.
+    _add_suited_shares(win_suited, counts.player_suited_equal, pool, dealer_suited=False)
+    _add_suited_shares(lose_suited, counts.dealer_suited_equal, pool, dealer_suited=True)
     for strength in win.keys() | lose.keys():
         add((Outcome.WIN, strength, Resolution.HIGH_CARD), win[strength], win_suited[strength])
         add((Outcome.LOSE, strength, Resolution.HIGH_CARD), lose[strength], lose_suited[strength])
+
+
+def _add_suited_shares(
+    wins: defaultdict[int, Fraction],
+    table: dict[tuple[int, int, int, tuple[int, ...], int, tuple[int, ...]], int],
+    pool: ClassPool,
+    *,
+    dealer_suited: bool,
+) -> None:
+    """Add to ``wins`` the equal-rank deals a suited hand wins by high card."""
+    for (suit, strength, player_face, player_top, dealer_face, dealer_top), deals in table.items():
+        suited_face, suited_top, other_face, other_top = (
+            (dealer_face, dealer_top, player_face, player_top)
+            if dealer_suited
+            else (player_face, player_top, dealer_face, dealer_top)
+        )
+        if strength == _FIVE_DUKES or suited_face < other_face:
+            continue
+        share = Fraction(1)
+        if suited_face == other_face:
+            ways = top_suit_ways(_top_suits(pool, suited_face), suited_top, other_top, suit)
+            beaten = sum(
+                n
+                for (_, other), n in ways.items()
+                if other < suit or (dealer_suited and other == suit)
+            )
+            share = Fraction(beaten, sum(ways.values()))
+        wins[strength] += deals * share
 
 
 def _top_suits(pool: ClassPool, face: int) -> tuple[tuple[int, ...], ...]:

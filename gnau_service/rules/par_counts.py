@@ -149,6 +149,9 @@ class _Tables:
     hands: tuple[_Hand, ...]
     containing: dict[int, _Vector]
     suited_containing: dict[int, dict[int, _Vector]]
+    #: ``containing`` summed by rank, and the hands by class counts, for the inner loops.
+    containing_ranks: dict[int, dict[int, int]]
+    by_counts: dict[tuple[int, ...], _Hand]
 
 
 def deal_counts(
@@ -163,7 +166,7 @@ def deal_counts(
         sides = _dealer_sides(tables)
         total = pool.pairs
     else:
-        hand = next(hand for hand in tables.hands if hand.counts == dealer)
+        hand = tables.by_counts[dealer]
         sides = _one_dealer_sides(hand, pool)
         total = hand.hands * math.comb(pool.size - HAND_SIZE, HAND_SIZE)
 
@@ -179,8 +182,14 @@ def deal_counts(
         sign = -1 if sum(counts) % 2 else 1
         physical_sets = math.prod(math.comb(pool.copies[c], k) for c, k in enumerate(counts) if k)
         players = tables.containing[subset]
+        player_ranks = tables.containing_ranks[subset]
         _outer(
-            by_rank, players, per_set, weight=sign * physical_sets, equal=equal if high else None
+            by_rank,
+            players,
+            per_set,
+            weight=sign * physical_sets,
+            equal=equal if high else None,
+            player_ranks=player_ranks,
         )
         if rules.suited_double:
             for suit, suited in tables.suited_containing.get(subset, {}).items():
@@ -200,6 +209,7 @@ def deal_counts(
                     suit=suit,
                     weight=sign,
                     equal=dealer_suited_equal if high else None,
+                    player_ranks=player_ranks,
                 )
     return DealCounts(
         pool=pool,
@@ -221,11 +231,14 @@ def _outer(
     suit: int | None = None,
     weight: int,
     equal: defaultdict[Any, int] | None,
+    player_ranks: dict[int, int] | None = None,
 ) -> None:
     """Add ``weight`` times the outer product of a player-side and a dealer-side vector, by
-    rank, and (``equal``) by full key where the ranks are equal."""
+    rank, and (``equal``) by full key where the ranks are equal. ``player_ranks`` is
+    ``players`` summed by rank, if the caller has it."""
     prefix = () if suit is None else (suit,)
-    player_ranks = _by_rank(players)
+    if player_ranks is None:
+        player_ranks = _by_rank(players)
     for dealer_rank, dealer_count in _by_rank(dealers).items():
         scaled = weight * dealer_count
         for player_rank, player_count in player_ranks.items():
@@ -273,10 +286,13 @@ def _one_dealer_sides(
 def _tables(rules: HouseRules, pool: ClassPool) -> _Tables:
     high = rules.tie is TieRule.HIGH_CARD
     hands = tuple(_hands(rules, pool, track_top=high))
+    containing = _containing(hands, pool)
     return _Tables(
         hands=hands,
-        containing=_containing(hands, pool),
+        containing=containing,
         suited_containing=_suited_containing(hands) if rules.suited_double else {},
+        containing_ranks={subset: _by_rank(vector) for subset, vector in containing.items()},
+        by_counts={hand.counts: hand for hand in hands},
     )
 
 
@@ -318,6 +334,7 @@ def _sub_multisets(counts: Sequence[int]) -> Iterator[tuple[int, tuple[int, ...]
         yield sum(k * 6**c for c, k in zip(present, chosen, strict=True)), chosen
 
 
+@functools.lru_cache(maxsize=16384)
 def _subset_counts(subset: int) -> tuple[int, ...]:
     counts = []
     for _ in range(CLASS_COUNT):
