@@ -15,8 +15,10 @@ from gnau_service.rules.evaluation import Evaluator
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import Outcome, PlayerHand, high_card, settle
 from gnau_service.rules.simulation import deal_heads_up, settle_heads_up, shoe_cards
-from tests.rules.test_settlement import RULES, SETTLEMENTS
+from tests.rules.strategies import house_rules
+from tests.rules.test_settlement import SETTLEMENTS
 
+RULES = house_rules(st.integers(1, 3))
 #: The 16 settings of the rules that change evaluation.
 EVALUATION_SETTINGS = [
     HouseRules(ten_is_duke=a, three_six_pair=b, trips_make_ox=c, five_small=d, decks=2)
