@@ -27,7 +27,6 @@ from typing import Final
 
 from gnau_service.rules.errors import RulesError, quoted
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.rules.par import par_sheet
 
 #: Places after the decimal point of the decimal forms.
 DECIMAL_PLACES: Final = 6
@@ -56,6 +55,9 @@ class ReturnToPlayer:
     @classmethod
     def of_rules(cls, rules: HouseRules) -> ReturnToPlayer:
         """The PAR sheet's figure for ``rules``: seconds the first time, cached after."""
+        # Imported here: reading and checking figures (replay, receipts) needs none of it.
+        from gnau_service.rules.par import par_sheet  # noqa: PLC0415
+
         return cls(par_sheet(rules).rtp)
 
     def to_json(self) -> dict[str, str]:
