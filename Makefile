@@ -5,8 +5,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	bench-witness bench-quorum fairness-evidence dieharder-evidence clean
+.PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
+	bench-witness bench-quorum bench-par-montecarlo fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -36,11 +36,27 @@ test-slow: $(INSTALLED)
 	$(BIN)/python -m pytest -q tests -m slow
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
-bench: bench-rules bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witness bench-quorum
+bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
+	bench-failover bench-witness bench-quorum bench-par-montecarlo
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
+
+## bench-par: seconds of CPU per exact PAR sheet, each rule set in a fresh process
+bench-par: $(INSTALLED)
+	$(BIN)/python bench/bench_par.py
+
+## par-sheets: regenerate the published PAR sheets under docs/par (a test checks them)
+par-sheets: $(INSTALLED)
+	$(BIN)/python bench/par_sheets.py
+
+## par-plot: docs/par/house-edge.png (matplotlib: the [evidence] extra, which [test] includes)
+par-plot: $(INSTALLED)
+	$(BIN)/python bench/par_sheets.py --plot
+
+## bench-par-montecarlo: the numpy batch evaluator against Evaluator.rank, and simulated rounds/s
+bench-par-montecarlo: $(INSTALLED)
+	$(BIN)/python bench/bench_par_montecarlo.py
 
 bench-fairness: $(INSTALLED)
 	$(BIN)/python bench/bench_shuffle.py

@@ -158,6 +158,8 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
       assert.equal(round.house_rules.decks, 1);
       assert.equal(round.server_seed, '', 'the seed is secret until the reveal');
       assert.deepEqual([round.seats, round.hands, round.deck], [[], [], []]);
+      // The rules' return to player, disclosed as the round begins (the default rules' figure).
+      assert.equal(round.return_to_player.rtp_decimal, '0.948173');
       roundId = round.round_id;
       shuffled = round;
     });
@@ -287,6 +289,25 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
     // The table is free again.
     const next = await call(dealer, 'Shuffle', { request_id: randomUUID(), table_id: tableId });
     await call(dealer, 'VoidRound', { request_id: randomUUID(), round_id: next.round.round_id, reason });
+  });
+
+  it('tells anyone the return to player of a rule set, and refuses invalid rules by field', async () => {
+    const answer = await call(dealer, 'GetHouseRulesInfo', { house_rules: { tie: 'TIE_RULE_PUSH' } }, null);
+    assert.equal(answer.house_rules.tie, 'TIE_RULE_PUSH');
+    assert.equal(answer.house_rules.decks, 1, 'every rule in force is set');
+    const { rtp, house_edge: edge, rtp_decimal: rtpDecimal } = answer.return_to_player;
+    const fraction = (text) => {
+      const [numerator, denominator] = text.split('/').map(BigInt);
+      assert.ok(denominator > 0n, text);
+      return [numerator, denominator];
+    };
+    const [rn, rd] = fraction(rtp);
+    const [en, ed] = fraction(edge);
+    assert.equal(rn * ed + en * rd, rd * ed, 'rtp + house_edge = 1, exactly');
+    assert.match(rtpDecimal, /^[01]\.[0-9]{6}$/);
+    assert.ok(Math.abs(Number(rn) / Number(rd) - Number(rtpDecimal)) <= 5e-7, `${rtp} is ${rtpDecimal}`);
+    const error = await refusal(call(dealer, 'GetHouseRulesInfo', { house_rules: { decks: 9 } }, null));
+    assert.equal(error.code, grpc.status.INVALID_ARGUMENT, error.message);
   });
 
   it('refuses Shuffle without a token with PERMISSION_DENIED', async () => {

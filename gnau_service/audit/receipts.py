@@ -39,6 +39,7 @@ from gnau_service.audit.merkle import ProofError, leaf_hash, verify_consistency,
 from gnau_service.audit.note import NoteError, Verifier
 from gnau_service.audit.rounds import (
     DEALT_FIELDS,
+    DISCLOSED_FIELD,
     REVEALED_FIELDS,
     ReplayError,
     RoundCheck,
@@ -50,6 +51,7 @@ from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import RevealedRound, json_type
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import quoted
+from gnau_service.rules.return_to_player import ReturnToPlayer
 
 RECEIPT_FORMAT: Final = "gnau-dealer/round-receipt/v1"
 _MEMBERS: Final = (
@@ -197,6 +199,9 @@ class ReceiptReport:
     #: The pinned witnesses whose cosignatures of the checkpoint verified (when a quorum was
     #: asked for).
     cosigned_by: list[str] = field(default_factory=list)
+    #: The rule set's return to player its ROUND_COMMITTED entry disclosed (None before the
+    #: figures were logged).
+    return_to_player: ReturnToPlayer | None = None
 
     @property
     def ok(self) -> bool:
@@ -215,9 +220,15 @@ class ReceiptReport:
             if self.cosigned_by
             else ""
         )
+        disclosed = (
+            ""
+            if self.return_to_player is None
+            else f"; disclosed return to player {self.return_to_player.to_json()['rtp_decimal']}"
+        )
         return (
             f"round {self.round_id}: VALID ({self.state}): {', '.join(self.passed)} all hold; "
             f"in the log's signed tree of {self.checkpoint_size:,} entries{cosigned}{pinned}"
+            f"{disclosed}"
         )
 
 
@@ -259,6 +270,7 @@ def _verify(
     keys = [key.verifier for key in chain]
     entries, checks = _entries(receipt, chain)
     report.passed.append(Step.ENTRIES)
+    report.return_to_player = _disclosed(entries)
     _same_round(receipt, revealed, _published(entries))
     report.passed.append(Step.ROUND)
     for check in checks:
@@ -389,6 +401,14 @@ def _published(entries: list[LogEntry]) -> dict[str, Any]:
         }.get(entry.kind, ())
         document |= {key: entry.payload.get(key) for key in fields}
     return document
+
+
+def _disclosed(entries: list[LogEntry]) -> ReturnToPlayer | None:
+    """The figures the round's commitment disclosed (replay has checked their form)."""
+    for entry in entries:
+        if entry.kind is EntryKind.ROUND_COMMITTED and DISCLOSED_FIELD in entry.payload:
+            return ReturnToPlayer.from_json(entry.payload[DISCLOSED_FIELD])
+    return None
 
 
 def _same_round(

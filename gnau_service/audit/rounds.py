@@ -5,7 +5,9 @@ A round leaves, in order, ``ROUND_COMMITTED`` → ``ROUND_DEALT`` → ``ROUND_RE
 fields of the revealed-round JSON of :mod:`gnau_service.fairness.reveal`, each published as soon
 as it exists and no sooner:
 
-- committed: ``table_id``, ``house_rules``, ``commitment``;
+- committed: ``table_id``, ``house_rules``, ``commitment``, and since the return to player was
+  disclosed, ``return_to_player`` (the rule set's figures,
+  :class:`~gnau_service.rules.return_to_player.ReturnToPlayer`; older entries lack it);
 - dealt: ``seats``, ``beacon``, ``transcript_hash``, ``hands``, ``dealer_hand``;
 - revealed: ``server_seed``, ``deck``;
 - settled: the settlement (:meth:`gnau_service.rules.settlement.Settlement.to_json`);
@@ -47,9 +49,12 @@ from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
 from gnau_service.rules.settlement import PlayerHand, Settlement, settle
 
 COMMITTED_FIELDS: Final = ("table_id", "house_rules", "commitment")
+#: The optional member of a committed entry: the disclosed figures, not part of the revealed round.
+DISCLOSED_FIELD: Final = "return_to_player"
 DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
 REVEALED_FIELDS: Final = ("server_seed", "deck")
 
@@ -71,12 +76,18 @@ class ReplayError(ValueError):
     """A round whose entries do not follow from each other; the message names round and link."""
 
 
-def committed_payload(committed: CommittedRound, table_id: str) -> dict[str, JsonValue]:
-    return {
+def committed_payload(
+    committed: CommittedRound, table_id: str, disclosed: ReturnToPlayer | None = None
+) -> dict[str, JsonValue]:
+    """What the shuffle makes public, with the rule set's disclosed figures when given."""
+    payload: dict[str, JsonValue] = {
         "table_id": table_id,
         "house_rules": dict(committed.rules.as_dict()),
         "commitment": committed.commitment.hex(),
     }
+    if disclosed is not None:
+        payload[DISCLOSED_FIELD] = dict(disclosed.to_json())
+    return payload
 
 
 def dealt_payload(dealt: DealtRound) -> dict[str, JsonValue]:
@@ -189,7 +200,15 @@ class RoundReplay:
         if kind is EntryKind.ROUND_COMMITTED:
             # Exactly its own fields: a payload member must not stand in for the round id or
             # format that replay puts in the document itself.
-            fields = _only(payload, COMMITTED_FIELDS, round_id, kind)
+            with_figures = DISCLOSED_FIELD in payload
+            fields = _only(
+                payload,
+                (*COMMITTED_FIELDS, DISCLOSED_FIELD) if with_figures else COMMITTED_FIELDS,
+                round_id,
+                kind,
+            )
+            if with_figures:
+                _check_disclosed(round_id, payload[DISCLOSED_FIELD])
             document: dict[str, Any] = {"format": REVEALED_ROUND_FORMAT, "round_id": round_id}
             document |= {key: fields[key] for key in ("house_rules", "commitment")}
             self._rounds[round_id] = _RoundState(kind, document)
@@ -269,6 +288,16 @@ def _verify_settlement(
             f"round {round_id}: the logged settlement does not follow from the dealt hands "
             f"({_first_difference(expected, payload)})"
         )
+
+
+def _check_disclosed(round_id: str, figures: JsonValue) -> None:
+    """The shape of the disclosed figures and their agreement with each other. Whether they
+    are the rule set's is for its PAR sheet to say (``gnau par``, docs/par.md): replay does not
+    spend seconds per rule set recomputing it."""
+    try:
+        ReturnToPlayer.from_json(figures)
+    except ReturnToPlayerError as error:
+        raise ReplayError(f"round {round_id}: {clip(str(error))}") from None
 
 
 def _only(

@@ -1,4 +1,5 @@
-"""``gnau evaluate``, ``gnau settle`` and ``gnau stats``: the rules core on the command line.
+"""``gnau evaluate``, ``gnau settle``, ``gnau stats`` and ``gnau par``: the rules core on the
+command line (``par`` runs in :mod:`gnau_service.cli.par_commands`).
 
 ``evaluate`` and ``settle`` read one item per line. A bad line is reported with its number
 and the reason (in ``--json`` mode as ``{"line": N, "error": "..."}`` in place of its result),
@@ -58,6 +59,35 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _add_rule_option(stats)
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(run=run_stats)
+
+    par = subparsers.add_parser(
+        "par",
+        help="exact PAR sheet (RTP, house edge, every outcome) of a rule set",
+        description=(
+            "Count every heads-up deal of the decks in play exactly and print each settlement "
+            "outcome's probability and price, the RTP, house edge, variance, standard "
+            "deviation, hit and push frequencies per unit stake."
+        ),
+    )
+    _add_rule_option(par)
+    par.add_argument(
+        "--seats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="seats at the table, for the dealer's expected result and its standard deviation",
+    )
+    output = par.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object")
+    output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
+    par.set_defaults(run=run_par)
+
+
+def run_par(args: argparse.Namespace) -> int:
+    # Imported here: the PAR code is not needed by the other rules commands' quick start.
+    from gnau_service.cli import par_commands  # noqa: PLC0415
+
+    return par_commands.run_par(args)
 
 
 def _add_rule_option(parser: argparse.ArgumentParser) -> None:

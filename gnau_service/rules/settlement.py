@@ -151,8 +151,19 @@ def high_card(cards: Sequence[Card]) -> tuple[int, int]:
 
 def payout_units(evaluation: Evaluation, rules: HouseRules) -> int:
     """Stake multiples a win with this hand is worth: the table, doubled for a suited hand."""
-    units = PAYOUTS[rules.payout][evaluation.category]
-    if rules.suited_double and len({card.suit for card in evaluation.cards}) == 1:
+    suited = len({card.suit for card in evaluation.cards}) == 1
+    return category_units(evaluation.category, rules, suited=suited)
+
+
+def category_units(category: Category, rules: HouseRules, *, suited: bool) -> int:
+    """Stake multiples a win with a hand of ``category`` is worth, ``suited`` if its five cards
+    share one suit: the one pricing rule :func:`payout_units` and the PAR sheet both use.
+
+    >>> category_units(Category.DOUBLE_OX, HouseRules(suited_double=True), suited=True)
+    4
+    """
+    units = PAYOUTS[rules.payout][category]
+    if rules.suited_double and suited:
         units *= 2
     return units
 

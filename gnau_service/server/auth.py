@@ -48,6 +48,7 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.DealerService/ListRounds": _EVERYONE,  # public: revealed rounds only
     "/gnau.v1.DealerService/GetRoundReceipt": _EVERYONE,  # public: revealed rounds only
     "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
+    "/gnau.v1.DealerService/GetHouseRulesInfo": _EVERYONE,
     "/gnau.v1.AuditService/GetCheckpoint": _EVERYONE,
     "/gnau.v1.AuditService/GetCheckpoints": _EVERYONE,
     "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,

@@ -21,6 +21,7 @@ from gnau_service.fairness.reveal import (
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.evaluation import Category, Evaluation
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import Outcome
 from gnau_service.server.rounds import InvalidRequest, RoundState, RoundView
 
@@ -80,6 +81,10 @@ def house_rules_to_proto(rules: HouseRules) -> types_pb2.HouseRules:
     )
 
 
+def return_to_player_to_proto(figures: ReturnToPlayer) -> types_pb2.ReturnToPlayer:
+    return types_pb2.ReturnToPlayer(**figures.to_json())
+
+
 def evaluation_to_proto(evaluation: Evaluation) -> types_pb2.HandEvaluation:
     message = types_pb2.HandEvaluation(
         cards=[str(card) for card in evaluation.cards],
@@ -127,6 +132,8 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
         update_time=_timestamp(record.updated_at),
         log_indices=list(record.log_indices),
     )
+    if record.return_to_player is not None:
+        message.return_to_player.CopyFrom(return_to_player_to_proto(record.return_to_player))
     if record.beacon is not None:
         message.beacon.CopyFrom(
             round_pb2.Beacon(label=record.beacon.label, value=record.beacon.value)

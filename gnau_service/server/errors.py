@@ -62,6 +62,7 @@ class Reason(StrEnum):
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
+    TOO_MANY_RULE_SETS = "TOO_MANY_RULE_SETS"
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
     SHUTTING_DOWN = "SHUTTING_DOWN"
     INTERNAL = "INTERNAL"
@@ -81,6 +82,7 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.TOO_MANY_RULE_SETS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
     Reason.INTERNAL: grpc.StatusCode.INTERNAL,
@@ -147,6 +149,20 @@ class TooManyStreams(EdgeRefusal):
         self.scope = scope
 
 
+class TooManyRuleSets(EdgeRefusal):
+    """A rule set whose figures would have to be computed while ``limit`` others are."""
+
+    reason = Reason.TOO_MANY_RULE_SETS
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"the server is already computing the figures of {limit} other rule sets, the most "
+            "allowed; retry later",
+            limit=str(limit),
+        )
+        self.scope = "server"
+
+
 # -- statuses --------------------------------------------------------------------------------------
 
 
@@ -180,7 +196,7 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
             Reason.STORAGE_UNAVAILABLE,
             "the store cannot be used right now; retry with the same request_id",
         )
-    if isinstance(error, TooManyStreams):
+    if isinstance(error, TooManyStreams | TooManyRuleSets):
         quota = error_details_pb2.QuotaFailure(
             violations=[
                 error_details_pb2.QuotaFailure.Violation(

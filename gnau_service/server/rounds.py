@@ -48,6 +48,7 @@ from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.cards import Card
 from gnau_service.rules.errors import quoted
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import Settlement, largest_payout
 from gnau_service.server.limits import (
     DEFAULT_MAX_STAKE,
@@ -164,6 +165,8 @@ class RoundRecord:
     transcript_hash: bytes | None = None
     void_reason: str | None = None
     log_indices: tuple[int, ...] = ()
+    #: The rule set's figures as disclosed at the shuffle (None for rounds from before).
+    return_to_player: ReturnToPlayer | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -183,6 +186,9 @@ class RoundRecord:
                 else self.transcript_hash.hex(),
                 "void_reason": self.void_reason,
                 "log_indices": list(self.log_indices),
+                "return_to_player": None
+                if self.return_to_player is None
+                else self.return_to_player.to_json(),
             },
             sort_keys=True,
         )
@@ -206,6 +212,9 @@ class RoundRecord:
             ),
             void_reason=obj["void_reason"],
             log_indices=tuple(obj["log_indices"]),
+            return_to_player=None
+            if obj.get("return_to_player") is None
+            else ReturnToPlayer.from_json(obj["return_to_player"]),
         )
 
 
@@ -287,8 +296,14 @@ class Dealer:
     _ids: Any = field(default=secrets.token_hex, repr=False)
 
     async def shuffle(
-        self, table_id: str, rules: HouseRules, idempotency: Idempotency
+        self,
+        table_id: str,
+        rules: HouseRules,
+        idempotency: Idempotency,
+        disclosed: ReturnToPlayer | None = None,
     ) -> RoundView:
+        """Start a round. ``disclosed``, the rule set's figures, goes into its log entry and
+        record (the service always gives it; see :mod:`gnau_service.server.disclosure`)."""
         check_table_id(table_id)
 
         def unit(tx: Transaction) -> RoundView:
@@ -298,7 +313,7 @@ class Dealer:
             committed = CommittedRound.with_fresh_seed(f"r-{self._ids(12)}", rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
-                committed_payload(committed, table_id),
+                committed_payload(committed, table_id, disclosed),
                 round_id=committed.round_id,
             )
             record = RoundRecord(
@@ -311,6 +326,7 @@ class Dealer:
                 created_at=tx.time,
                 updated_at=tx.time,
                 log_indices=(entry.index,),
+                return_to_player=disclosed,
             )
             text = _written(record)
             try:

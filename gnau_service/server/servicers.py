@@ -20,7 +20,14 @@ from gnau_service.audit.rounds import ReplayError, RoundReplay
 from gnau_service.rules.cards import parse_cards
 from gnau_service.rules.evaluation import Evaluator
 from gnau_service.server.auth import Role
-from gnau_service.server.convert import evaluation_to_proto, house_rules_from_proto, round_to_proto
+from gnau_service.server.convert import (
+    evaluation_to_proto,
+    house_rules_from_proto,
+    house_rules_to_proto,
+    return_to_player_to_proto,
+    round_to_proto,
+)
+from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import current_role
 from gnau_service.server.limits import (
     CHECKPOINTS_PER_MESSAGE,
@@ -72,16 +79,23 @@ def idempotency_of(request: Any) -> Idempotency:
 
 
 class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
-    def __init__(self, dealer: Dealer, quorum: WitnessQuorum = NO_WITNESSES) -> None:
+    def __init__(
+        self,
+        dealer: Dealer,
+        quorum: WitnessQuorum = NO_WITNESSES,
+        disclosures: Disclosures | None = None,
+    ) -> None:
         self._dealer = dealer
         self._quorum = quorum
+        self._disclosures = Disclosures() if disclosures is None else disclosures
 
     async def Shuffle(
         self, request: dealer_pb2.ShuffleRequest, context: Context
     ) -> dealer_pb2.ShuffleResponse:
         idempotency = idempotency_of(request)
         rules = house_rules_from_proto(request.house_rules)
-        view = await self._dealer.shuffle(request.table_id, rules, idempotency)
+        disclosed = await self._disclosures.figures(rules, refuse=False)
+        view = await self._dealer.shuffle(request.table_id, rules, idempotency, disclosed)
         return dealer_pb2.ShuffleResponse(round=round_to_proto(view))
 
     async def Deal(
@@ -163,6 +177,16 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         rules = house_rules_from_proto(request.house_rules)
         evaluation = Evaluator(rules).evaluate(parse_cards(list(request.cards)))
         return dealer_pb2.EvaluateHandResponse(evaluation=evaluation_to_proto(evaluation))
+
+    async def GetHouseRulesInfo(
+        self, request: dealer_pb2.GetHouseRulesInfoRequest, context: Context
+    ) -> dealer_pb2.GetHouseRulesInfoResponse:
+        rules = house_rules_from_proto(request.house_rules)
+        figures = await self._disclosures.figures(rules)
+        return dealer_pb2.GetHouseRulesInfoResponse(
+            house_rules=house_rules_to_proto(rules),
+            return_to_player=return_to_player_to_proto(figures),
+        )
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):

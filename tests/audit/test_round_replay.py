@@ -180,3 +180,46 @@ def test_any_value_anywhere_in_any_payload_replays_or_is_a_replay_error(
         replay(tampered)
     except ReplayError as error:
         assert str(error).startswith("round round-1: ")
+
+
+# -- the disclosed return to player (an optional member of ROUND_COMMITTED) ---------------------
+
+FIGURES = {
+    "rtp": "1276/1345",
+    "house_edge": "69/1345",
+    "rtp_decimal": "0.948699",
+    "house_edge_decimal": "0.051301",
+}
+
+
+def with_figures(figures: object) -> list[Event]:
+    return changed(SETTLED, 0, lambda payload: payload.update(return_to_player=figures))
+
+
+def test_a_commitment_with_or_without_disclosed_figures_replays() -> None:
+    assert "return_to_player" not in SETTLED[0][1]  # as logs written before the figures
+    assert replay(with_figures(FIGURES)).settled == 1
+
+
+@pytest.mark.parametrize(
+    ("why", "figures", "message"),
+    [
+        ("not an object", "0.95", "must be an object of exactly"),
+        ("a decimal that is not text", {**FIGURES, "rtp_decimal": None}, "does not agree"),
+        ("an extra member", {**FIGURES, "rtp_percent": "94.87"}, "must be an object of exactly"),
+        ("not in lowest terms", {**FIGURES, "rtp": "2552/2690"}, "lowest terms"),
+        ("not a fraction", {**FIGURES, "rtp": "0.948699"}, "numerator/denominator"),
+        ("a zero denominator", {**FIGURES, "rtp": "1/0"}, "numerator/denominator"),
+        ("an edge that is not 1 - rtp", {**FIGURES, "house_edge": "70/1345"}, "does not agree"),
+        ("a decimal rounded wrong", {**FIGURES, "rtp_decimal": "0.948700"}, "does not agree"),
+        ("a number, not text", {**FIGURES, "rtp": 1}, "numerator/denominator"),
+        ("a huge numerator", {**FIGURES, "rtp": "1" * 200 + "/3"}, "numerator/denominator"),
+    ],
+)
+def test_disclosed_figures_that_do_not_agree_are_refused(
+    why: str, figures: object, message: str
+) -> None:
+    with pytest.raises(ReplayError, match=message) as refused:
+        replay(with_figures(figures))
+    assert "round round-1" in str(refused.value), why
+    assert len(str(refused.value)) < 400

@@ -7,8 +7,9 @@ from hypothesis import strategies as st
 from gnau_service.rules.cards import Card, parse_cards, standard_deck
 from gnau_service.rules.errors import CardError, SettlementError
 from gnau_service.rules.evaluation import Evaluator
-from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import Outcome, PlayerHand, compare, settle
+from tests.rules.strategies import house_rules
 
 DEALER_SINGLE_3 = "KD 4C 3S 8D 5D"  # Single-Ox 3
 
@@ -107,17 +108,7 @@ def test_tables_that_cannot_be_settled_are_refused(
         settle(parse_cards(DEALER_SINGLE_3), players, HouseRules())
 
 
-RULES = st.builds(
-    HouseRules,
-    ten_is_duke=st.booleans(),
-    three_six_pair=st.booleans(),
-    trips_make_ox=st.booleans(),
-    five_small=st.booleans(),
-    tie=st.sampled_from(TieRule),
-    payout=st.sampled_from(PayoutTable),
-    suited_double=st.booleans(),
-    decks=st.integers(1, 3),
-)
+RULES = house_rules(st.integers(1, 3))
 
 
 @given(RULES, st.data())

@@ -96,6 +96,10 @@ async def test_a_round_played_through_the_api_verifies_by_its_id(
     )
     await expect(page.locator("#round .outcome")).to_have_count(3)
     await expect(page.locator("#round .card.ox")).to_have_count(await ox_cards_expected(page))
+    # The return to player the round's commitment disclosed (the default rules' PAR sheet).
+    await expect(page.locator("#round")).to_contain_text(
+        "0.948173 per unit staked (house edge 0.051827)"
+    )
     shot = await page.screenshot(full_page=True)
     (tmp_path / SCREENSHOT).write_bytes(shot)
     assert shot.startswith(b"\x89PNG")

@@ -178,6 +178,7 @@ function showRound(text, report) {
     factsView([
       ["Round", round.round_id],
       ...(report?.tableId ? [["Table", report.tableId]] : []),
+      ...(verified && report?.returnToPlayer ? [["Return to player", `${report.returnToPlayer.rtp} per unit staked (house edge ${report.returnToPlayer.houseEdge}), as disclosed when the round began`]] : []),
       ["House rules", `${rules.decks} deck${rules.decks > 1 ? "s" : ""}; tie: ${rules.tie}; payout: ${rules.payout}; 10 is a Duke: ${rules.ten_is_duke ? "yes" : "no"}; 3-6 pairs: ${rules.three_six_pair ? "yes" : "no"}; trips make an ox: ${rules.trips_make_ox ? "yes" : "no"}; Five Small: ${rules.five_small ? "yes" : "no"}; suited pays double: ${rules.suited_double ? "yes" : "no"}`],
     ]),
   );

@@ -172,6 +172,9 @@ const EVENT_FIELDS = {
   ROUND_DEALT: ["seats", "beacon", "transcript_hash", "hands", "dealer_hand"],
   ROUND_REVEALED: ["server_seed", "deck"],
 };
+/** Members an event may carry besides: the rule set's disclosed return to player (docs/audit.md). */
+const OPTIONAL_FIELDS = { ROUND_COMMITTED: ["return_to_player"] };
+const DISCLOSED_MEMBERS = ["house_edge", "house_edge_decimal", "rtp", "rtp_decimal"];
 /** The fields of each event that the round merges: the commitment's table_id is not one. */
 const MERGED_FIELDS = { ...EVENT_FIELDS, ROUND_COMMITTED: ["house_rules", "commitment"], ROUND_VOIDED: ["server_seed"] };
 
@@ -274,8 +277,9 @@ async function entriesStep(receipt, keys) {
     }
     const fields = EVENT_FIELDS[entry.kind];
     if (fields) {
+      const optional = OPTIONAL_FIELDS[entry.kind] ?? [];
       const given = Object.keys(entry.payload).sort();
-      if (!same(given, [...fields].sort())) {
+      if (!same(given.filter((key) => !optional.includes(key)), [...fields].sort())) {
         throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} must carry exactly ${fields.join(", ")}, got ${quoted(given, 120)}`);
       }
     }
@@ -286,6 +290,44 @@ async function entriesStep(receipt, keys) {
     throw new StepFailure("entries", "no entry reveals the round's seed (a reveal or a void)");
   }
   return entries;
+}
+
+/**
+ * The disclosed return to player of a ROUND_COMMITTED payload (null for entries from before it
+ * was logged), checked as replay checks it (docs/audit.md): exact fractions in lowest terms that
+ * sum to 1, and decimals that are them rounded to 6 places, to nearest, ties to even.
+ */
+export function disclosed(figures, roundId) {
+  if (figures === undefined) return null;
+  const fail = (what) => {
+    throw new StepFailure("entries", `round ${roundId}: return_to_player ${what}`);
+  };
+  if (figures === null || typeof figures !== "object" || Array.isArray(figures) || !same(Object.keys(figures).sort(), DISCLOSED_MEMBERS)) fail("is not an object of exactly its four members");
+  const [rtp, edge] = ["rtp", "house_edge"].map((key) => {
+    const match = typeof figures[key] === "string" ? /^(-?(?:0|[1-9][0-9]{0,63}))\/([1-9][0-9]{0,63})$/.exec(figures[key]) : null;
+    if (!match) fail(`has ${key} not a fraction numerator/denominator`);
+    const [numerator, denominator] = [BigInt(match[1]), BigInt(match[2])];
+    if (gcd(numerator < 0n ? -numerator : numerator, denominator) !== 1n) fail(`has ${key} not in lowest terms`);
+    return [numerator, denominator];
+  });
+  const agree = rtp[0] * edge[1] + edge[0] * rtp[1] === rtp[1] * edge[1]
+    && figures.rtp_decimal === sixPlaces(...rtp) && figures.house_edge_decimal === sixPlaces(...edge);
+  if (!agree) fail("does not agree with itself");
+  return { rtp: figures.rtp_decimal, houseEdge: figures.house_edge_decimal };
+}
+
+function gcd(a, b) {
+  return b === 0n ? a : gcd(b, a % b);
+}
+
+/** numerator/denominator rounded to 6 decimal places (to nearest, ties to even), as text. */
+export function sixPlaces(numerator, denominator) {
+  const negative = numerator < 0n;
+  const scaled = (negative ? -numerator : numerator) * 1000000n;
+  let units = scaled / denominator;
+  const twice = 2n * (scaled % denominator);
+  if (twice > denominator || (twice === denominator && units % 2n === 1n)) units += 1n;
+  return `${negative ? "-" : ""}${units / 1000000n}.${String(units % 1000000n).padStart(6, "0")}`;
 }
 
 /** The fields the entries published, merged into one revealed-round object. */
@@ -460,6 +502,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witn
     const keys = await trusted(pins, receipt.rotations);
     const entries = await entriesStep(receipt, keys);
     report.tableId = entries[0].kind === "ROUND_COMMITTED" ? entries[0].payload.table_id : null;
+    report.returnToPlayer = entries[0].kind === "ROUND_COMMITTED" ? disclosed(entries[0].payload.return_to_player, receipt.roundId) : null;
     report.passed.push("entries");
     roundStep(receipt, report.round, published(entries));
     report.passed.push("round");

@@ -212,6 +212,19 @@ class AsyncGnauClient:
         )
         return (await self._unary(self._dealer.EvaluateHand, request, timeout)).evaluation
 
+    async def house_rules_info(
+        self,
+        house_rules: types_pb2.HouseRules | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dealer_pb2.GetHouseRulesInfoResponse:
+        """The rules in force and their return to player and house edge (exact and decimal).
+
+        A rule set the server has not computed yet takes seconds: give a ``timeout`` to match.
+        """
+        request = dealer_pb2.GetHouseRulesInfoRequest(house_rules=house_rules)
+        return await self._unary(self._dealer.GetHouseRulesInfo, request, timeout)
+
     async def play_round(
         self,
         table_id: str,

@@ -237,6 +237,19 @@ class GnauClient:
         )
         return self._unary(self._dealer.EvaluateHand, request, timeout).evaluation
 
+    def house_rules_info(
+        self,
+        house_rules: types_pb2.HouseRules | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> dealer_pb2.GetHouseRulesInfoResponse:
+        """The rules in force and their return to player and house edge (exact and decimal).
+
+        A rule set the server has not computed yet takes seconds: give a ``timeout`` to match.
+        """
+        request = dealer_pb2.GetHouseRulesInfoRequest(house_rules=house_rules)
+        return self._unary(self._dealer.GetHouseRulesInfo, request, timeout)
+
     def play_round(
         self,
         table_id: str,

@@ -525,3 +525,57 @@ class GetRoundReceiptResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetRoundReceiptResponse: _TypeAlias = GetRoundReceiptResponse  # noqa: Y015
+
+@_typing.final
+class GetHouseRulesInfoRequest(_message.Message):
+    """Request of DealerService.GetHouseRulesInfo."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOUSE_RULES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def house_rules(self) -> _types_pb2.HouseRules:
+        """The house rules to describe; unset fields (or no message) take their defaults."""
+
+    def __init__(
+        self,
+        *,
+        house_rules: _types_pb2.HouseRules | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetHouseRulesInfoRequest: _TypeAlias = GetHouseRulesInfoRequest  # noqa: Y015
+
+@_typing.final
+class GetHouseRulesInfoResponse(_message.Message):
+    """Response of DealerService.GetHouseRulesInfo."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    HOUSE_RULES_FIELD_NUMBER: _builtins.int
+    RETURN_TO_PLAYER_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def house_rules(self) -> _types_pb2.HouseRules:
+        """The house rules described, every field set to the value in force."""
+
+    @_builtins.property
+    def return_to_player(self) -> _types_pb2.ReturnToPlayer:
+        """Their return to player and house edge, per unit stake, for one seat against the dealer."""
+
+    def __init__(
+        self,
+        *,
+        house_rules: _types_pb2.HouseRules | None = ...,
+        return_to_player: _types_pb2.ReturnToPlayer | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules", "return_to_player", b"return_to_player"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules", "return_to_player", b"return_to_player"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetHouseRulesInfoResponse: _TypeAlias = GetHouseRulesInfoResponse  # noqa: Y015

@@ -104,6 +104,11 @@ class DealerServiceStub:
                 request_serializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptResponse.FromString,
                 _registered_method=True)
+        self.GetHouseRulesInfo = channel.unary_unary(
+                '/gnau.v1.DealerService/GetHouseRulesInfo',
+                request_serializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoResponse.FromString,
+                _registered_method=True)
 
 
 class DealerServiceServicer:
@@ -200,6 +205,16 @@ class DealerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetHouseRulesInfo(self, request, context):
+        """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
+        docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
+        before takes a few seconds; answers are cached. While too many other rule sets are being
+        computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DealerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -247,6 +262,11 @@ def add_DealerServiceServicer_to_server(servicer, server):
                     servicer.GetRoundReceipt,
                     request_deserializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptResponse.SerializeToString,
+            ),
+            'GetHouseRulesInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetHouseRulesInfo,
+                    request_deserializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -517,6 +537,33 @@ class DealerService:
             '/gnau.v1.DealerService/GetRoundReceipt',
             gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptRequest.SerializeToString,
             gnau_dot_v1_dot_dealer__pb2.GetRoundReceiptResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetHouseRulesInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.DealerService/GetHouseRulesInfo',
+            gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoRequest.SerializeToString,
+            gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoResponse.FromString,
             options,
             channel_credentials,
             insecure,

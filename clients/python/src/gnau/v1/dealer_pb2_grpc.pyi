@@ -80,6 +80,12 @@ class DealerServiceStub:
     or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
     the other roles.
     """
+    GetHouseRulesInfo: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.GetHouseRulesInfoRequest, _dealer_pb2.GetHouseRulesInfoResponse]
+    """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
+    docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
+    before takes a few seconds; answers are cached. While too many other rule sets are being
+    computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+    """
 
 @_typing.type_check_only
 class DealerServiceAsyncStub(DealerServiceStub):
@@ -132,6 +138,12 @@ class DealerServiceAsyncStub(DealerServiceStub):
     public key alone (docs/receipts.md). Open to everyone once the round is revealed, settled
     or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
     the other roles.
+    """
+    GetHouseRulesInfo: _aio.UnaryUnaryMultiCallable[_dealer_pb2.GetHouseRulesInfoRequest, _dealer_pb2.GetHouseRulesInfoResponse]  # type: ignore[assignment]
+    """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
+    docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
+    before takes a few seconds; answers are cached. While too many other rule sets are being
+    computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
     """
 
 class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -236,6 +248,18 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         public key alone (docs/receipts.md). Open to everyone once the round is revealed, settled
         or voided; before that NOT_FOUND to the public (as GetRound) and FAILED_PRECONDITION to
         the other roles.
+        """
+
+    @_abc_1.abstractmethod
+    def GetHouseRulesInfo(
+        self,
+        request: _dealer_pb2.GetHouseRulesInfoRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dealer_pb2.GetHouseRulesInfoResponse, _abc.Awaitable[_dealer_pb2.GetHouseRulesInfoResponse]]:
+        """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
+        docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
+        before takes a few seconds; answers are cached. While too many other rule sets are being
+        computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
         """
 
 def add_DealerServiceServicer_to_server(servicer: DealerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -288,6 +288,7 @@ class Round(_message.Message):
     CREATE_TIME_FIELD_NUMBER: _builtins.int
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     LOG_INDICES_FIELD_NUMBER: _builtins.int
+    RETURN_TO_PLAYER_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
     """The round's id, assigned by the server at the shuffle (1 to 128 bytes of UTF-8, no control
     character).
@@ -348,6 +349,13 @@ class Round(_message.Message):
     def log_indices(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
         """Indices of this round's entries in the audit log, in ascending order."""
 
+    @_builtins.property
+    def return_to_player(self) -> _types_pb2.ReturnToPlayer:
+        """The rule set's return to player, as disclosed when the round was shuffled (its
+        ROUND_COMMITTED entry carries the same figures). Unset for rounds shuffled by versions of the
+        service before the figure was disclosed.
+        """
+
     def __init__(
         self,
         *,
@@ -369,10 +377,11 @@ class Round(_message.Message):
         create_time: _timestamp_pb2.Timestamp | None = ...,
         update_time: _timestamp_pb2.Timestamp | None = ...,
         log_indices: _abc.Iterable[_builtins.int] | None = ...,
+        return_to_player: _types_pb2.ReturnToPlayer | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "create_time", b"create_time", "house_rules", b"house_rules", "settlement", b"settlement", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "create_time", b"create_time", "house_rules", b"house_rules", "return_to_player", b"return_to_player", "settlement", b"settlement", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -17,10 +17,10 @@ import builtins as _builtins
 import sys
 import typing as _typing
 
-if sys.version_info >= (3, 10):
-    from typing import TypeAlias as _TypeAlias
+if sys.version_info >= (3, 11):
+    from typing import TypeAlias as _TypeAlias, Never as _Never
 else:
-    from typing_extensions import TypeAlias as _TypeAlias
+    from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -264,3 +264,47 @@ class HandEvaluation(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType__value) -> _WhichOneofReturnType__value | None: ...
 
 Global___HandEvaluation: _TypeAlias = HandEvaluation  # noqa: Y015
+
+@_typing.final
+class ReturnToPlayer(_message.Message):
+    """The theoretical return of a rule set to one player seat playing the dealer, per unit stake:
+    the figures of the rule set's exact PAR sheet (docs/par.md). A lobby shows them to players;
+    every round names its rule set's figures, and its ROUND_COMMITTED log entry carries them
+    (docs/audit.md), so a receipt carries the figure disclosed when the round began.
+
+    Each figure is given exactly, as "numerator/denominator" text in lowest terms (always with
+    the slash, the denominator positive: the numbers can exceed 2^53), and as a decimal string
+    rounded to 6 places (to nearest, ties to even; a "-" only when negative).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RTP_FIELD_NUMBER: _builtins.int
+    HOUSE_EDGE_FIELD_NUMBER: _builtins.int
+    RTP_DECIMAL_FIELD_NUMBER: _builtins.int
+    HOUSE_EDGE_DECIMAL_FIELD_NUMBER: _builtins.int
+    rtp: _builtins.str
+    """The expected return per unit staked: 1 plus the player's expected result. For example
+    "0.948173": the player gets back about 94.8 of every 100 staked, in the long run.
+    """
+    house_edge: _builtins.str
+    """1 - rtp: the dealer's expected gain per unit staked. Negative if the rules favour the player."""
+    rtp_decimal: _builtins.str
+    """rtp as a decimal, e.g. "0.948173"."""
+    house_edge_decimal: _builtins.str
+    """house_edge as a decimal, e.g. "0.051827"."""
+    def __init__(
+        self,
+        *,
+        rtp: _builtins.str = ...,
+        house_edge: _builtins.str = ...,
+        rtp_decimal: _builtins.str = ...,
+        house_edge_decimal: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["house_edge", b"house_edge", "house_edge_decimal", b"house_edge_decimal", "rtp", b"rtp", "rtp_decimal", b"rtp_decimal"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReturnToPlayer: _TypeAlias = ReturnToPlayer  # noqa: Y015
