@@ -20,7 +20,7 @@ from gnau_service.audit.signing import LogSigner
 from tests.server.conftest import Service
 from tests.server.test_receipts import TAMPERED, _signature, receipt_of
 from tests.server.test_service import deal, play, shuffle, void
-from tests.web.test_js_rules import node
+from tests.web.nodejs import node
 
 JS = Path(__file__).parents[2] / "gnau_service" / "web" / "js"
 

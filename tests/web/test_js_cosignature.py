@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from gnau_service.audit.checkpoint import Checkpoint, sign_checkpoint
 from gnau_service.audit.cosignature import WitnessKey, WitnessSigner, cosign, cosigners
 from gnau_service.audit.note import NoteError, NoteSignature, SignedNote, Signer
 from tests.audit.vectors import COSIGNATURE
-from tests.web.test_js_rules import node
+from tests.web.nodejs import run_module_script
 
 JS = Path(__file__).parents[2] / "gnau_service" / "web" / "js"
 LOG = Signer("gnau-dealer/js", Ed25519PrivateKey.from_private_bytes(bytes(32)))
@@ -75,16 +74,7 @@ def test_the_page_counts_the_cosignatures_the_service_counts() -> None:
         json.dumps((JS / "cosignature.js").as_uri()),
         json.dumps((JS / "note.js").as_uri()),
     )
-    result = subprocess.run(
-        [node(), "--input-type=module", "-e", script],
-        input=json.dumps(payload),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    answer: dict[str, Any] = json.loads(result.stdout)
+    answer: dict[str, Any] = run_module_script(script, payload)
     keys = [w.key for w in WITNESSES]
     expected = [[c.key.name for c in cosigners(SignedNote.parse(n), keys)] for n in made]
     assert answer["counted"] == expected

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from fractions import Fraction
 from pathlib import Path
 
 from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
-from tests.web.test_js_rules import node
+from tests.web.nodejs import run_module_script
 
 RECEIPT_MODULE = Path(__file__).parents[2] / "gnau_service" / "web" / "js" / "receipt.js"
 CHECK_ALL = """
@@ -65,16 +64,7 @@ def cases(seed: int) -> list[object]:
 def test_the_page_reads_disclosed_figures_as_the_service_does() -> None:
     figures = cases(14)
     script = CHECK_ALL % json.dumps(RECEIPT_MODULE.as_uri())
-    result = subprocess.run(
-        [node(), "--input-type=module", "-e", script],
-        input=json.dumps(figures),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    verdicts = json.loads(result.stdout)
+    verdicts = run_module_script(script, figures)
     expected = [python_verdict(item) for item in figures]
     assert verdicts == expected
     assert expected.count("ok") >= 400 and expected.count("refused") >= 300

@@ -5,11 +5,10 @@ changed, one hash missing, or for the wrong index, does not."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from gnau_service.audit.merkle import MemoryTree, leaf_hash
-from tests.web.test_js_rules import node
+from tests.web.nodejs import run_module_script
 
 MERKLE_MODULE = Path(__file__).parents[2] / "gnau_service" / "web" / "js" / "merkle.js"
 LEAVES = 33
@@ -75,16 +74,7 @@ def test_the_pages_proof_checks_agree_with_the_logs_proofs() -> None:
             cases.append({**good, "proof": proof, "root2": _flip(root)})
             expected += [True, False, False]
     script = CHECK_ALL % json.dumps(MERKLE_MODULE.as_uri())
-    result = subprocess.run(
-        [node(), "--input-type=module", "-e", script],
-        input=json.dumps(cases),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    verdicts = json.loads(result.stdout)
+    verdicts = run_module_script(script, cases)
     wrong = [
         cases[n]
         for n, (ours, theirs) in enumerate(zip(verdicts, expected, strict=True))

@@ -9,17 +9,13 @@ as the independent reference and ``node`` running the page's own ES module.
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import subprocess
 from pathlib import Path
-
-import pytest
 
 from gnau_service.rules.cards import parse_cards, standard_deck
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.settlement import PlayerHand, settle
+from tests.web.nodejs import run_module_script
 
 RULES_MODULE = Path(__file__).parents[2] / "gnau_service" / "web" / "js" / "rules.js"
 TABLES = 1500
@@ -40,16 +36,6 @@ const tables = JSON.parse(input);
 const results = tables.map(({ dealer, players, rules }) => settle(dealer, players, rules).json);
 process.stdout.write(JSON.stringify(results));
 """
-
-
-def node() -> str:
-    path = shutil.which("node")
-    if path is None:
-        reason = "node is not on PATH: the page's rules module is checked with Node.js 20+"
-        if os.environ.get("CI"):
-            pytest.fail(f"{reason}; CI must run it", pytrace=False)
-        pytest.skip(reason)
-    return path
 
 
 def random_tables(
@@ -108,16 +94,7 @@ def test_the_page_settles_as_the_rules_core_does() -> None:
         for rules, dealer, players in tables
     ]
     script = SETTLE_ALL % json.dumps(RULES_MODULE.as_uri())
-    result = subprocess.run(
-        [node(), "--input-type=module", "-e", script],
-        input=json.dumps(request),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    got = json.loads(result.stdout)
+    got = run_module_script(script, request)
     assert len(got) == len(expected)
     for number, (ours, theirs) in enumerate(zip(got, expected, strict=True)):
         assert ours == theirs, (number, request[number])
