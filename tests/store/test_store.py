@@ -315,8 +315,9 @@ def spawn_appender(url: str, key_file: Path, count: int, name: str) -> subproces
 def test_writers_sharing_a_database_never_lose_an_update(
     database_url: str, signer: LogSigner
 ) -> None:
-    # Two stores are two writers, as two processes would be: each unit must see every change
-    # committed before it and append after it, so the counter and the log agree.
+    # Two stores are two writers, as two processes would be. Steps run side by side, so a unit
+    # that changes a row it read locks it (Transaction.row_lock), as the round steps do: then
+    # each sees every change committed before it, and the counter and the log agree.
     with open_store(database_url, signer) as first, open_store(database_url, signer) as second:
         first.run(
             lambda tx: (
@@ -326,7 +327,7 @@ def test_writers_sharing_a_database_never_lose_an_update(
         )
 
         def advance(tx: Transaction) -> None:
-            value = tx.execute("SELECT value FROM counter WHERE id = 1")[0][0]
+            value = tx.execute(f"SELECT value FROM counter WHERE id = 1{tx.row_lock}")[0][0]
             tx.execute("UPDATE counter SET value = ? WHERE id = 1", (value + 1,))
             tx.append(EntryKind.CONFIG_CHANGED, {"from": value})
 
