@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -471,6 +472,7 @@ class Store(LogReader):
         self._listeners: list[CommitListener] = []
         self._observers: list[BatchObserver] = []
         self._waiters = Waiters()
+        self._loop_steps: _LoopSteps | None = None
         #: Test-only: called on a step writer's thread inside every step transaction, after its
         #: units ran and before its COMMIT (a test stalls a step there, holding its row locks).
         #: Never set in production.
@@ -522,17 +524,30 @@ class Store(LogReader):
         return self.submit(work).result()
 
     async def run_async(self, work: Work[T]) -> T:
-        """Run a unit of work from an event loop and await its integration: the step writer
-        runs it, and wakes each loop once per batch of answers."""
+        """Run a unit of work from an event loop and await its integration.
+
+        On an in-process database (SQLite) the loop runs the batch's units itself and hands only
+        what may block (taking the write lock, COMMIT and its fsync) to a thread. Otherwise a
+        step writer thread runs the unit, and each loop is woken once per batch of answers."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._enqueue(_Queued(work, future, loop))
         return await future
 
     def _enqueue(self, queued: _Queued[Any]) -> None:
+        """Hand a unit to its writer: its event loop's, for a loop over an in-process database
+        (SQLite); else the step writer threads."""
         if self._closed:
             raise StoreUnavailable("the store is closed")
-        self._queue.put(queued)
+        loop = queued.loop
+        if loop is None or not self.backend.sequences_in_steps:
+            self._queue.put(queued)
+            return
+        if self._loop_steps is None or self._loop_steps.loop is not loop:
+            if self._loop_steps is not None:
+                self._loop_steps.close()
+            self._loop_steps = _LoopSteps(self, loop)
+        self._loop_steps.add(queued)
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
@@ -592,6 +607,8 @@ class Store(LogReader):
             self._queue.put(_STOP)
         for writer in self._writers:
             writer.join()
+        if self._loop_steps is not None:
+            self._loop_steps.close()
         if self._sequencer is not None:
             self._sequencer.close()
         failure = StoreUnavailable("the store closed before its change was integrated")
@@ -661,58 +678,17 @@ class Store(LogReader):
             return None
 
     def _commit_steps(self, connection: Any, batch: list[_Queued[Any]]) -> Any:
-        """Run one batch of steps in one transaction and commit it; the connection to carry on
-        with, or None if it should be replaced."""
-        backend = self.backend
-        started = perf_counter()
-        answers: list[Outcome] = []
-        waiting: list[Waiting] = []
-        sequenced: list[tuple[list[AppendedEntry], dict[int, int], LogAppender]] = []
+        """Run one batch of steps in one transaction and commit it, on this thread; the
+        connection to carry on with, or None if it should be replaced."""
+        steps = _StepBatch(self, batch)
         try:
-            backend.run(connection, backend.begin_sql)
-            key_rows = backend.run(connection, CURRENT_KEY_SQL)
-            try:
-                self.signer_for(str(key_rows[0][0]) if key_rows else None)
-            except KeyNotCurrent as refused:
-                backend.run(connection, "ROLLBACK")
-                deliver([(item.future, item.loop, None, refused) for item in batch])
-                return connection
-            time = self._clock()
-            for item in batch:
-                value, failure, entries = self._run_step(connection, item, time)
-                if failure is not None or not entries:
-                    answers.append((item.future, item.loop, value, failure))
-                else:
-                    waiting.append(Waiting(item.future, item.loop, value, entries))
-            if backend.sequences_in_steps:
-                while not sequenced or len(sequenced[-1][1]) == SEQUENCE_BATCH:
-                    sequenced.append(integrate(backend, connection, self.signer_for))
-            for each in waiting:
-                self._waiters.add(each)
-            if self.step_hook is not None:
-                self.step_hook()
-            committing = perf_counter()
-            backend.run(connection, "COMMIT")
+            steps.begin(connection)
+            steps.run(connection)
+            steps.commit(connection)
         except Exception as error:
-            # The server reports it, once per outage; a traceback here would repeat per batch.
-            log.warning("store step batch failed; nothing in it was committed: %s", error)
-            for each in waiting:
-                self._waiters.discard(each)
-            backend.rollback_quietly(connection)
-            backend.close_quietly(connection)
-            failure = StoreUnavailable(f"the database refused the write: {error}")
-            deliver([(item.future, item.loop, None, failure) for item in batch])
+            steps.fail(connection, error)
             return None
-        deliver(answers)
-        now = perf_counter()
-        for appended, indices, appender in sequenced:
-            self.integrated(Integrated(tuple(appended), indices, appender, now - started,
-                                       now - committing))  # fmt: skip
-        if waiting and self._sequencer is not None:
-            self._sequencer.wake()
-            if not self._sequencer.leading:
-                with contextlib.suppress(Exception):  # the sequencer's sweep finds them anyway
-                    backend.announce_pending(connection)
+        steps.finish(connection)
         return connection
 
     def _run_step(
@@ -771,6 +747,149 @@ class Store(LogReader):
             else:
                 deliver(self._waiters.resolve(indices))
         deliver(self._waiters.expire())
+
+
+class _StepBatch:
+    """One step transaction, phase by phase: :meth:`begin` and :meth:`commit` may block (the
+    write lock, the fsync); :meth:`run` and :meth:`finish` only compute. A step writer thread
+    runs them all; an event loop over SQLite runs the two that compute itself (see
+    :class:`_LoopSteps`)."""
+
+    def __init__(self, store: Store, batch: list[_Queued[Any]]) -> None:
+        self.store = store
+        self.batch = batch
+        self.started = perf_counter()
+        self.committing = 0.0
+        self.answers: list[Outcome] = []
+        self.waiting: list[Waiting] = []
+        self.sequenced: list[tuple[list[AppendedEntry], dict[int, int], LogAppender]] = []
+
+    def begin(self, connection: Any) -> None:
+        self.store.backend.run(connection, self.store.backend.begin_sql)
+
+    def run(self, connection: Any) -> None:
+        """The units, each in its savepoint, and (on SQLite) the integration of their events;
+        or, if this process lacks the log's current key, a refusal of all of them."""
+        store, backend = self.store, self.store.backend
+        key_rows = backend.run(connection, CURRENT_KEY_SQL)
+        try:
+            store.signer_for(str(key_rows[0][0]) if key_rows else None)
+        except KeyNotCurrent as refused:
+            backend.run(connection, "ROLLBACK")
+            self.answers = [(item.future, item.loop, None, refused) for item in self.batch]
+            self.batch = []
+            return
+        time = store._clock()
+        for item in self.batch:
+            value, failure, entries = store._run_step(connection, item, time)
+            if failure is not None or not entries:
+                self.answers.append((item.future, item.loop, value, failure))
+            else:
+                self.waiting.append(Waiting(item.future, item.loop, value, entries))
+        if backend.sequences_in_steps:
+            while not self.sequenced or len(self.sequenced[-1][1]) == SEQUENCE_BATCH:
+                self.sequenced.append(integrate(backend, connection, store.signer_for))
+        for waiting in self.waiting:
+            store._waiters.add(waiting)
+        if store.step_hook is not None:
+            store.step_hook()
+
+    def commit(self, connection: Any) -> None:
+        if self.batch:
+            self.committing = perf_counter()
+            self.store.backend.run(connection, "COMMIT")
+
+    def finish(self, connection: Any) -> None:
+        """Answer who can be answered now; hand the events to the sequencer."""
+        store = self.store
+        deliver(self.answers)
+        now = perf_counter()
+        for appended, indices, appender in self.sequenced:
+            seconds, commit_seconds = now - self.started, now - self.committing
+            store.integrated(
+                Integrated(tuple(appended), indices, appender, seconds, commit_seconds)
+            )
+        if self.waiting and store._sequencer is not None:
+            store._sequencer.wake()
+            if not store._sequencer.leading:
+                with contextlib.suppress(Exception):  # the sequencer's sweep finds them anyway
+                    store.backend.announce_pending(connection)
+
+    def fail(self, connection: Any, error: Exception) -> None:
+        """Nothing of the batch was committed: every caller is refused, retryably."""
+        # The server reports it, once per outage; a traceback here would repeat per batch.
+        log.warning("store step batch failed; nothing in it was committed: %s", error)
+        for waiting in self.waiting:
+            self.store._waiters.discard(waiting)
+        if connection is not None:
+            self.store.backend.rollback_quietly(connection)
+            self.store.backend.close_quietly(connection)
+        failure = StoreUnavailable(f"the database refused the write: {error}")
+        deliver([(item.future, item.loop, None, failure) for item in self.batch])
+
+
+class _LoopSteps:
+    """Steps on an event loop, for an in-process database (SQLite; see :meth:`Store.run_async`).
+
+    Units queue while a batch commits; the next batch takes them all. The loop runs the units and
+    the integration itself; what may block (taking the write lock, COMMIT) runs on a thread of its
+    own. A writer thread would give up the GIL at every SQLite statement and wait for the busy loop
+    to hand it back, which costs more than the statements.
+    """
+
+    def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
+        self.store = store
+        self.loop = loop
+        self._pending: list[_Queued[Any]] = []
+        self._draining: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
+        self._connection: Any = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="gnau-store-commit")
+
+    def close(self) -> None:
+        """Let the connection go: now if idle, else when the batch in hand ends."""
+        if self._draining is None:
+            self._release()
+
+    def _release(self) -> None:
+        if self._connection is not None:
+            self.store.backend.close_quietly(self._connection)
+            self._connection = None
+        self._thread.shutdown(wait=False)
+
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await self.loop.run_in_executor(self._thread, functools.partial(function, *args))
+
+    def add(self, queued: _Queued[Any]) -> None:
+        self._pending.append(queued)
+        if self._draining is None:
+            self._draining = self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                size = self.store._max_batch
+                batch, self._pending = self._pending[:size], self._pending[size:]
+                await self._commit([item for item in batch if not item.future.done()])
+        finally:
+            self._draining = None
+            if self.store._closed:
+                self._release()
+
+    async def _commit(self, batch: list[_Queued[Any]]) -> None:
+        if not batch:
+            return
+        steps = _StepBatch(self.store, batch)
+        try:
+            if self._connection is None:
+                self._connection = await self._blocking(self.store.backend.connect)
+            await self._blocking(steps.begin, self._connection)
+            steps.run(self._connection)
+            await self._blocking(steps.commit, self._connection)
+        except Exception as error:
+            steps.fail(self._connection, error)
+            self._connection = None
+            return
+        steps.finish(self._connection)
 
 
 class _NodeReader:
