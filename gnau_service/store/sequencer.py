@@ -121,10 +121,13 @@ def integrate(
         appended.append(log_level(appender, connection))
     if appended:
         write_log(backend, connection, appender, appended)
+        # An UPDATE ... FROM (VALUES ...): both databases name a VALUES list's columns
+        # column1, column2 (SQLite since 3.33).
         backend.run_many(
             connection,
-            "UPDATE log_pending SET idx = ?, payload = NULL WHERE id = ?",
-            [(index, pending_id) for pending_id, index in indices.items()],
+            "UPDATE log_pending SET idx = v.column2, payload = NULL"
+            " FROM (VALUES (?, ?)) AS v WHERE log_pending.id = v.column1",
+            list(indices.items()),
         )
     return appended, indices, appender
 

@@ -63,12 +63,21 @@ Outcome = tuple[Future[Any] | asyncio.Future[Any], asyncio.AbstractEventLoop | N
                 BaseException | None]  # fmt: skip
 
 
+#: Integrated events whose indices a process remembers (see :attr:`Waiters.recent`).
+RECENT_INDICES: Final = 65_536
+
+
 class Waiters:
-    """The callers of this process whose events are not integrated yet, by pending id."""
+    """The callers of this process whose events are not integrated yet, by pending id; and the
+    indices of the events integrated lately (:attr:`recent`), so that a round's next step
+    usually finds its previous event's index without asking the database."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_id: dict[int, list[Waiting]] = {}
+        #: Pending id to log index, of events integrated lately (the newest RECENT_INDICES at
+        #: least; cleared when full). An index never changes, so this cannot go stale.
+        self.recent: dict[int, int] = {}
 
     def add(self, waiting: Waiting) -> None:
         waiting.missing = {entry.id for entry in waiting.entries if entry.index < 0}
@@ -89,6 +98,9 @@ class Waiters:
         """Give events their indices; the answers of the callers that now have all of theirs."""
         done: list[Outcome] = []
         with self._lock:
+            if len(self.recent) + len(indices) > RECENT_INDICES:
+                self.recent = {}
+            self.recent.update(indices)
             for pending_id, index in indices.items():
                 for waiting in self._by_id.pop(pending_id, ()):
                     for entry in waiting.entries:
