@@ -38,7 +38,7 @@ PENDING_CHANNEL: Final = "gnau_log_pending"
 #: The session advisory lock whose holder is the log's sequencer.
 SEQUENCER_LOCK: Final = 0x676E6173  # "gnas"
 #: Step writer threads (and connections) per process.
-STEP_WRITERS: Final = 4
+STEP_WRITERS: Final = 2
 
 SET_VERSION: Final = (
     "INSERT INTO gnau_schema (id, version) VALUES (1, %s)"
