@@ -772,6 +772,10 @@ class Store(LogReader):
                 log.warning("cannot read which pending events are integrated: %s", error)
             else:
                 deliver(self._waiters.resolve(indices))
+        self.expire_waiters()
+
+    def expire_waiters(self) -> None:
+        """Refuse the callers that waited too long for integration (see waiting.py)."""
         deliver(self._waiters.expire())
 
 

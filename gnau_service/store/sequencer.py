@@ -222,6 +222,7 @@ class Sequencer:
                 if not self._stopping.is_set():
                     log.warning("sequencer connection failed; retrying: %s", error)
                 self.leading = False
+                self._store.expire_waiters()  # no query: the database may be the trouble
                 self._stopping.wait(RETRY_SECONDS)
             finally:
                 for connection in (session, work):
@@ -243,7 +244,10 @@ class Sequencer:
                     log.info("this process is now the log's sequencer")
                     pending = True
             if self.leading and (pending or now >= next_sweep):
+                swept = now >= next_sweep
                 self._integrate_all(work)
+                if swept:  # callers whose events another process integrated (a key rotation)
+                    self._store.check_waiters()
                 next_sweep = perf_counter() + SWEEP_SECONDS
                 pending = False
             elif not self.leading and now >= next_sweep:
@@ -259,7 +263,7 @@ class Sequencer:
             if session.fileno() in readable:
                 grown, steps = backend.notifications(session)
                 pending = pending or steps
-                if grown:
+                if grown and not self.leading:  # the sequencer's own callers are answered
                     self._store.check_waiters()
         if self.leading:
             # What this process's steps committed last is integrated before it lets go.
