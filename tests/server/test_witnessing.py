@@ -39,8 +39,7 @@ from tests.server.test_metrics import scrape, value
 from tests.server.test_service import play
 from tests.server.witnessed import WitnessSpec, down_witness, local_witness, log_vkey, until
 from tests.serving import gnau
-from tests.store.test_schema_startup import older_gnau
-from tests.store.test_store import append_many
+from tests.store.test_schema_startup import append_as_older_gnau, older_gnau
 
 ORIGIN = "gnau-dealer/witnessed"
 STEPS_WITHOUT_PIN = "fairness, entries, round, outcome, checkpoint, inclusion"
@@ -277,7 +276,7 @@ def test_a_database_from_before_migration_4_still_exports(tmp_path: Path) -> Non
     table exports its checkpoints as they are."""
     url = f"sqlite:///{tmp_path / 'v3.db'}"
     with Store(older_gnau(url, 3), new_signer()) as store:
-        append_many(store, 3)
+        append_as_older_gnau(store, 3)
         notes = store.checkpoints()
     bundle = tmp_path / "bundle.jsonl"
     exported = gnau("audit", "export", "--database", url, "--out", str(bundle))

@@ -12,10 +12,10 @@ a change to the schema is a new migration, with the next number, for both dialec
 written to be safe to apply again (``IF NOT EXISTS``), so a database whose recorded version was
 lost can still be brought up to date.
 
->>> [(migration.version, migration.name) for migration in MIGRATIONS]
-[(1, 'tables'), (2, 'history'), (3, 'requests_by_time'), (4, 'checkpoint_cosignatures')]
+>>> [migration.name for migration in MIGRATIONS]
+['tables', 'history', 'requests_by_time', 'checkpoint_cosignatures', 'outbox']
 >>> SCHEMA_VERSION
-4
+5
 """
 
 from __future__ import annotations
