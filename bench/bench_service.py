@@ -460,8 +460,11 @@ class Verification:
     problems: list[str]
 
 
-def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Verification:
-    """Export the log and verify it offline with the log's key pinned."""
+def verify_log(
+    database: str, vkey: str, bundle: Path, rounds_played: int, starts: int = 1
+) -> Verification:
+    """Export the log and verify it offline with the log's key pinned. ``starts``: the
+    processes that served it, each of which logged SERVICE_STARTED."""
     export = subprocess.run(
         [GNAU, "audit", "export", "--database", database, "--out", str(bundle)],
         capture_output=True,
@@ -470,7 +473,7 @@ def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Ve
         check=False,
     )
     problems = []
-    wrote = re.search(r"wrote ([\d,]+) entries", export.stdout)
+    wrote = re.search(r"\(([\d,]+) in all\)", export.stdout)  # "wrote entries 0-N (M in all)"
     if export.returncode != 0 or wrote is None:
         problems.append(f"export failed ({export.returncode}): {export.stderr.strip()}")
         return Verification(0, 0, 0, rounds_played, [], False, problems)
@@ -483,7 +486,7 @@ def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Ve
         check=False,
     )
     summary = check.stdout.strip().splitlines()
-    expected = 1 + 4 * rounds_played  # SERVICE_STARTED, then four entries per round
+    expected = starts + 4 * rounds_played  # SERVICE_STARTED per start, four entries per round
     settled = 0
     rounds = re.search(
         r"rounds: ([\d,]+) settled and replayed, ([\d,]+) voided, ([\d,]+) still", check.stdout
