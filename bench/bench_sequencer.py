@@ -12,11 +12,14 @@ entries: COMMITTED, DEALT, REVEALED, SETTLED, about 1 kB each):
 2. ``LogAppender`` alone: what sequencing costs in CPU without a database (canonical JSON,
    signature, chain hash, Merkle frontier), one checkpoint per batch of ``--batch`` entries.
 3. The store's sequencing on SQLite (a fresh file: WAL, ``synchronous=FULL``) and on PostgreSQL
-   (a scratch database): every event queued before the writer starts, then the time until all
-   are durable in the log with a signed checkpoint. Today's store sequences inside its unit
-   batches: one unit per event, held at a gate until all are queued, so the writer's batches
-   (``MAX_BATCH`` units each) are the sequencing batches. Entries/s, the writer process's CPU
-   per entry, and PostgreSQL's backends' CPU per entry (from ``/proc``, the server being local).
+   (a scratch database), every event waiting before it starts, timed until all are durable in
+   the log under a signed checkpoint. With the sequencer (issue 12): the events written to the
+   outbox first, as committed steps leave them, then ``store.sequencer.sequence`` transactions
+   (up to ``SEQUENCE_BATCH`` events each) on this thread; on PostgreSQL this process holds the
+   sequencer's advisory lock so the store's own sequencer stays idle. Before it: one unit per
+   event queued behind a gate, the writer's unit batches being the sequencing batches.
+   Entries/s, this process's CPU per entry, and PostgreSQL's backends' CPU per entry (from
+   ``/proc``, the server being local).
 
 Each rate is printed twice: entries per second of wall time, and per CPU-second of this process
 (the count over its CPU time), which is what one core would carry if nothing else ran on it; on
@@ -28,6 +31,7 @@ Target (issue 12): at least 10,000 entries/s on one core, on both backends.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import sys
@@ -37,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -171,7 +175,65 @@ def _process_cpu(pid: int) -> float:
 
 
 def store_sequencing(url: str, signer: LogSigner, items: Sequence[Item], *, postgres: bool) -> Rate:
-    """Today's store: one unit per event, all queued behind a gate, then the writer runs."""
+    """The store's sequencing of ``items``, all waiting before it starts: the sequencer where
+    the store has one, else today's unit batches."""
+    try:
+        from gnau_service.store import sequencer  # noqa: PLC0415  (only since issue 12)
+    except ImportError:
+        return _unit_batches(url, signer, items, postgres=postgres)
+    return _sequencer(sequencer, url, signer, items, postgres=postgres)
+
+
+def _sequencer(
+    sequencer: Any, url: str, signer: LogSigner, items: Sequence[Item], *, postgres: bool
+) -> Rate:
+    """Events written to the outbox (``log_pending``) first, as committed steps leave them; then
+    the sequencer's transactions (``sequencer.sequence``) on this thread until all are in the
+    log. On PostgreSQL this process holds the sequencer's advisory lock from before the store
+    opens, so that the store's own sequencer thread never leads: the one timed here is alone."""
+    election = None
+    if postgres:
+        from gnau_service.store.postgres import SEQUENCER_LOCK  # noqa: PLC0415
+
+        election = psycopg.connect(url, autocommit=True)
+        election.execute("SELECT pg_advisory_lock(%s)", (SEQUENCER_LOCK,))
+    try:
+        with open_store(url, signer) as store:
+            backend = store.backend
+            connection = backend.connect()
+            backend.run(connection, backend.begin_sql)
+            backend.run_many(
+                connection,
+                "INSERT INTO log_pending (kind, round_id, payload, time) VALUES (?, ?, ?, ?)",
+                [
+                    (str(kind), round_id, json.dumps(payload, sort_keys=True), entry_time(0))
+                    for kind, payload, round_id in items
+                ],
+            )
+            backend.run(connection, "COMMIT")
+
+            def integrate_all() -> int:
+                integrated = 0
+                while integrated < len(items):
+                    done = sequencer.sequence(store, connection)
+                    if not done.indices:
+                        raise AssertionError(f"{len(items) - integrated} events not integrated")
+                    integrated += len(done.indices)
+                return integrated
+
+            rate = timed(integrate_all, postgres_cpu(url) if postgres else None)
+            backend.close_quietly(connection)
+            if store.size() != len(items):
+                raise AssertionError(f"{store.size()} entries in the log, {len(items)} expected")
+    finally:
+        if election is not None:
+            election.close()
+    return rate
+
+
+def _unit_batches(url: str, signer: LogSigner, items: Sequence[Item], *, postgres: bool) -> Rate:
+    """Before the sequencer (issue 12): the store sequenced inside its unit batches, so one unit
+    per event, all queued behind a gate, then the writer runs its batches."""
     with open_store(url, signer) as store:
         store.append(EntryKind.SERVICE_STARTED, {"version": "bench"})  # connect, warm up
         gate = threading.Event()
@@ -234,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     with tempfile.TemporaryDirectory(prefix="gnau-bench-sequencer-") as temp:
         show(
-            "store, SQLite, all queued first",
+            "store, SQLite, all waiting first",
             store_sequencing(f"sqlite:///{Path(temp) / 'log.db'}", signer, items, postgres=False),
         )
     if not arguments.no_postgres:
@@ -245,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             name, url = scratch
             try:
                 show(
-                    "store, PostgreSQL, all queued first",
+                    "store, PostgreSQL, all waiting first",
                     store_sequencing(url, signer, items, postgres=True),
                 )
             finally:
