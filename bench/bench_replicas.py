@@ -21,7 +21,13 @@ For each replica count N, on a fresh scratch database:
    in the window, is the lock-wait time per step, printed with the wait events seen
    (``transactionid``, ``tuple``, ``advisory``...). An ``advisory`` wait is reported apart: a
    replica that idles on a leader lock waits there by design, not on a step.
-5. After each run the log is exported and verified offline with the log key
+5. The added latency of waiting for integration: each replica runs ``gnau serve`` through this
+   file (``--timed-serve``), which times, for every step whose caller waits for the sequencer,
+   from the moment the step registers its caller (just before its COMMIT) to the moment its
+   events are integrated under a signed checkpoint (by its own process's sequencer or, heard
+   through NOTIFY, another's); p50/p99 per step over the window. Without a sequencer (before
+   issue 12) steps are sequenced inside their own transaction, and there is nothing to time.
+6. After each run the log is exported and verified offline with the log key
    (``gnau audit verify``): VALID, every round played settled.
 
 The figures to compare are in one run: CPU per round at N replicas over CPU per round at one
@@ -35,6 +41,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
 import os
 import sys
 import tempfile
@@ -43,7 +50,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import grpc
 import psycopg
@@ -52,7 +59,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_service import (  # a sibling script, found through sys.path above
     DEFAULT_POSTGRES_URL,
-    GNAU,
     RPCS,
     Recorder,
     RoundPlayer,
@@ -78,12 +84,15 @@ class Replicas:
     def __init__(self, count: int, database: str, directory: Path) -> None:
         self.data_dir = directory / "data"
         self.ports = [free_port() for _ in range(count)]
+        self.waits = [directory / f"replica-{n}.waits.json" for n in range(count)]
         self.processes = [
             ServerProcess(
                 f"replica-{n}",
                 [
-                    GNAU,
-                    "serve",
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--timed-serve",
+                    str(self.waits[n]),
                     "--listen",
                     f"127.0.0.1:{port}",
                     "--data-dir",
@@ -99,6 +108,18 @@ class Replicas:
             )
             for n, port in enumerate(self.ports)
         ]
+
+    def integration_waits(self, start: float, end: float) -> dict[str, list[float]] | None:
+        """Every replica's integration waits (seconds) that ended in [start, end] (monotonic
+        clock), by step; ``None`` if the store has no sequencer to wait for."""
+        waits: dict[str, list[float]] = {}
+        for path in self.waits:
+            if not path.exists():
+                return None
+            for step, at, seconds in json.loads(path.read_text(encoding="utf-8")):
+                if start <= at <= end:
+                    waits.setdefault(step, []).append(seconds)
+        return waits
 
     async def start(self) -> str:
         """Start the first (it creates the schema, the key and the token), then the others."""
@@ -174,6 +195,13 @@ class ReplicaRun:
     locks: LockSamples
     window_steps: int
     verification: Verification
+    waits: dict[str, list[float]] | None  # integration waits by step; None: no sequencer
+
+    def wait_ms(self, step: str, fraction: float) -> float:
+        values = sorted((self.waits or {}).get(step, []))
+        if not values:
+            return float("nan")
+        return 1000 * values[max(0, min(len(values) - 1, int(fraction * len(values) + 0.5) - 1))]
 
     @property
     def lock_ms_per_step(self) -> float:
@@ -182,6 +210,50 @@ class ReplicaRun:
     @property
     def advisory_ms_per_step(self) -> float:
         return 1000 * self.locks.seconds(advisory=True) / max(self.window_steps, 1)
+
+
+STEP_OF_KIND: Final = {
+    "ROUND_COMMITTED": "Shuffle",
+    "ROUND_DEALT": "Deal",
+    "ROUND_REVEALED": "Reveal",
+    "ROUND_SETTLED": "Settle",
+}
+
+
+def timed_serve(arguments: Sequence[str]) -> int:
+    """``gnau serve ARGUMENTS[1:]``, recording into the file ARGUMENTS[0], at exit, every wait
+    for integration: [step, monotonic time it ended, seconds]. The store's ``Waiters`` are
+    wrapped: ``add`` notes when a step registered its caller (just before its COMMIT) and
+    ``resolve`` when the caller's events all had indices."""
+    from gnau_service.cli.main import main as gnau_main  # noqa: PLC0415  (only in this mode)
+
+    waits: list[tuple[str, float, float]] = []
+    try:
+        from gnau_service.store import waiting  # noqa: PLC0415  (only since issue 12)
+    except ImportError:
+        return gnau_main(["serve", *arguments[1:]])
+    started: dict[int, tuple[str, float]] = {}
+    add, resolve = waiting.Waiters.add, waiting.Waiters.resolve
+
+    def timed_add(self: Any, pending: Any) -> None:
+        kind = str(pending.entries[0].kind) if pending.entries else "?"
+        started[id(pending.future)] = (STEP_OF_KIND.get(kind, kind), pending.since)
+        add(self, pending)
+
+    def timed_resolve(self: Any, indices: dict[int, int]) -> Any:
+        outcomes = resolve(self, indices)
+        now = time.monotonic()
+        for future, *_ in outcomes:
+            step, since = started.pop(id(future), ("?", now))
+            waits.append((step, now, now - since))
+        return outcomes
+
+    waiting.Waiters.add = timed_add  # type: ignore[method-assign]
+    waiting.Waiters.resolve = timed_resolve  # type: ignore[method-assign]
+    try:
+        return gnau_main(["serve", *arguments[1:]])
+    finally:
+        Path(arguments[0]).write_text(json.dumps(waits), encoding="utf-8")
 
 
 def spread_player(players: Sequence[RoundPlayer]) -> RoundPlayer:
@@ -209,6 +281,7 @@ async def bench_replicas(count: int, arguments: argparse.Namespace) -> ReplicaRu
                 players = [real_player(channel, token, f"r{count}") for channel in channels]
                 sampler = LockSampler(url, name, arguments.sample_ms / 1000)
                 window_start = time.perf_counter() + arguments.warmup
+                monotonic_start = time.monotonic() + arguments.warmup
 
                 async def sample_window() -> LockSamples:
                     await asyncio.sleep(max(0.0, window_start - time.perf_counter()))
@@ -234,12 +307,25 @@ async def bench_replicas(count: int, arguments: argparse.Namespace) -> ReplicaRu
                 statuses = replicas.stop()
             if any(status not in (0, None) for status in statuses):
                 print(f"  exit statuses {statuses}: {replicas.processes[0].tail()}")
+            waits = replicas.integration_waits(monotonic_start, monotonic_start + arguments.seconds)
             verification = verify_log(
                 url, vkey, directory / "log.bundle", run.rounds_played, starts=count
             )
     finally:
         drop_postgres(arguments.postgres_url, name)
-    return ReplicaRun(count, run, locks, run.rounds_in_window * STEPS_PER_ROUND, verification)
+    return ReplicaRun(
+        count, run, locks, run.rounds_in_window * STEPS_PER_ROUND, verification, waits
+    )
+
+
+def integration_text(result: ReplicaRun) -> str:
+    """The integration waits' p50 / p99 per step, or why there are none."""
+    if result.waits is None:
+        return "none: each step is sequenced in its own transaction"
+    return ", ".join(
+        f"{step} {result.wait_ms(step, 0.50):.1f} / {result.wait_ms(step, 0.99):.1f}"
+        for step in RPCS
+    )
 
 
 def print_results(runs: Sequence[ReplicaRun]) -> None:
@@ -247,10 +333,10 @@ def print_results(runs: Sequence[ReplicaRun]) -> None:
     header = (
         "| replicas | rounds/s | service CPU ms/round | vs 1 replica | "
         "Shuffle / Deal / Reveal / Settle p50 ms | p99 ms | lock wait ms/step | "
-        "lock waits seen | log verified |"
+        "lock waits seen | integration wait p50 / p99 ms | log verified |"
     )
     print(header)
-    print("|---:|---:|---:|---:|---|---|---:|---|---|")
+    print("|---:|---:|---:|---:|---|---|---:|---|---|---|")
     for result in runs:
         run = result.run
         p50 = " / ".join(f"{run.percentile_ms(rpc, 0.50):.1f}" for rpc in range(len(RPCS)))
@@ -266,7 +352,7 @@ def print_results(runs: Sequence[ReplicaRun]) -> None:
             f"| {result.replicas} | {run.rounds_per_second:,.0f} | "
             f"{run.server_ms_per_round:.2f} | {run.server_ms_per_round / base:.2f} | {p50} | "
             f"{p99} | {result.lock_ms_per_step:.2f} | {waits} ({result.locks.samples} samples) | "
-            f"{check} |"
+            f"{integration_text(result)} | {check} |"
         )
 
 
@@ -291,6 +377,7 @@ async def run_all(arguments: argparse.Namespace) -> int:
             f"{result.advisory_ms_per_step:.2f}), {len(run.errors)} errors, log "
             f"{'VALID' if result.verification.ok else 'FAILED'}"
         )
+        print(f"  integration wait p50 / p99 ms: {integration_text(result)}")
         for error in run.errors[:3]:
             print(f"  error: {error}")
         runs.append(result)
@@ -320,6 +407,7 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per run")
     parser.add_argument("--sample-ms", type=float, default=10.0, help="lock sampling interval")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument("--timed-serve", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if min(arguments.replicas) < 1 or arguments.tables < max(arguments.replicas):
         parser.error("each replica count must be at least 1, and --tables at least the largest")
@@ -327,7 +415,10 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    sys.exit(asyncio.run(run_all(parse_arguments(argv))))
+    arguments = parse_arguments(argv)
+    if arguments.timed_serve is not None:
+        sys.exit(timed_serve(arguments.timed_serve))
+    sys.exit(asyncio.run(run_all(arguments)))
 
 
 if __name__ == "__main__":
