@@ -70,6 +70,7 @@ from bench_service import (  # a sibling script, found through sys.path above
     free_port,
     real_player,
     scratch_postgres,
+    serve_arguments,
     verify_log,
 )
 
@@ -93,16 +94,7 @@ class Replicas:
                     str(Path(__file__).resolve()),
                     "--timed-serve",
                     str(self.waits[n]),
-                    "--listen",
-                    f"127.0.0.1:{port}",
-                    "--data-dir",
-                    str(self.data_dir),
-                    "--database",
-                    database,
-                    "--log-format",
-                    "json",
-                    "--reflection",
-                    "false",
+                    *serve_arguments(port, self.data_dir, database),
                 ],
                 directory,
             )
@@ -266,7 +258,7 @@ def spread_player(players: Sequence[RoundPlayer]) -> RoundPlayer:
 
 
 async def bench_replicas(count: int, arguments: argparse.Namespace) -> ReplicaRun | str:
-    scratch = scratch_postgres(arguments.postgres_url)
+    scratch = scratch_postgres(arguments.postgres_url, "gnau_bench_replicas")
     if isinstance(scratch, str):
         return scratch
     name, url = scratch

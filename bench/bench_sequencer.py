@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import secrets
 import sys
 import tempfile
 import threading
@@ -48,7 +47,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_audit_log import (  # a sibling script, found through sys.path above
+from bench_audit_log import (  # sibling scripts, found through sys.path above
     ORIGIN,
     Payload,
     append_unit,
@@ -56,6 +55,7 @@ from bench_audit_log import (  # a sibling script, found through sys.path above
     flatten,
     rounds_in_parallel,
 )
+from bench_service import drop_postgres, scratch_postgres
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import LogAppender
@@ -253,16 +253,6 @@ def _unit_batches(url: str, signer: LogSigner, items: Sequence[Item], *, postgre
     return rate
 
 
-def scratch_postgres(admin_url: str) -> tuple[str, str] | str:
-    try:
-        with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
-            name = f"gnau_bench_sequencer_{secrets.token_hex(4)}"
-            admin.execute(f'CREATE DATABASE "{name}"')
-    except psycopg.Error as error:
-        return f"PostgreSQL at {admin_url} is unreachable: {str(error).strip()[:200]}"
-    return name, f"{admin_url.rsplit('/', 1)[0]}/{name}"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--entries", type=int, default=20_000, help="events to sequence")
@@ -300,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             store_sequencing(f"sqlite:///{Path(temp) / 'log.db'}", signer, items, postgres=False),
         )
     if not arguments.no_postgres:
-        scratch = scratch_postgres(arguments.postgres_url)
+        scratch = scratch_postgres(arguments.postgres_url, "gnau_bench_sequencer")
         if isinstance(scratch, str):
             print(f"  PostgreSQL skipped: {scratch}")
         else:
@@ -311,8 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     store_sequencing(url, signer, items, postgres=True),
                 )
             finally:
-                with psycopg.connect(arguments.postgres_url, autocommit=True) as admin:
-                    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                drop_postgres(arguments.postgres_url, name)
     print(
         "\n| what (one core) | entries/s | per CPU-second | CPU per entry | vs raw signing "
         "(per CPU-second) | target |"

@@ -507,6 +507,22 @@ def verify_log(
     return Verification(entries, expected, settled, rounds_played, summary, not problems, problems)
 
 
+def serve_arguments(port: int, data_dir: Path, database: str) -> list[str]:
+    """``gnau serve``'s arguments in every benchmark: a local port, JSON logs, no reflection."""
+    return [
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--data-dir",
+        str(data_dir),
+        "--database",
+        database,
+        "--log-format",
+        "json",
+        "--reflection",
+        "false",
+    ]
+
+
 @dataclass
 class BackendResult:
     label: str
@@ -542,21 +558,7 @@ async def bench_backend(
         else [GNAU, "serve"]
     )
     server = ServerProcess(
-        f"gnau-{name}",
-        [
-            *command,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--data-dir",
-            str(data_dir),
-            "--database",
-            database,
-            "--log-format",
-            "json",
-            "--reflection",
-            "false",
-        ],
-        directory,
+        f"gnau-{name}", [*command, *serve_arguments(port, data_dir, database)], directory
     )
     try:
         vkey = await server.start()
@@ -623,11 +625,11 @@ async def bench_bare(
         server.stop()
 
 
-def scratch_postgres(admin_url: str) -> tuple[str, str] | str:
+def scratch_postgres(admin_url: str, prefix: str = "gnau_bench_service") -> tuple[str, str] | str:
     """A fresh database next to ``admin_url``: (name, url), or why there can be none."""
     try:
         with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
-            name = f"gnau_bench_service_{secrets.token_hex(4)}"
+            name = f"{prefix}_{secrets.token_hex(4)}"
             admin.execute(f'CREATE DATABASE "{name}"')
     except psycopg.Error as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
