@@ -1,9 +1,15 @@
 """The dealer's round lifecycle, free of any transport.
 
 ``SHUFFLED → DEALT → REVEALED → SETTLED``, or ``VOIDED`` by an explicit (logged) operator call
-before settlement. Every change is one unit of work in the store: the round row, its audit
-entry and the request record commit together or not at all, so after a crash a round is in its
-previous state or its next one with its entries durable, never half-way.
+before settlement. Every change is one unit of work in the store (a step): the round row, its
+audit event and the request record commit together or not at all, so after a crash a round is
+in its previous state or its next one with its event durable, never half-way; the step's caller
+is answered once the sequencer has made the event a signed log entry.
+
+A step commits before its event has a log index, so a round record written by a step names
+that event by its pending id, as the negative number ``-id`` in ``log_indices`` (see
+:func:`with_indices`); every answer, and every read of a round, shows log indices only. A later
+step writes the indices it found integrated meanwhile.
 
 Every mutation carries an :class:`Idempotency` key. A retry with the same request id and body
 gets the original answer and writes nothing; the same id with another body is refused. The
@@ -59,7 +65,7 @@ from gnau_service.server.limits import (
     MAX_TABLE_ID_BYTES,
     MAX_VOID_REASON_BYTES,
 )
-from gnau_service.store import Store, Transaction
+from gnau_service.store import PendingEntry, Store, Transaction
 from gnau_service.store.rounds import (
     OpenRoundExists,
     StoredRequest,
@@ -291,7 +297,7 @@ class Dealer:
     ) -> RoundView:
         check_table_id(table_id)
 
-        def unit(tx: Transaction) -> RoundView:
+        def unit(tx: Transaction) -> Answer:
             request = find_request(tx, idempotency.request_id)
             if request is not None:
                 return _replay(tx, idempotency, "Shuffle", request)
@@ -310,16 +316,17 @@ class Dealer:
                 key_id=self.store.signer.key_id.hex(),
                 created_at=tx.time,
                 updated_at=tx.time,
-                log_indices=(entry.index,),
+                log_indices=(-entry.id,),
             )
             text = _written(record)
             try:
                 insert_round(tx, _stored(record, committed.server_seed, text))
             except OpenRoundExists as busy:
                 raise TableBusy(table_id, *busy.args) from None
-            return _answer(tx, idempotency, "Shuffle", record, committed.server_seed, text=text)
+            view = _answer(tx, idempotency, "Shuffle", record, committed.server_seed, text=text)
+            return view, tx.appended
 
-        return await self.store.run_async(unit)
+        return _resolved(*await self.store.run_async(unit))
 
     async def deal(
         self,
@@ -339,7 +346,7 @@ class Dealer:
                 beacon=locked_beacon,
                 transcript_hash=dealt.locked.transcript_hash,
                 updated_at=tx.time,
-                log_indices=(*record.log_indices, entry.index),
+                log_indices=(*record.log_indices, -entry.id),
             )
             return _save(tx, idempotency, "Deal", record, seed)
 
@@ -350,7 +357,7 @@ class Dealer:
             entry = tx.append(
                 EntryKind.ROUND_REVEALED, revealed_payload(_dealt(record, seed)), round_id=round_id
             )
-            record = _advance(record, RoundState.REVEALED, tx.time, entry.index)
+            record = _advance(record, RoundState.REVEALED, tx.time, entry)
             return _save(tx, idempotency, "Reveal", record, seed)
 
         return await self._step(round_id, idempotency, "Reveal", (RoundState.DEALT,), to_revealed)
@@ -361,7 +368,7 @@ class Dealer:
             entry = tx.append(
                 EntryKind.ROUND_SETTLED, settled_payload(settlement), round_id=round_id
             )
-            record = _advance(record, RoundState.SETTLED, tx.time, entry.index)
+            record = _advance(record, RoundState.SETTLED, tx.time, entry)
             return _save(tx, idempotency, "Settle", record, seed, settlement=settlement)
 
         return await self._step(round_id, idempotency, "Settle", (RoundState.REVEALED,), to_settled)
@@ -380,7 +387,7 @@ class Dealer:
                 round_id=round_id,
             )
             record = replace(
-                _advance(record, RoundState.VOIDED, tx.time, entry.index), void_reason=reason
+                _advance(record, RoundState.VOIDED, tx.time, entry), void_reason=reason
             )
             return _save(tx, idempotency, "VoidRound", record, seed)
 
@@ -399,7 +406,7 @@ class Dealer:
         is in one of the ``allowed`` states."""
         check_round_id(round_id)
 
-        def unit(tx: Transaction) -> RoundView:
+        def unit(tx: Transaction) -> Answer:
             request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
             if request is not None:
                 return _replay(tx, idempotency, operation, request)
@@ -408,9 +415,11 @@ class Dealer:
             record = _parsed(stored.record)
             if record.state not in allowed:
                 raise WrongState(round_id, record.state, operation)
-            return advance(tx, record, bytes.fromhex(stored.server_seed))
+            earlier = tx.refer(pending_ids(record))
+            view = advance(tx, with_indices(record, earlier), bytes.fromhex(stored.server_seed))
+            return view, [*earlier, *tx.appended]
 
-        return await self.store.run_async(unit)
+        return _resolved(*await self.store.run_async(unit))
 
     def get(self, round_id: str, *, public: bool = False) -> RoundView:
         """The round as it stands; to the ``public``, a round whose seed is not public yet does
@@ -419,7 +428,8 @@ class Dealer:
         stored = read_round(self.store, round_id)
         if stored is None or (public and RoundState(stored.state) not in SEED_IS_PUBLIC):
             raise RoundNotFound(round_id)
-        return view_of(_parsed(stored.record), bytes.fromhex(stored.server_seed))
+        (record,) = self._published([_parsed(stored.record)])
+        return view_of(record, bytes.fromhex(stored.server_seed))
 
     def list(
         self, table_id: str, page_size: int, page_token: str, *, public: bool = False
@@ -435,14 +445,35 @@ class Dealer:
         after = _read_page_token(page_token, table_id) if page_token else None
         states = {str(state) for state in SEED_IS_PUBLIC} if public else None
         rows = list_rounds(self.store, table_id or None, limit + 1, after, states=states)
+        records = self._published([_parsed(row.record) for row in rows[:limit]])
         views = [
-            view_of(_parsed(row.record), bytes.fromhex(row.server_seed)) for row in rows[:limit]
+            view_of(record, bytes.fromhex(row.server_seed))
+            for record, row in zip(records, rows, strict=False)
         ]
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
             next_token = _page_token(table_id, last.created_at, last.round_id)
         return views, next_token
+
+    def _published(self, records: Sequence[RoundRecord]) -> tuple[RoundRecord, ...]:
+        """Records as a read shows them: log indices only, an event the sequencer has not
+        integrated yet left out (its step's caller has not been answered either)."""
+        awaited = [pending_id for record in records for pending_id in pending_ids(record)]
+        known = self.store.pending_indices(awaited) if awaited else {}
+        return tuple(
+            replace(
+                record,
+                log_indices=tuple(
+                    known[-index] if index < 0 else index
+                    for index in record.log_indices
+                    if index >= 0 or -index in known
+                ),
+            )
+            if pending_ids(record)
+            else record
+            for record in records
+        )
 
     def _lock(
         self,
@@ -511,20 +542,54 @@ class Dealer:
 # -- units of work: the shared steps ---------------------------------------------------------------
 
 
+#: What a step's unit gives its caller: the answer, and the events whose log indices it awaits.
+Answer = tuple[RoundView, list[PendingEntry]]
+
+
+def pending_ids(record: RoundRecord) -> list[int]:
+    """The pending ids of the record's events that had no log index when it was written."""
+    return [-index for index in record.log_indices if index < 0]
+
+
+def named_indices(log_indices: tuple[int, ...], entries: Sequence[PendingEntry]) -> tuple[int, ...]:
+    """``log_indices`` with each pending event among ``entries`` that has an index named by it.
+
+    >>> named_indices((4, -17, -18), [PendingEntry(17, index=9), PendingEntry(18)])
+    (4, 9, -18)
+    """
+    known = {entry.id: entry.index for entry in entries if entry.index >= 0}
+    return tuple(known.get(-index, index) if index < 0 else index for index in log_indices)
+
+
+def with_indices(record: RoundRecord, entries: Sequence[PendingEntry]) -> RoundRecord:
+    """``record`` with each event among ``entries`` that has an index named by it."""
+    if not entries or not pending_ids(record):
+        return record
+    return replace(record, log_indices=named_indices(record.log_indices, entries))
+
+
+def _resolved(view: RoundView, entries: Sequence[PendingEntry]) -> RoundView:
+    """The answer once its events are integrated (the store fills in their indices first)."""
+    return replace(view, record=with_indices(view.record, entries))
+
+
 def _replay(
     tx: Transaction, idempotency: Idempotency, operation: str, request: StoredRequest
-) -> RoundView:
-    """The original answer to a retried request (refused if it is not the same request)."""
+) -> Answer:
+    """The original answer to a retried request (refused if it is not the same request), once
+    its events are integrated."""
     if (request.operation, request.fingerprint) != (operation, idempotency.fingerprint):
         raise RequestConflict(idempotency.request_id, request.operation)
     record = _parsed(request.response)
     current = load_round(tx, record.round_id)
     assert current is not None
-    return view_of(record, bytes.fromhex(current.server_seed))
+    return view_of(record, bytes.fromhex(current.server_seed)), tx.refer(pending_ids(record))
 
 
-def _advance(record: RoundRecord, state: RoundState, time: str, index: int) -> RoundRecord:
-    return replace(record, state=state, updated_at=time, log_indices=(*record.log_indices, index))
+def _advance(record: RoundRecord, state: RoundState, time: str, entry: PendingEntry) -> RoundRecord:
+    return replace(
+        record, state=state, updated_at=time, log_indices=(*record.log_indices, -entry.id)
+    )
 
 
 def _save(

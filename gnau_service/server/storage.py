@@ -27,7 +27,9 @@ log = structlog.get_logger("gnau.storage")
 
 
 def touch_head(tx: Transaction) -> None:
-    """A write that changes nothing and logs nothing, but must reach the disk to commit."""
+    """A write that changes nothing and logs nothing, but must reach the disk to commit. It
+    touches the head row, which round steps never do (the sequencer locks it), but only while
+    the store is failing, once a probe interval."""
     tx.execute("UPDATE log_head SET size = size WHERE id = 1")
 
 

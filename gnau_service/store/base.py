@@ -1,31 +1,30 @@
-"""One storage interface over SQL: group-committed writes that append to the log, and reads.
+"""One storage interface over SQL: round steps that commit events to an outbox, a sequencer that
+puts them in the log, and reads.
 
-Every write is a *unit of work*: a function that receives a :class:`Transaction`, reads and
-writes the store's tables through it, and appends log entries. Queued units run in batches
-inside one database transaction (group commit), then the batch's entries, tree nodes, head and a
-signed checkpoint are written and the transaction commits. A unit's caller is answered only
-after that commit, so an acknowledged entry is durable. Units run on the store's writer thread,
-or, for callers on an event loop over an in-process database, on that loop (see
-:meth:`Store.run_async`). Either way batches hold the write lock one at a time, and a unit
-must not block.
+Every write is a *unit of work* (a round step): a function that receives a :class:`Transaction`,
+reads and writes the store's tables through it, and appends events. A step writer runs queued
+units in one database transaction (group commit), each unit in its own savepoint so that a unit
+that raises changes nothing and spares its neighbours. An appended event is a row of the outbox
+(``log_pending``), not yet a log entry: a step touches only its round's rows, its table's
+open-round guard, the idempotency record and the outbox, never the log head, so steps of
+different rounds (in different processes on one PostgreSQL) do not wait for each other. On
+PostgreSQL a unit that lost a race with another process (a unique key taken meanwhile, a
+deadlock) is run again in a fresh savepoint, where it sees the winner's committed row.
 
-A unit that raises changes nothing and spares its neighbours. Most refusals raise before the
-unit writes anything, so a batch first runs optimistically: no savepoints, and on PostgreSQL in
-pipeline mode (a round trip per read, none per write). If a unit raises after writing, or the
-database refuses anything, the whole batch is rolled back and run again with each unit in its
-own savepoint, so that only the guilty unit fails. Nothing was committed or answered before
-that second run, so running a unit twice is safe.
+The sequencer (:mod:`gnau_service.store.sequencer`) then integrates committed events into the
+log under the head's lock: indices, chain, signatures, tree, head, a signed checkpoint. A unit's
+caller is answered only after that, so an acknowledged entry is durable and covered by a signed
+checkpoint; :class:`PendingEntry` objects the unit returned then carry their indices. On SQLite
+(one writer at a time) the step writer integrates at the end of each step transaction, before
+the one COMMIT; on PostgreSQL one process per log is the sequencer, and callers learn of its
+transactions as :mod:`gnau_service.store.waiting` describes.
 
-Indices are gap-free because each batch reads the log head under a write lock (SQLite's
-``BEGIN IMMEDIATE``; PostgreSQL's ``SELECT ... FOR UPDATE`` on the one-row head), so several
-processes may share one PostgreSQL log.
-
-Under the same lock each batch reads the log's current key (the ``log_keys`` row with the
-largest ``since_size``), so a key rotated by another process is seen before anything is signed:
-a store whose key is no longer current asks its ``key_source`` for the current one (a running
-server rereads its key file) and, if that has no key for it either, refuses the batch with
-:class:`KeyNotCurrent` (a :class:`StoreUnavailable`: nothing is written and a retry may succeed
-once the key file holds the current key). No entry is ever signed by a retired key.
+Each step transaction reads the log's current key (the ``log_keys`` row with the largest
+``since_size``): a store whose key is no longer current asks its ``key_source`` for the current
+one (a running server rereads its key file) and, if that has no key for it either, refuses the
+batch with :class:`KeyNotCurrent` (a :class:`StoreUnavailable`: nothing is written and a retry may
+succeed once the key file holds the current key). The sequencer checks the same under the head
+lock before it signs, so no entry is ever signed by a retired key.
 """
 
 from __future__ import annotations
@@ -33,17 +32,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
@@ -51,6 +51,16 @@ from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_pro
 from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.store.batches import BatchObserver, CommittedBatch
+from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
+from gnau_service.store.sequencer import (
+    CURRENT_KEY_SQL,
+    SEQUENCE_BATCH,
+    Integrated,
+    Sequencer,
+    integrate,
+    sequence,
+)
+from gnau_service.store.waiting import Outcome, PendingEntry, Waiters, Waiting, deliver
 
 if TYPE_CHECKING:
     from gnau_service.store.migrations import Migration
@@ -60,43 +70,30 @@ T = TypeVar("T")
 Row = tuple[Any, ...]
 
 MAX_BATCH: Final = 512
+#: Rows in one multi-row statement (:meth:`Backend.run_many`): within both databases' limits
+#: on a statement's parameters (SQLite 32,766; PostgreSQL 65,535).
+ROWS_PER_STATEMENT: Final = 1000
 MAX_READ_ENTRIES: Final = 10_000
+#: Times a unit that lost a race with another writer (see Backend.is_conflict) is run again.
+CONFLICT_RETRIES: Final = 3
 
 log = logging.getLogger(__name__)
 
-
-class StoreError(RuntimeError):
-    """The store could not do what was asked (a database failure, or a store already closed)."""
-
-
-class StoreUnavailable(StoreError):  # noqa: N818  (a condition a caller retries)
-    """The database cannot be used right now (unreachable, read-only, full, or the store is
-    closed): nothing was done, and the same call may succeed later. The message names the cause,
-    for the operator's log; it may hold paths or host names, so it is not for clients."""
-
-
-class KeyNotCurrent(StoreUnavailable):
-    """This process's log key is not the log's current key (another process rotated it, or the
-    key file holds a wrong key): it signs nothing until it has the current key. Both keys are
-    named by their public verifier keys."""
-
-    def __init__(self, held: str, current: str) -> None:
-        super().__init__(
-            f"the log's current key is {current}, but this process holds {held}: it writes "
-            "nothing until its key file holds the current key (see docs/operations.md)"
-        )
-        self.held = held
-        self.current = current
-
+__all__ = [
+    "CURRENT_KEY_SQL",
+    "Backend",
+    "KeyNotCurrent",
+    "LogReader",
+    "PendingEntry",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "Transaction",
+]
 
 #: Looks for the signer of the log's current key, given that key's verifier key string; None if
 #: it has none (for a server: its key file, reread).
 KeySource = Callable[[str], LogSigner | None]
-
-#: The log's current key: the one whose ``since_size`` is the largest (a rotation's new key
-#: starts after the rotation entry). Read in its own statement after the head's lock is held: a
-#: subquery in the locking statement would read the table as it was before the lock was granted.
-CURRENT_KEY_SQL: Final = "SELECT vkey FROM log_keys ORDER BY since_size DESC, key_id LIMIT 1"
 
 
 def utc_now() -> str:
@@ -107,22 +104,26 @@ def utc_now() -> str:
 class Backend(ABC):
     """A SQL database: its connections, its dialect, and its schema."""
 
-    #: How a batch starts; SQLite takes the write lock at once with IMMEDIATE.
+    #: How a transaction starts; SQLite takes the write lock at once with IMMEDIATE.
     begin_sql: str = "BEGIN"
-    #: Whether statements run inside this process in microseconds (SQLite): an event loop then
-    #: runs its callers' units itself (see :meth:`Store.run_async`). Over a network, statements
-    #: wait, and the writer thread does that waiting.
-    runs_in_process: bool = False
-    #: Reads the head row; PostgreSQL appends FOR UPDATE so writers queue on it. Every write
-    #: transaction starts here, so writers (in every process) run one at a time and a unit's
-    #: reads need no locks of their own.
+    #: Whether step transactions integrate their own events before committing (SQLite: one
+    #: writer at a time anyway), rather than a sequencer elected among processes (PostgreSQL).
+    sequences_in_steps: bool = True
+    #: Step writer threads, each with its own connection (SQLite has one writer at a time).
+    step_writers: int = 1
+    #: What a SELECT appends to lock the rows it reads until the transaction ends (SQLite's
+    #: transactions lock the whole database already).
+    row_lock: str = ""
+    #: Reads the head row; PostgreSQL appends FOR UPDATE, so sequencers (in every process) take
+    #: turns on it.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
     #: The schema migrations this gnau knows, in order (each backend's constructor sets them).
     migrations: Sequence[Migration]
 
     @abstractmethod
-    def connect(self) -> Any:
-        """A new autocommit connection, for the writer thread (or a schema change)."""
+    def connect(self, *, application_name: str | None = None) -> Any:
+        """A new autocommit connection, for a writer thread (or a schema change); named, where
+        the database shows names (PostgreSQL's pg_stat_activity)."""
 
     @abstractmethod
     def reader(self) -> AbstractContextManager[Any]:
@@ -156,6 +157,29 @@ class Backend(ABC):
         return
         yield  # an async generator that yields nothing
 
+    def is_conflict(self, error: BaseException) -> bool:
+        """Whether ``error`` means a unit lost a race with another writer (a unique key taken by
+        a transaction that committed meanwhile, a deadlock), so running it again will see the
+        winner's row; never so where writers take turns (SQLite)."""
+        return False
+
+    # The election and the notices of a sequencer elected among processes (PostgreSQL only).
+
+    def try_lead(self, session: Any) -> bool:
+        """Try to become the log's sequencer on ``session`` (held until the session ends)."""
+        raise NotImplementedError
+
+    def listen(self, session: Any) -> None:
+        """Hear, on ``session``, steps committing events and the log growing."""
+        raise NotImplementedError
+
+    def notifications(self, session: Any) -> tuple[bool, bool]:
+        """The notices ``session`` has received: (the log grew, steps committed events)."""
+        raise NotImplementedError
+
+    def announce_pending(self, connection: Any) -> None:  # noqa: B027  (most have none)
+        """Tell the sequencer, wherever it runs, that steps committed events (after COMMIT)."""
+
     def is_unavailable(self, error: BaseException) -> bool:
         """Whether ``error`` means the database cannot be used right now (unreachable, read-only,
         full, busy), rather than that it refused this statement."""
@@ -172,31 +196,46 @@ class Backend(ABC):
             raise
 
     def run(self, connection: Any, text: str, params: Sequence[object] = ()) -> list[Row]:
-        """Run one statement; a SELECT's rows are fetched (which waits for them in a pipeline)."""
+        """Run one statement; a SELECT's rows are fetched."""
         cursor = connection.execute(self.sql(text), tuple(params))
         return list(cursor.fetchall()) if is_query(text) else []
 
     def run_queries(
         self, connection: Any, queries: Sequence[tuple[str, Sequence[object]]]
     ) -> list[list[Row]]:
-        """Run several SELECTs, then fetch the rows of each: in a pipeline, one round trip."""
+        """Run several SELECTs, then fetch the rows of each."""
         cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
         return [list(cursor.fetchall()) for cursor in cursors]
 
     def run_many(self, connection: Any, text: str, rows: Sequence[Sequence[object]]) -> None:
-        if rows:
-            connection.cursor().executemany(self.sql(text), rows)
+        """Run ``text``, whose last ``VALUES (?, ...)`` is one row, for every row: as one
+        statement with a row list per :data:`ROWS_PER_STATEMENT` rows, so one round trip
+        (psycopg's ``executemany`` pipelines, and its pipeline spins on the CPU while it waits).
 
-    def reset(self, connection: Any) -> Any:
-        """A connection for a batch's careful rerun, after its optimistic run failed: this one,
-        rolled back."""
-        _rollback_quietly(self, connection)
-        return connection
+        >>> Backend.rows_statement("INSERT INTO t (a, b) VALUES (?, ?)", 3)
+        'INSERT INTO t (a, b) VALUES (?, ?), (?, ?), (?, ?)'
+        """
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            chunk = rows[start : start + ROWS_PER_STATEMENT]
+            params = [value for row in chunk for value in row]
+            self.run(connection, self.rows_statement(text, len(chunk)), params)
 
-    def pipelined(self, connection: Any) -> AbstractContextManager[Any]:
-        """Send the statements run inside it without waiting for each answer, where the
-        database can (writes are not awaited; reads wait for everything before them)."""
-        return contextlib.nullcontext()
+    @staticmethod
+    def rows_statement(text: str, count: int) -> str:
+        """``text`` with its last parenthesised row of placeholders repeated ``count`` times."""
+        head, _, row = text.rpartition("VALUES ")
+        row, rest = row[: row.index(")") + 1], row[row.index(")") + 1 :]
+        return f"{head}VALUES {', '.join([row] * count)}{rest}"
+
+    def rollback_quietly(self, connection: Any) -> None:
+        # The connection is replaced after a failed transaction, so a failed rollback changes
+        # nothing.
+        with contextlib.suppress(Exception):
+            self.run(connection, "ROLLBACK")
+
+    def close_quietly(self, connection: Any) -> None:
+        with contextlib.suppress(Exception):
+            connection.close()
 
     def close(self) -> None:  # noqa: B027  (backends with pools override it)
         """Release the backend's connections."""
@@ -207,58 +246,82 @@ def is_query(text: str) -> bool:
     return text.lstrip()[:6].upper() == "SELECT"
 
 
-class Transaction:
-    """What a unit of work may do: SQL on the store's tables, and appending log entries."""
+def pending_indices_sql(count: int) -> str:
+    """The query of ``(id, idx)`` for ``count`` pending ids (idx NULL until integrated)."""
+    marks = ", ".join("?" for _ in range(count))
+    return f"SELECT id, idx FROM log_pending WHERE id IN ({marks})"  # noqa: S608  (only ?s)
 
-    def __init__(self, backend: Backend, connection: Any, log_appender: LogAppender, time: str):
+
+class Transaction:
+    """What a unit of work may do: SQL on the store's tables, and appending events."""
+
+    def __init__(
+        self, backend: Backend, connection: Any, time: str, recent: dict[int, int] | None = None
+    ):
         self._backend = backend
         self._connection = connection
-        self._log = log_appender
         self.time = time
-        self.appended: list[AppendedEntry] = []
-        #: Whether a failure of this unit needs a rollback: it wrote, or the database refused.
-        self.touched = False
+        self._recent = {} if recent is None else recent
+        #: The events this unit appended, in order.
+        self.appended: list[PendingEntry] = []
+        #: Earlier events whose indices the unit's answer needs, not integrated yet.
+        self.awaited: list[PendingEntry] = []
+
+    @property
+    def row_lock(self) -> str:
+        """What a SELECT appends to lock its rows until the step commits ("" where writers take
+        turns anyway): a step that reads a row to change it locks it, so that two processes
+        cannot both change it from the same state."""
+        return self._backend.row_lock
 
     def execute(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement (``?`` placeholders) and return its rows, if any."""
-        if not is_query(text):
-            self.touched = True
-        try:
-            with self._backend.unavailable_as_store_error():
-                return self._backend.run(self._connection, text, params)
-        except Exception:
-            self.touched = True
-            raise
+        with self._backend.unavailable_as_store_error():
+            return self._backend.run(self._connection, text, params)
 
     def query_all(self, *queries: tuple[str, Sequence[object]]) -> list[list[Row]]:
-        """Run several SELECTs and return the rows of each: on PostgreSQL, one round trip."""
-        try:
-            with self._backend.unavailable_as_store_error():
-                return self._backend.run_queries(self._connection, queries)
-        except Exception:
-            self.touched = True
-            raise
+        """Run several SELECTs and return the rows of each."""
+        with self._backend.unavailable_as_store_error():
+            return self._backend.run_queries(self._connection, queries)
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
-    ) -> AppendedEntry:
-        """Append a signed entry; it is written with the batch and durable when the unit returns."""
-        entry = self._log.append(kind, payload, time=self.time, round_id=round_id)
+    ) -> PendingEntry:
+        """Append an event: it is committed with the step, and the caller is answered once the
+        sequencer has made it a signed entry (then the returned entry has its index)."""
+        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        with self._backend.unavailable_as_store_error():
+            row = self._connection.execute(
+                self._backend.sql(
+                    "INSERT INTO log_pending (kind, round_id, payload, time)"
+                    " VALUES (?, ?, ?, ?) RETURNING id"
+                ),
+                (str(kind), round_id, text, self.time),
+            ).fetchone()
+        entry = PendingEntry(int(row[0]), kind, round_id)
         self.appended.append(entry)
         return entry
 
-    def rotate_key(self, new: LogSigner) -> AppendedEntry:
-        """Hand the log over to a new key: a KEY_ROTATED entry signed by the old key carries the
-        rotation note (signed by both), and every later entry and checkpoint uses the new key."""
-        old = self._log.signer
-        note = KeyRotation(old.verifier, new.verifier, self.time).sign(old.signer, new.signer)
-        entry = self.append(EntryKind.KEY_ROTATED, {"rotation": str(note)})
-        self.execute(
-            "INSERT INTO log_keys (key_id, vkey, since_size) VALUES (?, ?, ?)",
-            (new.key_id.hex(), new.vkey, entry.index + 1),
-        )
-        self._log.signer = new
-        return entry
+    def refer(self, pending_ids: Sequence[int]) -> list[PendingEntry]:
+        """Earlier events, by pending id, whose indices the unit's answer needs: those already
+        integrated come with their index; for the others, the caller is answered once they are
+        (a retry that arrives after its step committed but before integration waits so)."""
+        if not pending_ids:
+            return []
+        # This process usually knows them: it integrated them, or answered their callers.
+        known: dict[int, Any] = {i: self._recent[i] for i in pending_ids if i in self._recent}
+        unknown = [pending_id for pending_id in pending_ids if pending_id not in known]
+        if unknown:
+            rows = self.execute(pending_indices_sql(len(unknown)), tuple(unknown))
+            known.update((int(row[0]), row[1]) for row in rows)
+        entries = []
+        for pending_id in pending_ids:
+            index = known.get(pending_id)
+            entry = PendingEntry(pending_id, index=-1 if index is None else int(index))
+            if entry.index < 0:
+                self.awaited.append(entry)
+            entries.append(entry)
+        return entries
 
 
 Work = Callable[[Transaction], T]
@@ -275,23 +338,7 @@ class _Queued(Generic[T]):
     loop: asyncio.AbstractEventLoop | None = None
 
 
-#: A unit's result: its value, or what it raised.
-_Outcome = tuple[_Queued[Any], Any, BaseException | None]
-
 _STOP: Final = object()
-
-
-class _RetryCarefully(Exception):  # noqa: N818  (control flow inside the writer)
-    """A unit failed after writing: the optimistic run of its batch must be undone."""
-
-
-@dataclass
-class _RanBatch:
-    """A batch whose units have run, before its log is written and it commits."""
-
-    appender: LogAppender
-    appended: list[AppendedEntry]
-    outcomes: list[_Outcome]
 
 
 class LogReader:
@@ -413,6 +460,15 @@ class LogReader:
         with self.backend.unavailable_as_store_error(), self.backend.reader() as connection:
             return consistency_proof(_NodeReader(self.backend, connection), size1, size2)
 
+    def pending_indices(self, pending_ids: Sequence[int]) -> dict[int, int]:
+        """The log index of each of these pending events that has been integrated."""
+        found: dict[int, int] = {}
+        for start in range(0, len(pending_ids), 500):
+            chunk = tuple(pending_ids[start : start + 500])
+            rows = self.query(pending_indices_sql(len(chunk)), chunk)
+            found.update((int(row[0]), int(row[1])) for row in rows if row[1] is not None)
+        return found
+
     def _check_size(self, size: int) -> None:
         current = self.size()
         if size > current:
@@ -420,7 +476,7 @@ class LogReader:
 
 
 class Store(LogReader):
-    """The log and the service's tables in one SQL database, written by group commit."""
+    """The log and the service's tables in one SQL database: step writers and a sequencer."""
 
     def __init__(
         self,
@@ -441,7 +497,12 @@ class Store(LogReader):
         self._closed = False
         self._listeners: list[CommitListener] = []
         self._observers: list[BatchObserver] = []
-        self._loop_writer: _LoopWriter | None = None
+        self._waiters = Waiters()
+        self._loop_steps: _LoopSteps | None = None
+        #: Test-only: called on a step writer's thread inside every step transaction, after its
+        #: units ran and before its COMMIT (a test stalls a step there, holding its row locks).
+        #: Never set in production.
+        self.step_hook: Callable[[], None] | None = None
         # The backends raise a StoreError naming their database if they cannot connect or set
         # up the schema; the rest of start-up is wrapped the same way.
         try:
@@ -459,7 +520,7 @@ class Store(LogReader):
                     (signer.key_id.hex(), signer.vkey),
                 )
             finally:
-                _close_quietly(connection)
+                backend.close_quietly(connection)
         except StoreError:
             backend.close()
             raise
@@ -467,169 +528,127 @@ class Store(LogReader):
             backend.close()
             message = str(error).strip().partition("\n")[0]
             raise StoreError(f"{backend}: cannot register the log key: {message}") from error
-        self._writer = threading.Thread(target=self._write_loop, name="gnau-store-writer")
-        self._writer.daemon = True
-        self._writer.start()
+        self._writers = [
+            threading.Thread(target=self._write_loop, name=f"gnau-store-step-{n}", daemon=True)
+            for n in range(backend.step_writers)
+        ]
+        for writer in self._writers:
+            writer.start()
+        self._sequencer = None if backend.sequences_in_steps else Sequencer(self)
 
     # -- writing ----------------------------------------------------------------------------
 
     def submit(self, work: Work[T]) -> Future[T]:
-        """Queue a unit of work; the future resolves after its batch commits. A unit whose
-        future is cancelled before its batch starts is not run."""
+        """Queue a unit of work; the future resolves once its events are integrated. A unit
+        whose future is cancelled before its batch starts is not run."""
         future: Future[T] = Future()
         self._enqueue(_Queued(work, future))
         return future
 
     def run(self, work: Work[T]) -> T:
-        """Run a unit of work and wait until it is durable."""
+        """Run a unit of work and wait until its events are integrated."""
         return self.submit(work).result()
 
     async def run_async(self, work: Work[T]) -> T:
-        """Run a unit of work from an event loop and await its commit.
+        """Run a unit of work from an event loop and await its integration.
 
-        On an in-process database the loop runs the batch's units itself and hands only what
-        may block (taking the write lock, COMMIT and its fsync) to a thread: a writer thread
-        would give up the GIL at every statement and wait for the loop to hand it back, which
-        costs more than the statements. Otherwise the writer thread runs the unit and wakes
-        each loop once per batch."""
+        On an in-process database (SQLite) the loop runs the batch's units itself and hands only
+        what may block (taking the write lock, COMMIT and its fsync) to a thread. Otherwise a
+        step writer thread runs the unit, and each loop is woken once per batch of answers."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._enqueue(_Queued(work, future, loop))
         return await future
 
     def _enqueue(self, queued: _Queued[Any]) -> None:
-        """Hand a unit to its writer: its event loop's, for a loop over an in-process database;
-        else the writer thread."""
+        """Hand a unit to its writer: its event loop's, for a loop over an in-process database
+        (SQLite); else the step writer threads."""
         if self._closed:
             raise StoreUnavailable("the store is closed")
         loop = queued.loop
-        if loop is None or not self.backend.runs_in_process:
+        if loop is None or not self.backend.sequences_in_steps:
             self._queue.put(queued)
             return
-        if self._loop_writer is None or self._loop_writer.loop is not loop:
-            if self._loop_writer is not None:
-                self._loop_writer.close()
-            self._loop_writer = _LoopWriter(self, loop)
-        self._loop_writer.add(queued)
+        if self._loop_steps is None or self._loop_steps.loop is not loop:
+            if self._loop_steps is not None:
+                self._loop_steps.close()
+            self._loop_steps = _LoopSteps(self, loop)
+        self._loop_steps.add(queued)
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
-    ) -> AppendedEntry:
-        """Append one entry on its own and wait until it is durable."""
+    ) -> PendingEntry:
+        """Append one event on its own and wait until it is a durable, signed entry."""
         return self.run(lambda tx: tx.append(kind, payload, round_id=round_id))
 
     def rotate_key(self, new: LogSigner) -> AppendedEntry:
-        """Rotate the log key (see :meth:`Transaction.rotate_key`) and wait until it is durable."""
-        return self.run(lambda tx: tx.rotate_key(new))
+        """Hand the log over to a new key and wait until that is durable. A log-level entry, so
+        the sequencer's own transaction appends it, under the head lock: first the events
+        committed before it (signed by the old key), then a KEY_ROTATED entry signed by the old
+        key that carries the rotation note (signed by both); the checkpoint, and every later
+        entry, use the new key."""
+
+        def rotation(appender: LogAppender, connection: Any) -> AppendedEntry:
+            old, time = appender.signer, self._clock()
+            note = KeyRotation(old.verifier, new.verifier, time).sign(old.signer, new.signer)
+            entry = appender.append(EntryKind.KEY_ROTATED, {"rotation": str(note)}, time=time)
+            self.backend.run(
+                connection,
+                "INSERT INTO log_keys (key_id, vkey, since_size) VALUES (?, ?, ?)",
+                (new.key_id.hex(), new.vkey, entry.index + 1),
+            )
+            appender.signer = new
+            return entry
+
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        with self.backend.unavailable_as_store_error():
+            connection = self.backend.connect()
+            try:
+                done = sequence(self, connection, log_level=rotation)
+            finally:
+                self.backend.close_quietly(connection)
+        self.integrated(done)
+        return done.appended[-1]
 
     def listen(self, listener: CommitListener) -> None:
-        """Call ``listener(first_index, entries)`` after each batch that grows the log is durable,
-        with the index of its first entry and every entry's bytes. It is called on the thread
-        that committed (the writer thread, or an event loop), so it must only hand them on."""
+        """Call ``listener(first_index, entries)`` after each transaction of this process that
+        grows the log is durable, with the index of its first entry and every entry's bytes. It
+        is called on the thread that committed (a step writer, or the sequencer), so it must
+        only hand them on."""
         self._listeners.append(listener)
 
     def observe(self, observer: BatchObserver) -> None:
-        """Call ``observer`` with each committed batch's measurements (see
-        :mod:`~gnau_service.store.batches`), on the thread that committed it."""
+        """Call ``observer`` with the measurements of each transaction of this process that
+        grows the log (see :mod:`~gnau_service.store.batches`), on the thread that committed."""
         self._observers.append(observer)
 
     def close(self) -> None:
-        """Finish the queued work, stop the writer and release the connections."""
+        """Finish the queued work, stop the writers and the sequencer (after integrating what
+        this process committed, if it leads) and release the connections."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(_STOP)
-        self._writer.join()
-        if self._loop_writer is not None:
-            self._loop_writer.close()
+        for _ in self._writers:
+            self._queue.put(_STOP)
+        for writer in self._writers:
+            writer.join()
+        if self._loop_steps is not None:
+            self._loop_steps.close()
+        if self._sequencer is not None:
+            self._sequencer.close()
+        failure = StoreUnavailable("the store closed before its change was integrated")
+        deliver(self._waiters.expire(failure))
         self.backend.close()
 
     def __enter__(self) -> Store:
         return self
 
-    def _write_loop(self) -> None:
-        connection = None
-        while True:
-            first = self._queue.get()
-            if first is _STOP:
-                break
-            batch: list[_Queued[Any]] = [cast(_Queued[Any], first)]
-            while len(batch) < self._max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is _STOP:
-                    self._queue.put(_STOP)  # finish this batch, then stop
-                    break
-                batch.append(cast(_Queued[Any], item))
-            if connection is None:
-                connection = self._connect_or_fail(batch)
-                if connection is None:
-                    continue
-            connection = self._commit_batch(connection, batch)
-        if connection is not None:
-            connection.close()
+    # -- the key ----------------------------------------------------------------------------
 
-    def _connect_or_fail(self, batch: list[_Queued[Any]]) -> Any:
-        try:
-            return self.backend.connect()
-        except Exception as error:
-            log.warning("store writer cannot connect: %s", error)
-            failure = StoreUnavailable(f"the database is unavailable: {error}")
-            _deliver([(item, None, failure) for item in batch])
-            return None
-
-    def _commit_batch(self, connection: Any, batch: list[_Queued[Any]]) -> Any:
-        """Run, write and commit one batch; the connection to carry on with, or None if it
-        should be replaced."""
-        # A caller that stopped waiting before its unit started (a cancelled call) gets nothing
-        # done; a retry with the same request runs it then.
-        batch = [item for item in batch if not item.future.done()]
-        if not batch:
-            return connection
-        try:
-            try:
-                outcomes = self._run_batch(connection, batch, careful=False)
-            except Exception:
-                connection = self.backend.reset(connection)
-                outcomes = self._run_batch(connection, batch, careful=True)
-        except Exception as error:
-            # The server reports it, once per outage; a traceback here would repeat per batch.
-            log.warning("store batch failed; nothing in it was committed: %s", error)
-            _rollback_quietly(self.backend, connection)
-            _close_quietly(connection)
-            failure = StoreUnavailable(f"the database refused the write: {error}")
-            _deliver([(item, None, failure) for item in batch])
-            return None
-        _deliver(outcomes)
-        return connection
-
-    def _run_batch(
-        self, connection: Any, batch: list[_Queued[Any]], *, careful: bool
-    ) -> list[_Outcome]:
-        """One transaction over the batch: optimistic (raises if that is not enough) or
-        careful (a savepoint per unit)."""
-        started = perf_counter()
-        with contextlib.nullcontext() if careful else self.backend.pipelined(connection):
-            head, current_key = self._begin(connection)
-            ran = self._run_units(connection, head, current_key, batch, careful=careful)
-            commit_seconds = self._write_and_commit(connection, ran)
-        self._committed_batch(ran, started, commit_seconds, careful=careful)
-        return ran.outcomes
-
-    def _begin(self, connection: Any) -> tuple[LogHead, str | None]:
-        """Start a batch's transaction, holding the write lock, and read the log head and the
-        log's current key (one round trip in a pipeline)."""
-        self.backend.run(connection, self.backend.begin_sql)
-        head_rows, key_rows = self.backend.run_queries(
-            connection, [(self.backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
-        )
-        return LogHead.decode(*head_rows[0]), str(key_rows[0][0]) if key_rows else None
-
-    def _current_signer(self, current_key: str | None) -> LogSigner | None:
+    def signer_for(self, current_key: str | None) -> LogSigner:
         """This store's signer if it holds the log's current key, after asking the key source
-        for it if need be; None if neither has it."""
+        for it if need be; else KeyNotCurrent."""
         if current_key is None or current_key == self.signer.vkey:
             return self.signer
         found = None
@@ -639,130 +658,213 @@ class Store(LogReader):
             except Exception as error:  # an unreadable key file: the refusal below says enough
                 log.warning("cannot reload the log key: %s", error)
         if found is None or found.vkey != current_key:
-            return None
+            raise KeyNotCurrent(self.signer.vkey, current_key)
         log.warning("log key reloaded: now signing with %s", found.vkey)
         self.signer = found
         return found
 
-    def _run_units(
-        self,
-        connection: Any,
-        head: LogHead,
-        current_key: str | None,
-        batch: list[_Queued[Any]],
-        *,
-        careful: bool,
-    ) -> _RanBatch:
-        signer = self._current_signer(current_key)
-        if signer is None:
-            refusal = KeyNotCurrent(self.signer.vkey, str(current_key))
-            return _RanBatch(
-                LogAppender(self.signer, head), [], [(item, None, refusal) for item in batch]
-            )
-        appender = LogAppender(signer, head)
-        appended: list[AppendedEntry] = []
-        time = self._clock()
-        outcomes = [
-            self._run_unit(connection, appender, appended, time, item, careful=careful)
-            for item in batch
-        ]
-        return _RanBatch(appender, appended, outcomes)
+    # -- the step writers ---------------------------------------------------------------------
 
-    def _write_and_commit(self, connection: Any, ran: _RanBatch) -> float:
-        """Write the batch's log and commit; the seconds COMMIT took."""
-        if ran.appended:
-            self._write_log(connection, ran.appender, ran.appended)
-        committing = perf_counter()
-        self.backend.run(connection, "COMMIT")
-        return perf_counter() - committing
+    def _write_loop(self) -> None:
+        connection = None
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                break
+            batch: list[_Queued[Any]] = [first]  # type: ignore[list-item]
+            while len(batch) < self._max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    self._queue.put(_STOP)  # finish this batch, then stop
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+            # A caller that stopped waiting before its unit started (a cancelled call) gets
+            # nothing done; a retry with the same request runs it then.
+            batch = [item for item in batch if not item.future.done()]
+            if not batch:
+                continue
+            if connection is None:
+                connection = self._connect_or_fail(batch)
+                if connection is None:
+                    continue
+            connection = self._commit_steps(connection, batch)
+        if connection is not None:
+            self.backend.close_quietly(connection)
 
-    def _committed_batch(
-        self, ran: _RanBatch, started: float, commit_seconds: float, *, careful: bool
-    ) -> None:
-        """What follows a durable batch: a rotation in it takes effect; listeners hear of it;
-        observers get its measurements."""
-        self.signer = ran.appender.signer
-        if ran.appended:
-            entries = [entry.data for entry in ran.appended]
-            for listener in self._listeners:
-                listener(ran.appended[0].index, entries)
-        if self._observers:
-            measured = CommittedBatch(
-                units=len(ran.outcomes),
-                kinds=tuple(entry.kind for entry in ran.appended),
-                size=ran.appender.head.size,
-                seconds=perf_counter() - started,
-                commit_seconds=commit_seconds,
-                careful=careful,
-            )
-            for observer in self._observers:
-                observer(measured)
-
-    def _run_unit(
-        self,
-        connection: Any,
-        appender: LogAppender,
-        appended: list[AppendedEntry],
-        time: str,
-        item: _Queued[Any],
-        *,
-        careful: bool,
-    ) -> _Outcome:
-        backend = self.backend
-        head_before, signer_before = appender.head, appender.signer
-        if careful:
-            backend.run(connection, "SAVEPOINT unit")
-        transaction = Transaction(backend, connection, appender, time)
+    def _connect_or_fail(self, batch: list[_Queued[Any]]) -> Any:
         try:
-            value = item.work(transaction)
-        except Exception as failure:
-            if careful:
-                backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
-                backend.run(connection, "RELEASE SAVEPOINT unit")
-            elif transaction.touched:
-                raise _RetryCarefully from failure
-            appender.head, appender.signer = head_before, signer_before
-            return item, None, failure
-        if careful:
-            backend.run(connection, "RELEASE SAVEPOINT unit")
-        appended.extend(transaction.appended)
-        return item, value, None
+            return self.backend.connect()
+        except Exception as error:
+            log.warning("store writer cannot connect: %s", error)
+            failure = StoreUnavailable(f"the database is unavailable: {error}")
+            deliver([(item.future, item.loop, None, failure) for item in batch])
+            return None
 
-    def _write_log(
-        self, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
-    ) -> None:
+    def _commit_steps(self, connection: Any, batch: list[_Queued[Any]]) -> Any:
+        """Run one batch of steps in one transaction and commit it, on this thread; the
+        connection to carry on with, or None if it should be replaced."""
+        steps = _StepBatch(self, batch)
+        try:
+            steps.begin(connection)
+            steps.run(connection)
+            steps.commit(connection)
+        except Exception as error:
+            steps.fail(connection, error)
+            return None
+        steps.finish(connection)
+        return connection
+
+    def _run_step(
+        self, connection: Any, item: _Queued[Any], time: str
+    ) -> tuple[Any, BaseException | None, list[PendingEntry]]:
+        """Run one unit in a savepoint: its value, or what it raised (and nothing it wrote is
+        kept); and the events its caller waits for."""
         backend = self.backend
-        backend.run_many(
-            connection,
-            "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
-            [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
-        )
-        backend.run_many(
-            connection,
-            "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
-            [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
-        )
-        size, prev_hash, frontier = appender.head.encode()
-        backend.run(
-            connection,
-            "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
-            (size, prev_hash, frontier),
-        )
-        backend.announce_size(connection, size)
-        backend.run(
-            connection,
-            "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
-            (size, str(appender.checkpoint())),
-        )
+        for attempt in range(CONFLICT_RETRIES + 1):
+            backend.run(connection, "SAVEPOINT step")
+            transaction = Transaction(backend, connection, time, self._waiters.recent)
+            try:
+                value = item.work(transaction)
+            except Exception as failure:
+                backend.run(connection, "ROLLBACK TO SAVEPOINT step")
+                backend.run(connection, "RELEASE SAVEPOINT step")
+                if attempt < CONFLICT_RETRIES and backend.is_conflict(failure):
+                    continue
+                return None, failure, []
+            backend.run(connection, "RELEASE SAVEPOINT step")
+            return value, None, [*transaction.appended, *transaction.awaited]
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- integration ------------------------------------------------------------------------
+
+    def integrated(self, done: Integrated) -> None:
+        """What follows a durable sequencer transaction of this process: a rotation in it takes
+        effect; waiting callers, listeners and observers hear of it."""
+        self.signer = done.appender.signer
+        deliver(self._waiters.resolve(done.indices))
+        if done.appended:
+            entries = [entry.data for entry in done.appended]
+            for listener in self._listeners:
+                listener(done.appended[0].index, entries)
+            if self._observers:
+                measured = CommittedBatch(
+                    units=len(done.appended),
+                    kinds=tuple(entry.kind for entry in done.appended),
+                    size=done.appender.head.size,
+                    seconds=done.seconds,
+                    commit_seconds=done.commit_seconds,
+                    careful=False,
+                )
+                for observer in self._observers:
+                    observer(measured)
+
+    def check_waiters(self) -> None:
+        """After another process's sequencer grew the log: answer the callers whose events it
+        integrated (one query for all of them), and refuse those that waited too long."""
+        awaited = self._waiters.awaited()
+        if awaited:
+            try:
+                indices = self.pending_indices(awaited)
+            except StoreError as error:
+                log.warning("cannot read which pending events are integrated: %s", error)
+            else:
+                deliver(self._waiters.resolve(indices))
+        self.expire_waiters()
+
+    def expire_waiters(self) -> None:
+        """Refuse the callers that waited too long for integration (see waiting.py)."""
+        deliver(self._waiters.expire())
 
 
-class _LoopWriter:
-    """Group commit on an event loop, for an in-process database (see :meth:`Store.run_async`).
+class _StepBatch:
+    """One step transaction, phase by phase: :meth:`begin` and :meth:`commit` may block (the
+    write lock, the fsync); :meth:`run` and :meth:`finish` only compute. A step writer thread
+    runs them all; an event loop over SQLite runs the two that compute itself (see
+    :class:`_LoopSteps`)."""
 
-    Units queue while a batch commits; the next batch takes them all. Its steps are the writer
-    thread's, so a batch ends the same way on either path, the careful rerun included. What may
-    block (taking the write lock, COMMIT) runs on a thread of its own: on the loop's shared
-    default executor it would queue behind every other ``asyncio.to_thread`` caller.
+    def __init__(self, store: Store, batch: list[_Queued[Any]]) -> None:
+        self.store = store
+        self.batch = batch
+        self.started = perf_counter()
+        self.committing = 0.0
+        self.answers: list[Outcome] = []
+        self.waiting: list[Waiting] = []
+        self.sequenced: list[tuple[list[AppendedEntry], dict[int, int], LogAppender]] = []
+
+    def begin(self, connection: Any) -> None:
+        self.store.backend.run(connection, self.store.backend.begin_sql)
+
+    def run(self, connection: Any) -> None:
+        """The units, each in its savepoint, and (on SQLite) the integration of their events;
+        or, if this process lacks the log's current key, a refusal of all of them."""
+        store, backend = self.store, self.store.backend
+        key_rows = backend.run(connection, CURRENT_KEY_SQL)
+        try:
+            store.signer_for(str(key_rows[0][0]) if key_rows else None)
+        except KeyNotCurrent as refused:
+            backend.run(connection, "ROLLBACK")
+            self.answers = [(item.future, item.loop, None, refused) for item in self.batch]
+            self.batch = []
+            return
+        time = store._clock()
+        for item in self.batch:
+            value, failure, entries = store._run_step(connection, item, time)
+            if failure is not None or not entries:
+                self.answers.append((item.future, item.loop, value, failure))
+            else:
+                self.waiting.append(Waiting(item.future, item.loop, value, entries))
+        if backend.sequences_in_steps:
+            while not self.sequenced or len(self.sequenced[-1][1]) == SEQUENCE_BATCH:
+                self.sequenced.append(integrate(backend, connection, store.signer_for))
+        for waiting in self.waiting:
+            store._waiters.add(waiting)
+        if store.step_hook is not None:
+            store.step_hook()
+
+    def commit(self, connection: Any) -> None:
+        if self.batch:
+            self.committing = perf_counter()
+            self.store.backend.run(connection, "COMMIT")
+
+    def finish(self, connection: Any) -> None:
+        """Answer who can be answered now; hand the events to the sequencer."""
+        store = self.store
+        deliver(self.answers)
+        now = perf_counter()
+        for appended, indices, appender in self.sequenced:
+            seconds, commit_seconds = now - self.started, now - self.committing
+            store.integrated(
+                Integrated(tuple(appended), indices, appender, seconds, commit_seconds)
+            )
+        if self.waiting and store._sequencer is not None:
+            store._sequencer.wake()
+            if not store._sequencer.leading:
+                with contextlib.suppress(Exception):  # the sequencer's sweep finds them anyway
+                    store.backend.announce_pending(connection)
+
+    def fail(self, connection: Any, error: Exception) -> None:
+        """Nothing of the batch was committed: every caller is refused, retryably."""
+        # The server reports it, once per outage; a traceback here would repeat per batch.
+        log.warning("store step batch failed; nothing in it was committed: %s", error)
+        for waiting in self.waiting:
+            self.store._waiters.discard(waiting)
+        if connection is not None:
+            self.store.backend.rollback_quietly(connection)
+            self.store.backend.close_quietly(connection)
+        failure = StoreUnavailable(f"the database refused the write: {error}")
+        deliver([(item.future, item.loop, None, failure) for item in self.batch])
+
+
+class _LoopSteps:
+    """Steps on an event loop, for an in-process database (SQLite; see :meth:`Store.run_async`).
+
+    Units queue while a batch commits; the next batch takes them all. The loop runs the units and
+    the integration itself; what may block (taking the write lock, COMMIT) runs on a thread of its
+    own. A writer thread would give up the GIL at every SQLite statement and wait for the busy loop
+    to hand it back, which costs more than the statements.
     """
 
     def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
@@ -780,14 +882,12 @@ class _LoopWriter:
 
     def _release(self) -> None:
         if self._connection is not None:
-            _close_quietly(self._connection)
+            self.store.backend.close_quietly(self._connection)
             self._connection = None
         self._thread.shutdown(wait=False)
 
-    async def _blocking(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await self.loop.run_in_executor(
-            self._thread, functools.partial(function, *args, **kwargs)
-        )
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await self.loop.run_in_executor(self._thread, functools.partial(function, *args))
 
     def add(self, queued: _Queued[Any]) -> None:
         self._pending.append(queued)
@@ -799,41 +899,27 @@ class _LoopWriter:
             while self._pending:
                 size = self.store._max_batch
                 batch, self._pending = self._pending[:size], self._pending[size:]
-                await self._commit(batch)
+                await self._commit([item for item in batch if not item.future.done()])
         finally:
             self._draining = None
             if self.store._closed:
                 self._release()
 
     async def _commit(self, batch: list[_Queued[Any]]) -> None:
-        store, backend = self.store, self.store.backend
-        batch = [item for item in batch if not item.future.done()]
         if not batch:
             return
+        steps = _StepBatch(self.store, batch)
         try:
             if self._connection is None:
-                self._connection = await self._blocking(backend.connect)
-            connection = self._connection
-            try:
-                started = perf_counter()
-                head, current_key = await self._blocking(store._begin, connection)
-                ran = store._run_units(connection, head, current_key, batch, careful=False)
-                commit_seconds = await self._blocking(store._write_and_commit, connection, ran)
-                store._committed_batch(ran, started, commit_seconds, careful=False)
-                outcomes = ran.outcomes
-            except Exception:
-                connection = self._connection = await self._blocking(backend.reset, connection)
-                outcomes = await self._blocking(store._run_batch, connection, batch, careful=True)
+                self._connection = await self._blocking(self.store.backend.connect)
+            await self._blocking(steps.begin, self._connection)
+            steps.run(self._connection)
+            await self._blocking(steps.commit, self._connection)
         except Exception as error:
-            log.warning("store batch failed; nothing in it was committed: %s", error)
-            if self._connection is not None:
-                await self._blocking(_rollback_quietly, backend, self._connection)
-                _close_quietly(self._connection)
-                self._connection = None
-            failure = StoreUnavailable(f"the database refused the write: {error}")
-            outcomes = [(item, None, failure) for item in batch]
-        for outcome in outcomes:
-            _settle(outcome)
+            steps.fail(self._connection, error)
+            self._connection = None
+            return
+        steps.finish(self._connection)
 
 
 class _NodeReader:
@@ -852,44 +938,3 @@ class _NodeReader:
         if not rows:
             raise StoreError(f"tree node ({level}, {index}) is missing from the store")
         return bytes(rows[0][0])
-
-
-def _deliver(outcomes: list[_Outcome]) -> None:
-    """Answer every caller: threads directly, each event loop with one wake-up for all of its."""
-    per_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
-    for outcome in outcomes:
-        loop = outcome[0].loop
-        if loop is None:
-            _settle(outcome)
-        else:
-            per_loop.setdefault(loop, []).append(outcome)
-    for loop, waiting in per_loop.items():
-        # A closed loop has nobody left waiting.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_settle_all, waiting)
-
-
-def _settle_all(outcomes: list[_Outcome]) -> None:
-    for outcome in outcomes:
-        _settle(outcome)
-
-
-def _settle(outcome: _Outcome) -> None:
-    item, value, failure = outcome
-    # Its caller may have stopped waiting (a cancelled call) while the unit ran.
-    with contextlib.suppress(InvalidStateError, asyncio.InvalidStateError):
-        if failure is None:
-            item.future.set_result(value)
-        else:
-            item.future.set_exception(failure)
-
-
-def _rollback_quietly(backend: Backend, connection: Any) -> None:
-    # The connection is replaced after a failed batch, so a failed rollback changes nothing.
-    with contextlib.suppress(Exception):
-        backend.run(connection, "ROLLBACK")
-
-
-def _close_quietly(connection: Any) -> None:
-    with contextlib.suppress(Exception):
-        connection.close()

@@ -1,8 +1,12 @@
 """PostgreSQL (psycopg 3): the backend for several service processes sharing one log.
 
-Writers serialise on the one-row ``log_head`` (``SELECT ... FOR UPDATE`` inside each batch's
-transaction), which makes indices gap-free across processes without session-level advisory
-locks (those break under transaction-pooling proxies).
+Round steps run on a few step writer threads, each with its own connection, and lock only the
+rows they change. Sequencers serialise on the one-row ``log_head`` (``SELECT ... FOR UPDATE``),
+which makes indices gap-free across processes; one process at a time is the sequencer, chosen
+by a session advisory lock on a dedicated connection (so the sequencer's connections must not
+go through a transaction-pooling proxy; steps and reads may). Steps tell the sequencer of new
+events with NOTIFY on :data:`PENDING_CHANNEL`, and the sequencer tells every process the log's
+new size on :data:`HEAD_CHANNEL`.
 
 A process may start while others write. Its schema check is a plain SELECT of the version in
 ``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only a migration runs DDL, and
@@ -12,10 +16,11 @@ that runs under a transaction-level advisory lock, after the writers' own first 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any, Final
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gnau_service.store.base import Backend, StoreError
@@ -28,6 +33,12 @@ from gnau_service.store.urls import redacted_url
 SCHEMA_LOCK: Final = 0x676E6175  # "gnau"
 #: The NOTIFY channel on which each batch that grows the log announces the new size.
 HEAD_CHANNEL: Final = "gnau_log_head"
+#: The NOTIFY channel on which a process that is not the sequencer says steps committed events.
+PENDING_CHANNEL: Final = "gnau_log_pending"
+#: The session advisory lock whose holder is the log's sequencer.
+SEQUENCER_LOCK: Final = 0x676E6173  # "gnas"
+#: Step writer threads (and connections) per process.
+STEP_WRITERS: Final = 2
 
 SET_VERSION: Final = (
     "INSERT INTO gnau_schema (id, version) VALUES (1, %s)"
@@ -39,6 +50,9 @@ class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
+    sequences_in_steps = False
+    step_writers = STEP_WRITERS
+    row_lock = " FOR UPDATE"
 
     def __init__(
         self, url: str, *, pool_size: int = 4, migrations: Sequence[Migration] = MIGRATIONS
@@ -58,17 +72,39 @@ class PostgresBackend(Backend):
     def __str__(self) -> str:
         return redacted_url(self.url)
 
-    def connect(self) -> psycopg.Connection[Any]:
+    def connect(self, *, application_name: str | None = None) -> psycopg.Connection[Any]:
+        url = self.url
+        if application_name is not None:
+            url = make_conninfo(url, application_name=application_name)
         try:
-            return psycopg.connect(self.url, autocommit=True)
+            return psycopg.connect(url, autocommit=True)
         except psycopg.Error as error:
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
 
-    def reset(self, connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-        # A pipeline cut short by an error skips the preparation of statements that psycopg
-        # has already counted as prepared: only a new connection is sure to be in step.
-        connection.close()
-        return self.connect()
+    def try_lead(self, session: psycopg.Connection[Any]) -> bool:
+        row = session.execute("SELECT pg_try_advisory_lock(%s)", (SEQUENCER_LOCK,)).fetchone()
+        return bool(row and row[0])
+
+    def listen(self, session: psycopg.Connection[Any]) -> None:
+        session.execute(f"LISTEN {HEAD_CHANNEL}".encode())
+        session.execute(f"LISTEN {PENDING_CHANNEL}".encode())
+
+    def notifications(self, session: psycopg.Connection[Any]) -> tuple[bool, bool]:
+        channels = {notice.channel for notice in session.notifies(timeout=0)}
+        return HEAD_CHANNEL in channels, PENDING_CHANNEL in channels
+
+    def announce_pending(self, connection: psycopg.Connection[Any]) -> None:
+        # After the step's COMMIT, in a transaction of its own: NOTIFY in the step's transaction
+        # would make every step's commit take PostgreSQL's one notification queue lock.
+        connection.execute(f"NOTIFY {PENDING_CHANNEL}".encode())
+
+    def is_conflict(self, error: BaseException) -> bool:
+        return isinstance(
+            error,
+            psycopg.errors.UniqueViolation
+            | psycopg.errors.SerializationFailure
+            | psycopg.errors.DeadlockDetected,
+        )
 
     @contextmanager
     def reader(self) -> Iterator[psycopg.Connection[Any]]:
@@ -107,9 +143,9 @@ class PostgresBackend(Backend):
                 self.schema_state(connection), str(self), migrate=migrate, known=self.migrations
             )
             if pending and table_exists(connection, "log_head"):
-                # Writers lock the head row first, then the tables they write; the DDL locks
+                # Sequencers lock the head row first, then the tables they write; the DDL locks
                 # those tables (CREATE INDEX, CREATE TRIGGER). Taking the head row first too
-                # makes writers wait for the DDL instead of deadlocking with it.
+                # makes sequencers wait for the DDL instead of deadlocking with it.
                 connection.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
             for migration in pending:
                 connection.execute(migration.script(Dialect.POSTGRESQL).encode())
@@ -119,9 +155,6 @@ class PostgresBackend(Backend):
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
-
-    def pipelined(self, connection: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
-        return connection.pipeline()
 
     def close(self) -> None:
         self._pool.close()

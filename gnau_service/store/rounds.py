@@ -3,8 +3,11 @@
 The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed``
 its secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
 unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of
-its body and the response it got, in the same transaction as the change it made. Writers run one
-at a time (see :mod:`gnau_service.store.base`), so what a unit reads stays true until it commits.
+its body and the response it got, in the same transaction as the change it made. Steps of
+different rounds run side by side (see :mod:`gnau_service.store.base`): a step reads its round's
+row with the transaction's row lock (:attr:`Transaction.row_lock`), so what it read of the round
+stays true until it commits; a race on the open-round guard or a request id between processes
+ends in a unique violation, and the store runs the losing step again.
 """
 
 from __future__ import annotations
@@ -125,10 +128,12 @@ def find_request(tx: Transaction, request_id: str) -> StoredRequest | None:
 def find_request_and_round(
     tx: Transaction, request_id: str, round_id: str
 ) -> tuple[StoredRequest | None, StoredRound | None]:
-    """A request id's record and a round, read together (one round trip on PostgreSQL)."""
-    requests, rounds = tx.query_all(
+    """A request id's record and a round, the round locked for the step. The round first: a
+    step of the same round in another process is waited for, and the request read after it
+    sees that step's request if it was this one's first try."""
+    rounds, requests = tx.query_all(
+        (f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?{tx.row_lock}", (round_id,)),
         (_FIND_REQUEST, (request_id,)),
-        (f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,)),
     )
     return (
         _request(requests[0]) if requests else None,

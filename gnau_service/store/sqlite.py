@@ -46,11 +46,11 @@ def split_statements(script: str) -> list[str]:
 
 class SqliteBackend(Backend):
     """A SQLite database file. Readers get one connection per thread (WAL lets them run beside
-    the writer); the writer starts each batch with ``BEGIN IMMEDIATE``, so even a second process
-    on the same file appends after, never beside, this one."""
+    the writer); the one step writer starts each batch with ``BEGIN IMMEDIATE`` and integrates
+    its events before it commits, so even a second process on the same file appends after, never
+    beside, this one."""
 
     begin_sql = "BEGIN IMMEDIATE"
-    runs_in_process = True
 
     def __init__(self, path: str | Path, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.path = Path(path)
@@ -66,7 +66,7 @@ class SqliteBackend(Backend):
     def __str__(self) -> str:
         return str(self.path)
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self, *, application_name: str | None = None) -> sqlite3.Connection:
         connection = None
         try:
             connection = sqlite3.connect(

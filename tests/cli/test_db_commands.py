@@ -33,7 +33,7 @@ from tests.cli.conftest import Run
 from tests.postgres import fresh_database
 from tests.server.test_start_beside_writers import SEATS, Load
 from tests.serving import REPO, Served, gnau, served
-from tests.store.test_schema_startup import older_gnau, set_version
+from tests.store.test_schema_startup import append_as_older_gnau, older_gnau, set_version
 from tests.store.test_store import append_many
 
 Gnau = Callable[..., Run]
@@ -42,7 +42,7 @@ Gnau = Callable[..., Run]
 def v1_database(url: str, entries: int = 3, signer: LogSigner | None = None) -> None:
     """A database as gnau left it before migrations (schema version 1), with a few entries."""
     with Store(older_gnau(url, 1), signer or new_signer()) as store:
-        append_many(store, entries)
+        append_as_older_gnau(store, entries)
 
 
 # -- status and migrate -------------------------------------------------------------------------
@@ -58,25 +58,27 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     before = gnau("db", "status", "--database", url)
     assert before.status == 1, before.err
     lines = before.out.splitlines()
-    assert "schema: version 1; this gnau's is version 3" in lines
+    assert "schema: version 1; this gnau's is version 4" in lines
     assert [line.split(":")[0:2] for line in lines if line.startswith("pending")] == [
         ["pending", " 2 history"],
         ["pending", " 3 requests_by_time"],
+        ["pending", " 4 outbox"],
     ]
     assert "log: 3 entries" in lines
     assert lines[-1] == "to migrate: back it up (gnau db backup FILE), then run gnau db migrate"
 
     migrated = gnau("db", "migrate", "--database", url)
     assert migrated.status == 0, migrated.err
-    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 3")
+    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 4")
     assert [line[:20] for line in migrated.out.splitlines()[1:]] == [
         "applied: 2 history: ",
         "applied: 3 requests_",
+        "applied: 4 outbox: T",
     ]
 
     after = gnau("db", "status", "--database", url)
     assert after.status == 0
-    assert "schema: version 3; this gnau's is version 3" in after.out
+    assert "schema: version 4; this gnau's is version 4" in after.out
     assert re.search(
         r"^applied: 2 \(Migration history: .*\) at 20\d\d-.* by gnau ", after.out, re.M
     )
@@ -85,7 +87,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     again = gnau("db", "migrate", "--database", url)
     assert (again.status, again.out.strip()[-40:]) == (
         0,
-        "schema version 3 is up to date; nothing to do"[-40:],
+        "schema version 4 is up to date; nothing to do"[-40:],
     )
 
 
@@ -102,7 +104,7 @@ def test_a_newer_schema_is_reported_and_not_migrated(settings: Settings, gnau: G
     refused = gnau("db", "migrate", "--database", url)
     assert refused.status == 2
     assert refused.err.count("\n") == 1
-    assert "database schema version 4 is newer than this gnau (3): upgrade gnau" in refused.err
+    assert "database schema version 5 is newer than this gnau (4): upgrade gnau" in refused.err
 
 
 def test_the_database_is_found_as_gnau_serve_finds_it(
@@ -154,7 +156,7 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     why = refused.stderr.splitlines()[-1]
     assert "cannot start" in why
-    assert "database schema version 1 is older than this gnau (3)" in why
+    assert "database schema version 1 is older than this gnau (4)" in why
     assert "run 'gnau db migrate' (or start with --migrate true)" in why
 
     with served(data, "--migrate", "true") as service:
@@ -360,16 +362,32 @@ def backup_under_load(tmp_path: Path, backend: str, *, players: int, backups: in
                 assert "the log was truncated or rolled back" in rolled_back.stdout
                 assert "does not verify: do not serve it" in rolled_back.stderr
 
+            # Steps the backup caught committed but not yet integrated are in its outbox: the
+            # restored service integrates them first, then logs its start.
+            with open_reader(target) as reader:
+                carried = int(
+                    reader.query("SELECT count(*) FROM log_pending WHERE idx IS NULL")[0][0]
+                )
             with served(home, "--database", target, "--key", str(key)) as again:
                 play(again, 2, "table-after-restore")
-            assert_log_extends(target, writer.vkey, pinned.read_text(), size, rounds_after=2)
+            assert_log_extends(
+                target, writer.vkey, pinned.read_text(), size, rounds_after=2, carried=carried
+            )
 
 
 def assert_log_extends(
-    url: str, vkey: str, pinned: str, size: int, *, rounds_after: int, started: bool = True
+    url: str,
+    vkey: str,
+    pinned: str,
+    size: int,
+    *,
+    rounds_after: int,
+    started: bool = True,
+    carried: int = 0,
 ) -> None:
     """The log at ``url`` verifies under ``vkey``, extends ``pinned``, and carries on from
-    ``size`` (with a start, if ``started``) and ``rounds_after`` rounds, at gap-free indices."""
+    ``size`` (with ``carried`` round events a backup held in its outbox, then a start, if
+    ``started``) and ``rounds_after`` rounds, at gap-free indices."""
     verifier = Verifier.from_vkey(vkey)
     with open_reader(url) as reader:
         end = reader.size()
@@ -381,6 +399,8 @@ def assert_log_extends(
     )
     assert report.ok, report.summary()
     assert [entry.index for entry in appended] == list(range(size, end))
+    assert all(entry.round_id is not None for entry in appended[:carried])
+    appended = appended[carried:]
     assert started == bool(appended and appended[0].kind is EntryKind.SERVICE_STARTED)
     settled = sum(entry.kind is EntryKind.ROUND_SETTLED for entry in appended)
     assert settled == rounds_after

@@ -5,11 +5,14 @@ the migration, readable, verifiable, and consistent with a checkpoint taken befo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
+import sqlite3
 import uuid
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from gnau_service.audit.bundle import verify_bundle, write_bundle
@@ -51,13 +54,17 @@ RELEASED = {
     "0003_requests_by_time.sqlite.sql": (
         "1b3254cca673880bed6510a3e97436404897fe1684572d523dd5ecbde8c178b1"
     ),
+    "0004_outbox.postgresql.sql": (
+        "9037e77ac9c9e4fa93ecaf2e01c812c6d995632dfb69a3d59c7885c354027c9d"
+    ),
+    "0004_outbox.sqlite.sql": "712a44a51c05225219041d7c1c40adfb67fb11af039170c0839a4e1bc8af7290",
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3] and SCHEMA_VERSION == 3
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4] and SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize(
@@ -98,7 +105,7 @@ def test_a_migrated_database_has_the_schema_of_a_new_one(
     if start == 0:
         set_version(database_url, None)  # made before versions were kept
     with open_store(database_url, signer, migrate=True) as store:
-        assert [m.version for m in store.migrated] == list(range(start + 1, 4))
+        assert [m.version for m in store.migrated] == list(range(start + 1, SCHEMA_VERSION + 1))
     assert stored_version(database_url) == SCHEMA_VERSION
 
     if is_sqlite(database_url):
@@ -145,13 +152,50 @@ def bundle_of(store: Store) -> bytes:
     return out.getvalue().encode()
 
 
+#: The version-1 tables an older gnau wrote as it played, in an order their rows can be copied.
+VERSION_1_TABLES = ("log_entries", "log_nodes", "log_checkpoints", "rounds")
+
+
+def write_as_version_1(played_on: Store, database_url: str) -> None:
+    """Copy what a gnau of schema version 1 leaves after playing into ``database_url`` (made at
+    version 1 with the same key): the log, its head and the rounds, whose records name their
+    entries by log index (version 1 had no outbox). Today's gnau cannot write version 1 itself,
+    so the rounds are played on a current store and copied over."""
+    dealer = Dealer(played_on)
+    rows: dict[str, list[tuple[object, ...]]] = {}
+    for table in VERSION_1_TABLES:
+        rows[table] = played_on.query(f"SELECT * FROM {table}")
+    rows["rounds"] = [
+        (row[0], row[1], row[2], dealer.get(str(row[0])).record.to_json(), *row[4:])
+        for row in rows["rounds"]
+    ]
+    head = played_on.query("SELECT size, prev_hash, frontier FROM log_head")[0]
+    if is_sqlite(database_url):
+        path = database_url.removeprefix("sqlite:///")
+        with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+            for table, values in rows.items():
+                marks = ", ".join("?" for _ in values[0])
+                connection.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
+            connection.execute("UPDATE log_head SET size = ?, prev_hash = ?, frontier = ?", head)
+        return
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        for table, values in rows.items():
+            marks = ", ".join("%s" for _ in values[0])
+            connection.cursor().executemany(f"INSERT INTO {table} VALUES ({marks})", values)
+        connection.execute("UPDATE log_head SET size = %s, prev_hash = %s, frontier = %s", head)
+
+
 def test_rounds_played_on_version_1_survive_the_migration(
-    database_url: str, signer: LogSigner, capsys: pytest.CaptureFixture[str]
+    database_url: str, signer: LogSigner, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    with Store(older_gnau(database_url, 1), signer) as old:
-        played = asyncio.run(play_rounds(Dealer(old), 4, "table-1"))
-        before = old.checkpoint()
-        size_before = old.size()
+    with Store(older_gnau(database_url, 1), signer):
+        pass  # the version-1 schema, with the log's key
+    with open_store(f"sqlite:///{tmp_path / 'played.db'}", signer) as played_on:
+        played = asyncio.run(play_rounds(Dealer(played_on), 4, "table-1"))
+        write_as_version_1(played_on, database_url)
+        played = [Dealer(played_on).get(view.record.round_id) for view in played]
+        before = played_on.checkpoint()
+        size_before = played_on.size()
     assert before is not None
     assert stored_version(database_url) == 1
 
@@ -162,7 +206,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 3" in out
+    assert "migrated from version 1 to version 4" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
@@ -198,7 +242,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(2,), (3,)]
+    assert history == [(2,), (3,), (4,)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)

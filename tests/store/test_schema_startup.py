@@ -16,12 +16,14 @@ import psycopg
 import pytest
 
 from gnau_service.audit.entries import EntryKind, check_chain
+from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import Store, StoreError, Transaction, open_store
-from gnau_service.store.base import Backend
+from gnau_service.store.base import Backend, utc_now
 from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from gnau_service.store.postgres import PostgresBackend
 from gnau_service.store.schema import SchemaTooOld
+from gnau_service.store.sequencer import write_log
 from gnau_service.store.sqlite import SqliteBackend
 from tests.audit.logs import new_signer
 from tests.postgres import admin_url, fresh_database, require_postgres
@@ -71,6 +73,26 @@ def older_gnau(url: str, version: int) -> Backend:
     return PostgresBackend(url, migrations=known)
 
 
+def append_as_older_gnau(store: Store, count: int) -> list[int]:
+    """Append ``count`` entries as a gnau of an older schema did: straight into the log tables
+    under the head lock, in one transaction (it had no outbox, which today's steps write)."""
+    backend = store.backend
+    connection = backend.connect()
+    try:
+        backend.run(connection, backend.begin_sql)
+        head = LogHead.decode(*backend.run(connection, backend.read_head_sql)[0])
+        appender = LogAppender(store.signer, head)
+        appended = [
+            appender.append(EntryKind.CONFIG_CHANGED, {"i": i}, time=utc_now())
+            for i in range(count)
+        ]
+        write_log(backend, connection, appender, appended)
+        backend.run(connection, "COMMIT")
+    finally:
+        connection.close()
+    return [entry.index for entry in appended]
+
+
 def database_name(url: str) -> str:
     return url.removeprefix("sqlite:///") if is_sqlite(url) else url.rsplit("/", 1)[1]
 
@@ -78,14 +100,14 @@ def database_name(url: str) -> str:
 def test_a_new_database_records_the_schema_version(database_url: str, signer: LogSigner) -> None:
     with open_store(database_url, signer) as store:
         append_many(store, 1)
-    assert stored_version(database_url) == SCHEMA_VERSION == 3  # the files in store/migrations
+    assert stored_version(database_url) == SCHEMA_VERSION == 4  # the files in store/migrations
 
 
 def test_a_database_from_before_schema_versions_is_upgraded_only_when_asked(
     database_url: str, signer: LogSigner
 ) -> None:
     with Store(older_gnau(database_url, 1), signer) as store:
-        append_many(store, 5)
+        append_as_older_gnau(store, 5)
         entries = store.entries(0, 5)
     set_version(database_url, None)  # the tables as gnau left them before versions
     assert stored_version(database_url) is None

@@ -13,9 +13,9 @@ written to be safe to apply again (``IF NOT EXISTS``), so a database whose recor
 lost can still be brought up to date.
 
 >>> [(migration.version, migration.name) for migration in MIGRATIONS]
-[(1, 'tables'), (2, 'history'), (3, 'requests_by_time')]
+[(1, 'tables'), (2, 'history'), (3, 'requests_by_time'), (4, 'outbox')]
 >>> SCHEMA_VERSION
-3
+4
 """
 
 from __future__ import annotations

@@ -1,0 +1,27 @@
+"""What the store raises: a failure, a retryable one, and a process without the log's key."""
+
+from __future__ import annotations
+
+
+class StoreError(RuntimeError):
+    """The store could not do what was asked (a database failure, or a store already closed)."""
+
+
+class StoreUnavailable(StoreError):  # noqa: N818  (a condition a caller retries)
+    """The database cannot be used right now (unreachable, read-only, full, or the store is
+    closed): nothing was done, and the same call may succeed later. The message names the cause,
+    for the operator's log; it may hold paths or host names, so it is not for clients."""
+
+
+class KeyNotCurrent(StoreUnavailable):
+    """This process's log key is not the log's current key (another process rotated it, or the
+    key file holds a wrong key): it signs nothing until it has the current key. Both keys are
+    named by their public verifier keys."""
+
+    def __init__(self, held: str, current: str) -> None:
+        super().__init__(
+            f"the log's current key is {current}, but this process holds {held}: it writes "
+            "nothing until its key file holds the current key (see docs/operations.md)"
+        )
+        self.held = held
+        self.current = current

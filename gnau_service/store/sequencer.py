@@ -1,0 +1,289 @@
+"""The sequencer: gives committed pending events their log indices, signs them, and checkpoints.
+
+A round step commits its events into the outbox (``log_pending``) without touching the log head
+(see :mod:`gnau_service.store.base`). The sequencer integrates them: in one transaction it
+
+1. locks the head row (PostgreSQL ``SELECT ... FOR UPDATE``; SQLite's write lock), and reads the
+   log's current key (refusing with :class:`~gnau_service.store.base.KeyNotCurrent` if this
+   process cannot sign with it);
+2. reads, *after* taking that lock, the pending events not yet integrated, in id order, at most
+   :data:`SEQUENCE_BATCH` of them;
+3. appends them with :class:`~gnau_service.audit.log.LogAppender` (index, chain hash, canonical
+   bytes, signature, Merkle nodes), writes entries, nodes, head and a signed checkpoint of the new
+   head, and sets each event's ``idx`` (dropping its payload, now in the entry);
+4. commits, and announces the new size (NOTIFY on PostgreSQL).
+
+Step 2 comes after step 1 so that a deposed sequencer cannot integrate anything twice: whoever
+holds the head lock sees every event a previous holder integrated (its commit came before the
+lock was granted, and each statement under READ COMMITTED reads what was committed before it
+began). The lock, not the election below, is what keeps the log correct; the election only makes
+one process do the work. docs/audit.md ("Sequencing") proves that a round's events enter the log
+in causal order.
+
+On SQLite (one writer at a time, in one process) the step writer integrates at the end of every
+step transaction, before its COMMIT: one fsync for both. On PostgreSQL one process per log is the
+sequencer, chosen by a session advisory lock (:class:`Sequencer`); every process tries to take
+it every :data:`ELECTION_SECONDS`, so when the sequencer's process dies (its session ends and
+PostgreSQL releases the lock), another takes over within that interval plus the time PostgreSQL
+takes to see the session gone (at once for a killed process on a live host; TCP keepalive for
+a lost host: see docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import select
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
+from gnau_service.store.errors import KeyNotCurrent
+
+if TYPE_CHECKING:
+    from gnau_service.audit.signing import LogSigner
+    from gnau_service.store.base import Backend, Store
+
+#: Pending events integrated in one transaction at most.
+SEQUENCE_BATCH: Final = 1024
+#: How often a process that is not the sequencer tries to become it (seconds): with the time
+#: PostgreSQL takes to end a dead session, the bound on a takeover.
+ELECTION_SECONDS: Final = 0.5
+#: How often the sequencer looks for pending events even if nobody said there are any: events
+#: whose step's process died between its COMMIT and its NOTIFY, or whose notice was lost.
+SWEEP_SECONDS: Final = 1.0
+#: The start of the sequencer session's application_name (then the process id), by which
+#: pg_stat_activity shows who holds the lock.
+APPLICATION_NAME: Final = "gnau-sequencer"
+#: How long a failed sequencer waits before it connects again.
+RETRY_SECONDS: Final = 1.0
+
+log = logging.getLogger(__name__)
+
+#: The log's current key: the one whose ``since_size`` is the largest (a rotation's new key
+#: starts after the rotation entry). Read in its own statement after the head's lock is held: a
+#: subquery in the locking statement would read the table as it was before the lock was granted.
+CURRENT_KEY_SQL: Final = "SELECT vkey FROM log_keys ORDER BY since_size DESC, key_id LIMIT 1"
+
+_PENDING_SQL: Final = (
+    "SELECT id, kind, round_id, payload, time FROM log_pending"
+    " WHERE idx IS NULL ORDER BY id LIMIT ?"
+)
+
+#: Appends a log-level entry (a key rotation) after the batch's pending events, in the same
+#: transaction, under the same head lock.
+LogLevelWork = Callable[[LogAppender, Any], AppendedEntry]
+
+
+@dataclass(frozen=True)
+class Integrated:
+    """One sequencer transaction, once committed: the entries it appended, each pending event's
+    new index, the head after it and who signed, and how long it took."""
+
+    appended: tuple[AppendedEntry, ...]
+    indices: dict[int, int]
+    appender: LogAppender
+    seconds: float
+    commit_seconds: float
+
+
+def integrate(
+    backend: Backend,
+    connection: Any,
+    signer_for: Callable[[str | None], LogSigner],
+    *,
+    limit: int = SEQUENCE_BATCH,
+    log_level: LogLevelWork | None = None,
+) -> tuple[list[AppendedEntry], dict[int, int], LogAppender]:
+    """Integrate up to ``limit`` pending events inside the caller's open transaction (then a
+    ``log_level`` entry, if given); nothing is committed here. ``signer_for(current_key)`` gives
+    the signer of the log's current key, or raises KeyNotCurrent."""
+    head_rows, key_rows = backend.run_queries(
+        connection, [(backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
+    )
+    head = LogHead.decode(*head_rows[0])
+    appender = LogAppender(signer_for(str(key_rows[0][0]) if key_rows else None), head)
+    rows = backend.run(connection, _PENDING_SQL, (limit,))
+    appended: list[AppendedEntry] = []
+    indices: dict[int, int] = {}
+    for pending_id, kind, round_id, payload, time in rows:
+        entry = appender.append(EntryKind(kind), json.loads(payload), time=time, round_id=round_id)
+        appended.append(entry)
+        indices[int(pending_id)] = entry.index
+    if log_level is not None:
+        appended.append(log_level(appender, connection))
+    if appended:
+        write_log(backend, connection, appender, appended)
+        # An UPDATE ... FROM (VALUES ...): both databases name a VALUES list's columns
+        # column1, column2 (SQLite since 3.33).
+        backend.run_many(
+            connection,
+            "UPDATE log_pending SET idx = v.column2, payload = NULL"
+            " FROM (VALUES (?, ?)) AS v WHERE log_pending.id = v.column1",
+            list(indices.items()),
+        )
+    return appended, indices, appender
+
+
+def write_log(
+    backend: Backend, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
+) -> None:
+    """Write appended entries, their tree nodes, the new head and its signed checkpoint."""
+    backend.run_many(
+        connection,
+        "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
+        [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
+    )
+    backend.run_many(
+        connection,
+        "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
+        [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
+    )
+    size, prev_hash, frontier = appender.head.encode()
+    backend.run(
+        connection,
+        "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
+        (size, prev_hash, frontier),
+    )
+    backend.announce_size(connection, size)
+    backend.run(
+        connection,
+        "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
+        (size, str(appender.checkpoint())),
+    )
+
+
+def sequence(store: Store, connection: Any, *, log_level: LogLevelWork | None = None) -> Integrated:
+    """One sequencer transaction on its own connection: begin, integrate, commit."""
+    backend = store.backend
+    started = perf_counter()
+    backend.run(connection, backend.begin_sql)
+    try:
+        appended, indices, appender = integrate(
+            backend, connection, store.signer_for, log_level=log_level
+        )
+        committing = perf_counter()
+        backend.run(connection, "COMMIT")
+    except BaseException:
+        backend.rollback_quietly(connection)
+        raise
+    now = perf_counter()
+    return Integrated(tuple(appended), indices, appender, now - started, now - committing)
+
+
+class Sequencer:
+    """The PostgreSQL sequencer of one store, on a thread of its own: it keeps trying to take the
+    log's advisory lock, and while it holds it integrates pending events whenever a step commits
+    (in this process: :meth:`wake`; in another: NOTIFY on the pending channel), and every
+    :data:`SWEEP_SECONDS` in any case. The same thread, leading or not, hears the log grow (the
+    head channel) and tells the store, whose waiting callers may be answered."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._stopping = threading.Event()
+        self._wake_reader, self._wake_writer = socket.socketpair()
+        self._wake_reader.setblocking(False)
+        self._wake_writer.setblocking(False)
+        #: Whether this process is the log's sequencer now (a hint: the head lock decides).
+        self.leading = False
+        self._thread = threading.Thread(target=self._run, name="gnau-sequencer", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """A step committed pending events in this process."""
+        # A full buffer means it is woken already; a closed socket, that it has stopped.
+        with contextlib.suppress(OSError):
+            self._wake_writer.send(b"\0")
+
+    def close(self) -> None:
+        self._stopping.set()
+        self.wake()
+        self._thread.join(timeout=10)
+        self._wake_reader.close()
+        self._wake_writer.close()
+
+    def _run(self) -> None:
+        backend = self._store.backend
+        while not self._stopping.is_set():
+            session = work = None
+            try:
+                session = backend.connect(application_name=f"{APPLICATION_NAME}-{os.getpid()}")
+                work = backend.connect()
+                backend.listen(session)
+                self._serve(session, work)
+            except Exception as error:
+                if not self._stopping.is_set():
+                    log.warning("sequencer connection failed; retrying: %s", error)
+                self.leading = False
+                self._store.expire_waiters()  # no query: the database may be the trouble
+                self._stopping.wait(RETRY_SECONDS)
+            finally:
+                for connection in (session, work):
+                    if connection is not None:
+                        backend.close_quietly(connection)
+        self.leading = False
+
+    def _serve(self, session: Any, work: Any) -> None:
+        backend = self._store.backend
+        next_election = 0.0
+        next_sweep = 0.0
+        pending = True  # a new sequencer first integrates whatever is left
+        while not self._stopping.is_set():
+            now = perf_counter()
+            if not self.leading and now >= next_election:
+                self.leading = backend.try_lead(session)
+                next_election = now + ELECTION_SECONDS
+                if self.leading:
+                    log.info("this process is now the log's sequencer")
+                    pending = True
+            if self.leading and (pending or now >= next_sweep):
+                swept = now >= next_sweep
+                self._integrate_all(work)
+                if swept:  # callers whose events another process integrated (a key rotation)
+                    self._store.check_waiters()
+                next_sweep = perf_counter() + SWEEP_SECONDS
+                pending = False
+            elif not self.leading and now >= next_sweep:
+                # A safety net under the head channel's notices (one lost while reconnecting).
+                self._store.check_waiters()
+                next_sweep = now + SWEEP_SECONDS
+            wait_until = next_sweep if self.leading else min(next_sweep, next_election)
+            timeout = max(0.0, wait_until - perf_counter())
+            readable, _, _ = select.select([session.fileno(), self._wake_reader], [], [], timeout)
+            if self._wake_reader in readable:
+                self._drain_wakes()
+                pending = True
+            if session.fileno() in readable:
+                grown, steps = backend.notifications(session)
+                pending = pending or steps
+                if grown and not self.leading:  # the sequencer's own callers are answered
+                    self._store.check_waiters()
+        if self.leading:
+            # What this process's steps committed last is integrated before it lets go.
+            self._integrate_all(work)
+
+    def _integrate_all(self, work: Any) -> None:
+        try:
+            while not self._stopping.is_set():
+                done = sequence(self._store, work)
+                self._store.integrated(done)
+                if len(done.indices) < SEQUENCE_BATCH:
+                    return
+        except KeyNotCurrent as refused:
+            # Another process may hold the current key: step down (the caller closes the
+            # session, which releases the lock), so that it can take over.
+            log.warning("sequencer stepping down: %s", refused)
+            self.leading = False
+            raise
+
+    def _drain_wakes(self) -> None:
+        with contextlib.suppress(OSError):  # BlockingIOError: drained
+            while self._wake_reader.recv(4096):
+                pass

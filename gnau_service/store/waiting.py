@@ -1,0 +1,167 @@
+"""Callers waiting for their events to be integrated, and how their answers reach them.
+
+A step's caller is answered only once every event it appended (and every earlier event it
+refers to) has a log index and is covered by a signed checkpoint. The step writer registers the
+caller here, with its pending events, *before* the step's COMMIT: the sequencer sees the events
+only once committed, so it cannot integrate them before the caller is registered. The store
+then hears of integrations in two ways, neither a poll:
+
+- its own sequencer's transactions, with each event's index (:meth:`Waiters.resolve`);
+- another process's, from the log head's NOTIFY, after which one query reads the indices of
+  every event still awaited here (the store's :meth:`~gnau_service.store.base.Store.check_waiters`).
+
+A caller still waiting after :data:`INTEGRATION_SECONDS` is answered StoreUnavailable: its step
+is committed and will be integrated whenever a sequencer runs again, so a retry with the same
+request gets the original answer then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterable
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from time import monotonic
+from typing import Any, Final
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.store.errors import StoreUnavailable
+
+#: The longest a caller waits for its committed events to be integrated.
+INTEGRATION_SECONDS: Final = 30.0
+
+
+@dataclass(eq=False)
+class PendingEntry:
+    """An event a step committed to the outbox: its pending id, and its log index once the
+    sequencer has integrated it (-1 until then; the store fills it in before the caller is
+    answered, which is why this one value is not frozen)."""
+
+    id: int
+    kind: EntryKind | None = None
+    round_id: str | None = None
+    index: int = -1
+
+
+@dataclass(eq=False)
+class Waiting:
+    """A caller and what it waits for: its queued unit's future (and event loop), the value to
+    answer with, and the events not integrated yet."""
+
+    future: Future[Any] | asyncio.Future[Any]
+    loop: asyncio.AbstractEventLoop | None
+    value: Any
+    entries: list[PendingEntry]
+    missing: set[int] = field(default_factory=set)
+    since: float = field(default_factory=monotonic)
+
+
+#: A caller's answer: who, and its value or what it raised.
+Outcome = tuple[Future[Any] | asyncio.Future[Any], asyncio.AbstractEventLoop | None, Any,
+                BaseException | None]  # fmt: skip
+
+
+#: Integrated events whose indices a process remembers (see :attr:`Waiters.recent`).
+RECENT_INDICES: Final = 65_536
+
+
+class Waiters:
+    """The callers of this process whose events are not integrated yet, by pending id; and the
+    indices of the events integrated lately (:attr:`recent`), so that a round's next step
+    usually finds its previous event's index without asking the database."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_id: dict[int, list[Waiting]] = {}
+        #: Pending id to log index, of events integrated lately (the newest RECENT_INDICES at
+        #: least; cleared when full). An index never changes, so this cannot go stale.
+        self.recent: dict[int, int] = {}
+
+    def add(self, waiting: Waiting) -> None:
+        waiting.missing = {entry.id for entry in waiting.entries if entry.index < 0}
+        with self._lock:
+            for pending_id in waiting.missing:
+                self._by_id.setdefault(pending_id, []).append(waiting)
+
+    def discard(self, waiting: Waiting) -> None:
+        with self._lock:
+            self._forget(waiting)
+
+    def awaited(self) -> list[int]:
+        """The pending ids someone here still waits for."""
+        with self._lock:
+            return list(self._by_id)
+
+    def resolve(self, indices: dict[int, int]) -> list[Outcome]:
+        """Give events their indices; the answers of the callers that now have all of theirs."""
+        done: list[Outcome] = []
+        with self._lock:
+            if len(self.recent) + len(indices) > RECENT_INDICES:
+                self.recent = {}
+            self.recent.update(indices)
+            for pending_id, index in indices.items():
+                for waiting in self._by_id.pop(pending_id, ()):
+                    for entry in waiting.entries:
+                        if entry.id == pending_id:
+                            entry.index = index
+                    waiting.missing.discard(pending_id)
+                    if not waiting.missing:
+                        done.append((waiting.future, waiting.loop, waiting.value, None))
+        return done
+
+    def expire(self, failure: StoreUnavailable | None = None) -> list[Outcome]:
+        """Refuse the callers that waited longer than INTEGRATION_SECONDS (every caller, with
+        ``failure``, if it is given)."""
+        limit = monotonic() - INTEGRATION_SECONDS if failure is None else float("inf")
+        with self._lock:
+            old = {id(w): w for ws in self._by_id.values() for w in ws if w.since < limit}
+            for waiting in old.values():
+                self._forget(waiting)
+        if failure is None:
+            failure = StoreUnavailable(
+                "the log's sequencer did not integrate the change within"
+                f" {INTEGRATION_SECONDS:.0f} s; it is committed, and a retry of the same request"
+                " gets its answer"
+            )
+        return [(w.future, w.loop, None, failure) for w in old.values()]
+
+    def _forget(self, waiting: Waiting) -> None:
+        for pending_id in waiting.missing:
+            waiters = self._by_id.get(pending_id)
+            if waiters is not None:
+                with contextlib.suppress(ValueError):
+                    waiters.remove(waiting)
+                if not waiters:
+                    del self._by_id[pending_id]
+
+
+def deliver(outcomes: Iterable[Outcome]) -> None:
+    """Answer every caller: threads directly, each event loop with one wake-up for all of its."""
+    per_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
+    for outcome in outcomes:
+        loop = outcome[1]
+        if loop is None:
+            settle(outcome)
+        else:
+            per_loop.setdefault(loop, []).append(outcome)
+    for loop, waiting in per_loop.items():
+        # A closed loop has nobody left waiting.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_settle_all, waiting)
+
+
+def _settle_all(outcomes: list[Outcome]) -> None:
+    for outcome in outcomes:
+        settle(outcome)
+
+
+def settle(outcome: Outcome) -> None:
+    future, _, value, failure = outcome
+    # Its caller may have stopped waiting (a cancelled call) meanwhile.
+    with contextlib.suppress(InvalidStateError, asyncio.InvalidStateError):
+        if failure is None:
+            future.set_result(value)
+        else:
+            future.set_exception(failure)

@@ -1,0 +1,238 @@
+"""Replicas on one PostgreSQL log: round steps of different tables do not wait for each other,
+every round's entries enter the log in causal order however the replicas interleave, and when
+the sequencer's process is killed another replica takes over within the stated bound.
+
+Two in-process services (one key, one token file, one database) stand for two replicas where a
+test needs to reach into one (the stall hook); two real ``gnau serve`` processes where one must
+die by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import io
+import os
+import random
+import signal
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Final
+
+import grpc
+import psycopg
+from gnau.v1 import dealer_pb2, round_pb2
+from gnau_client import GnauClient, Seat
+
+from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.entries import EntryKind, decode_entry
+from gnau_service.server.app import running
+from gnau_service.server.config import Settings
+from gnau_service.store import open_reader
+from gnau_service.store.sequencer import APPLICATION_NAME, ELECTION_SECONDS
+from tests.postgres import fresh_database
+from tests.server.conftest import Service, write_tokens
+from tests.server.test_service import SEATS, rid
+from tests.serving import served
+
+#: How long the test hook holds replica A's step inside its transaction (seconds).
+STALL_SECONDS: Final = 4.0
+#: The bound on the p99 latency of replica B's calls meanwhile: far below the stall, wide enough
+#: for this noisy machine (a call takes some tens of milliseconds there).
+ISOLATED_P99_SECONDS: Final = 1.0
+#: The bound on a takeover after the sequencer's process is killed: the election interval, plus
+#: slack for a loaded machine (PostgreSQL ends a killed client's session at once).
+TAKEOVER_SECONDS: Final = ELECTION_SECONDS + 4.5
+ROUND_KINDS: Final = [
+    EntryKind.ROUND_COMMITTED,
+    EntryKind.ROUND_DEALT,
+    EntryKind.ROUND_REVEALED,
+    EntryKind.ROUND_SETTLED,
+]
+
+
+@contextlib.asynccontextmanager
+async def two_replicas(tmp_path: Path) -> AsyncIterator[tuple[Service, Service]]:
+    """Two services on one fresh PostgreSQL database, sharing the log key and the tokens."""
+    tokens = write_tokens(tmp_path / "tokens.json")
+    with fresh_database() as url:
+        first = Settings(
+            listen="127.0.0.1:0",
+            data_dir=tmp_path / "a",
+            database=url,
+            tokens=tokens,
+            grace_seconds=1,
+            shutdown_notice_seconds=0,
+        )
+        second = dataclasses.replace(first, data_dir=tmp_path / "b", key=first.key_path)
+        async with (
+            running(first) as app_a,
+            running(second) as app_b,
+            grpc.aio.insecure_channel(f"127.0.0.1:{app_a.port}") as channel_a,
+            grpc.aio.insecure_channel(f"127.0.0.1:{app_b.port}") as channel_b,
+        ):
+            yield Service(app_a, first, channel_a), Service(app_b, second, channel_b)
+
+
+async def step(service: Service, name: str, table: str, round_id: str) -> round_pb2.Round:
+    """One step of a round (Shuffle on ``table``; the others on ``round_id``)."""
+    if name == "Shuffle":
+        request = dealer_pb2.ShuffleRequest(request_id=rid(), table_id=table)
+    elif name == "Deal":
+        request = dealer_pb2.DealRequest(request_id=rid(), round_id=round_id, seats=SEATS)
+    elif name == "Reveal":
+        request = dealer_pb2.RevealRequest(request_id=rid(), round_id=round_id)
+    else:
+        request = dealer_pb2.SettleRequest(request_id=rid(), round_id=round_id)
+    answer = await service.call("dealer", name, request)
+    return answer.round  # type: ignore[no-any-return]
+
+
+STEPS: Final = ("Shuffle", "Deal", "Reveal", "Settle")
+
+
+async def test_a_stalled_step_on_one_replica_does_not_delay_rounds_on_another(
+    tmp_path: Path,
+) -> None:
+    async with two_replicas(tmp_path) as (a, b):
+        armed = threading.Event()
+
+        def stall() -> None:  # the test hook: on replica A's step writer, inside its transaction
+            if armed.is_set():
+                armed.clear()
+                time.sleep(STALL_SECONDS)
+
+        a.app.store.step_hook = stall
+        armed.set()
+        stalled = asyncio.create_task(step(a, "Shuffle", "stalled-table", ""))
+        began = time.monotonic()
+        await asyncio.sleep(0.2)  # the stalled step is in its transaction now
+        assert not armed.is_set() and not stalled.done()
+        latencies: list[float] = []
+        number = 0
+        while not stalled.done() and time.monotonic() - began < STALL_SECONDS - 0.5:
+            round_id = ""
+            for name in STEPS:
+                sent = time.monotonic()
+                answer = await step(b, name, f"table-{number % 4}", round_id)
+                latencies.append(time.monotonic() - sent)
+                round_id = answer.round_id
+            assert answer.state == round_pb2.ROUND_STATE_SETTLED
+            number += 1
+        assert not stalled.done(), "the rounds on B did not all run during A's stall"
+        shuffled = await stalled
+        assert time.monotonic() - began >= STALL_SECONDS - 0.3
+        assert len(shuffled.log_indices) == 1
+    latencies.sort()
+    p99 = latencies[max(0, int(len(latencies) * 0.99) - 1)]
+    print(f"\n{number} rounds on B during A's stall; p99 {p99 * 1000:.0f} ms of {len(latencies)}")
+    assert number >= 5, f"only {number} rounds during the stall"
+    assert p99 < ISOLATED_P99_SECONDS, f"p99 {p99:.3f} s over {len(latencies)} calls"
+
+
+async def test_concurrent_replicas_log_every_round_in_causal_order(tmp_path: Path) -> None:
+    chooser = random.Random(12)  # each step goes to a replica chosen at random, fixed seed
+    async with two_replicas(tmp_path) as replicas:
+        routes = {
+            (table, number): [chooser.choice(replicas) for _ in STEPS]
+            for table in range(6)
+            for number in range(4)
+        }
+
+        async def play_table(table: int) -> list[round_pb2.Round]:
+            settled = []
+            for number in range(4):
+                round_id = ""
+                for name, service in zip(STEPS, routes[table, number], strict=True):
+                    answer = await step(service, name, f"table-{table}", round_id)
+                    round_id = answer.round_id
+                settled.append(answer)
+            return settled
+
+        played = [r for rounds in await asyncio.gather(*map(play_table, range(6))) for r in rounds]
+        store = replicas[0].app.store
+        size = await asyncio.to_thread(store.size)
+        entries = await asyncio.to_thread(store.entries, 0, size)
+        bundle = io.StringIO()
+        await asyncio.to_thread(write_bundle, store, bundle, end=size)
+        signer = store.signer
+    by_round: dict[str, list[tuple[int, EntryKind]]] = {}
+    for index, data in enumerate(entries):
+        entry = decode_entry(data, signer.verifier)
+        if entry.round_id is not None:
+            by_round.setdefault(entry.round_id, []).append((index, entry.kind))
+    assert len(played) == len(by_round) == 24
+    interleaved = False
+    for settled in played:
+        logged = by_round[settled.round_id]
+        assert [kind for _, kind in logged] == ROUND_KINDS, settled.round_id
+        assert [index for index, _ in logged] == list(settled.log_indices)
+        interleaved = interleaved or logged[-1][0] - logged[0][0] > 3
+    assert interleaved, "no two rounds' entries interleaved: the test proved nothing"
+    report = verify_bundle(io.BytesIO(bundle.getvalue().encode()), pinned_keys=[signer.verifier])
+    assert report.ok, report.summary()
+    assert (report.rounds_settled, report.rounds_open) == (24, 0)
+
+
+# -- the sequencer's process killed -----------------------------------------------------------
+
+
+def sequencer_pid(url: str) -> int | None:
+    """The process id of the replica whose sequencer session holds the log's advisory lock."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE %s",
+            (f"{APPLICATION_NAME}-%",),
+        ).fetchall()
+    return int(rows[0][0].rsplit("-", 1)[1]) if rows else None
+
+
+def play_one(target: str, token: str, table: str) -> round_pb2.Round:
+    with GnauClient(target, token=token, retry=None) as client:
+        round_id = client.shuffle(table, timeout=10).round_id
+        client.deal(round_id, [Seat(seat_number=1, player_id="p", stake=10)], timeout=10)
+        client.reveal(round_id, timeout=10)
+        return client.settle(round_id, timeout=10)
+
+
+@contextlib.contextmanager
+def until_stopped(killed: list[int]) -> Iterator[None]:
+    """Let a replica killed by the test pass its served() context's exit check."""
+    try:
+        yield
+    except AssertionError as error:
+        if not killed or f"exited -{signal.SIGKILL}" not in str(error):
+            raise
+
+
+def test_a_killed_sequencer_is_replaced_within_the_bound(tmp_path: Path) -> None:
+    with fresh_database() as url:
+        killed: list[int] = []
+        with until_stopped(killed), served(tmp_path / "a", "--database", url) as first:
+            key = first.data_dir / "log-signing-key.pem"
+            tokens = first.data_dir / "tokens.json"
+            extra = ("--database", url, "--key", str(key), "--tokens", str(tokens))
+            with until_stopped(killed), served(tmp_path / "b", *extra) as second:
+                second.token = first.token
+                replicas = {first.process.pid: first, second.process.pid: second}
+                for n, replica in enumerate(replicas.values()):
+                    play_one(replica.target, replica.token, f"warm-{n}")
+                leader = sequencer_pid(url)
+                assert leader in replicas, f"the sequencer is {leader}, not a replica"
+                survivor = next(r for pid, r in replicas.items() if pid != leader)
+                os.kill(leader, signal.SIGKILL)
+                killed.append(leader)
+                replicas[leader].process.wait(timeout=10)
+                gone = time.monotonic()
+                settled = play_one(survivor.target, survivor.token, "after")
+                takeover = time.monotonic() - gone
+                assert sequencer_pid(url) == survivor.process.pid
+                assert settled.state == round_pb2.ROUND_STATE_SETTLED
+                assert takeover < TAKEOVER_SECONDS, f"took {takeover:.2f} s"
+                print(f"\nsequencer taken over; a round settled {takeover:.2f} s after the kill")
+        with open_reader(url) as reader:
+            assert reader.size() >= 13  # 2 starts + 3 rounds of 4 entries (+ a restart)

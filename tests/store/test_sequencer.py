@@ -1,0 +1,128 @@
+"""The sequencer on PostgreSQL: steps commit while no sequencer runs and are answered once one
+does (a retry in between gets the same answer); two sequencers at once integrate nothing twice;
+the outbox keeps each event's index."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from gnau_service.audit.entries import EntryKind, check_chain, decode_entry
+from gnau_service.audit.signing import LogSigner
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.server.rounds import Dealer, Idempotency
+from gnau_service.store import Store, open_store
+from gnau_service.store.postgres import SEQUENCER_LOCK
+from gnau_service.store.sequencer import sequence
+from tests.postgres import fresh_database
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    with fresh_database() as url:
+        yield url
+
+
+class NoSequencer:
+    """Holds the sequencer's advisory lock from outside, so that no store of the log leads."""
+
+    def __init__(self, url: str) -> None:
+        self._session = psycopg.connect(url, autocommit=True)
+        self._session.execute("SELECT pg_advisory_lock(%s)", (SEQUENCER_LOCK,))
+
+    def release(self) -> None:
+        self._session.close()
+
+
+def pending_rows(url: str) -> list[tuple[int, int | None]]:
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute("SELECT id, idx FROM log_pending ORDER BY id").fetchall()
+    return [(int(row[0]), row[1]) for row in rows]
+
+
+async def until(condition: object, what: str) -> None:
+    for _ in range(200):  # a liveness bound, not a timing claim
+        if condition():  # type: ignore[operator]
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"never: {what}")
+
+
+def test_a_retry_before_integration_gets_the_same_answer(
+    postgres_url: str, signer: LogSigner
+) -> None:
+    outside = NoSequencer(postgres_url)
+    with open_store(postgres_url, signer) as store:
+        dealer = Dealer(store)
+        request = Idempotency(str(uuid.uuid4()), "fingerprint")
+
+        async def scenario() -> None:
+            first = asyncio.create_task(dealer.shuffle("table-1", HouseRules(), request))
+            await until(lambda: len(pending_rows(postgres_url)) == 1, "the step committed")
+            retry = asyncio.create_task(dealer.shuffle("table-1", HouseRules(), request))
+            await asyncio.sleep(0.3)
+            # Committed, not integrated: nobody is answered, nothing is in the log, and a read
+            # of the round shows no index for the event.
+            assert not first.done() and not retry.done()
+            assert pending_rows(postgres_url)[0][1] is None
+            assert store.size() == 0
+            round_id = dealer.list("table-1", 10, "")[0][0].record.round_id
+            assert dealer.get(round_id).record.log_indices == ()
+            outside.release()
+            answered, replayed = await asyncio.wait_for(asyncio.gather(first, retry), 10)
+            assert replayed == answered
+            assert answered.record.log_indices == (0,)
+            assert dealer.get(round_id).record == answered.record
+            assert pending_rows(postgres_url) == [(pending_rows(postgres_url)[0][0], 0)]
+
+        asyncio.run(scenario())
+        assert decode_entry(store.entries(0, 1)[0], signer.verifier).round_id is not None
+
+
+def test_two_sequencers_at_once_integrate_each_event_once(
+    postgres_url: str, signer: LogSigner
+) -> None:
+    outside = NoSequencer(postgres_url)
+    with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
+        futures = [
+            store.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
+            for i in range(200)
+            for store in (first, second)
+        ]
+        while len(pending_rows(postgres_url)) < len(futures):
+            threading.Event().wait(0.05)
+        # Both run a sequencer transaction at once, as a deposed sequencer and its successor
+        # would: the head lock makes them take turns, and the second sees what the first did.
+        together = threading.Barrier(2)
+        done = []
+
+        def run(store: Store) -> None:
+            connection = store.backend.connect()
+            try:
+                together.wait()
+                done.append(sequence(store, connection))
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=run, args=(store,)) for store in (first, second)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(len(result.indices) for result in done) == [0, 400]
+        for result in done:
+            for store in (first, second):
+                store.integrated(result)
+        indices = sorted(future.result(timeout=10).index for future in futures)
+        assert indices == list(range(400))
+        outside.release()
+        entries = first.entries(0, 1000)
+        assert len(entries) == first.size() == 400
+        assert check_chain(entries, signer.verifier) is None
+        payloads = sorted(decode_entry(d, signer.verifier).payload["i"] for d in entries)
+        assert payloads == sorted(list(range(200)) * 2)
