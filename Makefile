@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	bench-witness bench-quorum bench-par-montecarlo fairness-evidence dieharder-evidence clean
+	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -37,7 +37,7 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witness bench-quorum bench-par-montecarlo
+	bench-failover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -83,6 +83,16 @@ bench-witness: $(INSTALLED)
 ## bench-quorum: what a verifier pays for a witness quorum (a few seconds)
 bench-quorum: $(INSTALLED)
 	$(BIN)/python bench/bench_quorum.py
+
+## bench-replicas: 1, 2 and 4 gnau serve replicas on one PostgreSQL log: rounds/s, CPU per round
+## of all of them, lock waits per step (about 2 minutes)
+bench-replicas: $(INSTALLED)
+	$(BIN)/python bench/bench_replicas.py
+
+## bench-sequencer: the log's sequencing alone (events queued first, signing included), SQLite and
+## PostgreSQL, on one core, beside raw Ed25519 signing (about a minute)
+bench-sequencer: $(INSTALLED)
+	$(BIN)/python bench/bench_sequencer.py
 
 ## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
 ## run; needs the postgresql-15 server binaries)

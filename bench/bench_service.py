@@ -460,8 +460,11 @@ class Verification:
     problems: list[str]
 
 
-def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Verification:
-    """Export the log and verify it offline with the log's key pinned."""
+def verify_log(
+    database: str, vkey: str, bundle: Path, rounds_played: int, starts: int = 1
+) -> Verification:
+    """Export the log and verify it offline with the log's key pinned. ``starts``: the
+    processes that served it, each of which logged SERVICE_STARTED."""
     export = subprocess.run(
         [GNAU, "audit", "export", "--database", database, "--out", str(bundle)],
         capture_output=True,
@@ -470,7 +473,7 @@ def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Ve
         check=False,
     )
     problems = []
-    wrote = re.search(r"wrote ([\d,]+) entries", export.stdout)
+    wrote = re.search(r"\(([\d,]+) in all\)", export.stdout)  # "wrote entries 0-N (M in all)"
     if export.returncode != 0 or wrote is None:
         problems.append(f"export failed ({export.returncode}): {export.stderr.strip()}")
         return Verification(0, 0, 0, rounds_played, [], False, problems)
@@ -483,7 +486,7 @@ def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Ve
         check=False,
     )
     summary = check.stdout.strip().splitlines()
-    expected = 1 + 4 * rounds_played  # SERVICE_STARTED, then four entries per round
+    expected = starts + 4 * rounds_played  # SERVICE_STARTED per start, four entries per round
     settled = 0
     rounds = re.search(
         r"rounds: ([\d,]+) settled and replayed, ([\d,]+) voided, ([\d,]+) still", check.stdout
@@ -502,6 +505,22 @@ def verify_log(database: str, vkey: str, bundle: Path, rounds_played: int) -> Ve
     if entries != expected:
         problems.append(f"{entries} entries in the log, {expected} expected")
     return Verification(entries, expected, settled, rounds_played, summary, not problems, problems)
+
+
+def serve_arguments(port: int, data_dir: Path, database: str) -> list[str]:
+    """``gnau serve``'s arguments in every benchmark: a local port, JSON logs, no reflection."""
+    return [
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--data-dir",
+        str(data_dir),
+        "--database",
+        database,
+        "--log-format",
+        "json",
+        "--reflection",
+        "false",
+    ]
 
 
 @dataclass
@@ -539,21 +558,7 @@ async def bench_backend(
         else [GNAU, "serve"]
     )
     server = ServerProcess(
-        f"gnau-{name}",
-        [
-            *command,
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--data-dir",
-            str(data_dir),
-            "--database",
-            database,
-            "--log-format",
-            "json",
-            "--reflection",
-            "false",
-        ],
-        directory,
+        f"gnau-{name}", [*command, *serve_arguments(port, data_dir, database)], directory
     )
     try:
         vkey = await server.start()
@@ -620,11 +625,11 @@ async def bench_bare(
         server.stop()
 
 
-def scratch_postgres(admin_url: str) -> tuple[str, str] | str:
+def scratch_postgres(admin_url: str, prefix: str = "gnau_bench_service") -> tuple[str, str] | str:
     """A fresh database next to ``admin_url``: (name, url), or why there can be none."""
     try:
         with psycopg.connect(admin_url, autocommit=True, connect_timeout=3) as admin:
-            name = f"gnau_bench_service_{secrets.token_hex(4)}"
+            name = f"{prefix}_{secrets.token_hex(4)}"
             admin.execute(f'CREATE DATABASE "{name}"')
     except psycopg.Error as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -181,41 +181,74 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
         raise EntryError("key_id must be 8 lower-case hex digits", index)
 
 
-def _check_json_values(value: object, where: str, depth: int, index: object = None) -> None:
-    """Refuse what no entry may hold below ``value`` (``where`` in entry ``index``, at nesting
-    level ``depth``): nesting beyond
-    :data:`MAX_NESTING`, and any number but an integer within ±:data:`MAX_INTEGER`.
+class _NotEntryJson(Exception):  # noqa: N818  (a refusal, reworded by each caller)
+    """What no entry may hold, found by :func:`_json_shape`: ``reason`` names it."""
 
-    Iterative, so that a deep value is refused here rather than overflowing the stack."""
-    stack: list[tuple[object, int]] = [(value, depth)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, dict | list):
-            if level > MAX_NESTING:
-                raise EntryError(f"{where}nested more than {MAX_NESTING} levels deep", index)
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-        elif isinstance(item, float) or (
-            isinstance(item, int) and not isinstance(item, bool) and abs(item) > MAX_INTEGER
-        ):
-            raise EntryError(f"{where}{_NUMBER_RULE}, not {quoted(item)}", index)
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 _NUMBER_RULE: Final = "every number in an entry must be an integer within ±(2**53-1)"
+_NESTING_RULE: Final = f"nested more than {MAX_NESTING} levels deep"
 
 
-def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
-    """The RFC 8785 bytes of a JSON object (``index`` names the entry in errors).
+def _json_shape(value: object, depth: int) -> bool:
+    """One pass over ``value``, at nesting level ``depth``: whether json.dumps writes it as RFC
+    8785 does (see :func:`canonical_json`), and a refusal (:class:`_NotEntryJson`) of what no
+    entry may hold: nesting beyond :data:`MAX_NESTING`, and any number but an integer within
+    ±:data:`MAX_INTEGER`.
+
+    Children are visited last first, so that of several faults the one named is the same as
+    when this was a walk with an explicit stack. The recursion is as deep as the value's
+    nesting, which is refused beyond :data:`MAX_NESTING` before it descends."""
+    # Exact str first: most values of an entry are strings (cards, hex), and this runs on each.
+    if type(value) is str or value is None or isinstance(value, str | bool):
+        return True
+    if isinstance(value, int):
+        if abs(value) > MAX_INTEGER:
+            raise _NotEntryJson(f"{_NUMBER_RULE}, not {quoted(value)}")
+        return True
+    if isinstance(value, float):
+        raise _NotEntryJson(f"{_NUMBER_RULE}, not {quoted(value)}")
+    if isinstance(value, dict):
+        plain = all(type(key) is str and key.isascii() for key in value)
+        children: Iterable[object] = reversed(value.values())
+    elif isinstance(value, list):
+        plain, children = True, reversed(value)
+    else:
+        return False
+    if depth > MAX_NESTING:
+        raise _NotEntryJson(_NESTING_RULE)
+    for child in children:
+        # Strings and plain integers, most of the children, are settled here without a call.
+        kind = type(child)
+        if kind is str or (kind is int and -MAX_INTEGER <= child <= MAX_INTEGER):  # type: ignore[operator]
+            continue
+        if not _json_shape(child, depth + 1):
+            plain = False
+    return plain
+
+
+# The encoder json.dumps would build on every call with these arguments.
+_JSON_ENCODER: Final = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def canonical_json(
+    value: dict[str, JsonValue], index: object, *, plain: bool | None = None
+) -> bytes:
+    """The RFC 8785 bytes of a JSON object (``index`` names the entry in errors). ``plain``:
+    what :func:`_json_shape` said of ``value``, if the caller asked it already.
 
     >>> canonical_json({"b": [1, "é"], "a": None}, index=0).decode()
     '{"a":null,"b":[1,"é"]}'
     """
-    if _plain(value):
+    if plain if plain is not None else _plain(value):
         # For these values json.dumps writes exactly the RFC 8785 bytes: ASCII keys sort the
         # same by code point as by UTF-16 unit, integers within 2**53 print alike, and both
         # escape only '"', '\\' and control characters (short forms, else lower-case \u00xx).
         # A property test holds the two equal; anything else takes the rfc8785 path.
-        text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = _JSON_ENCODER.encode(value)
         try:
             return text.encode("utf-8")
         except UnicodeEncodeError:
@@ -229,18 +262,10 @@ def canonical_json(value: dict[str, JsonValue], index: object) -> bytes:
 
 def _plain(value: object) -> bool:
     """Whether ``value`` holds only what json.dumps writes canonically (see canonical_json)."""
-    # Exact str first: most values of an entry are strings (cards, hex), and this runs on each.
-    if type(value) is str or value is None or isinstance(value, str | bool):
-        return True
-    if isinstance(value, int):
-        return -MAX_INDEX <= value <= MAX_INDEX
-    if isinstance(value, list):
-        return all(type(item) is str or _plain(item) for item in value)
-    if isinstance(value, dict):
-        return all(type(key) is str and key.isascii() for key in value) and all(
-            type(item) is str or _plain(item) for item in value.values()
-        )
-    return False
+    try:
+        return _json_shape(value, depth=1)
+    except _NotEntryJson:
+        return False  # rfc8785 writes it, or refuses it with its own reason
 
 
 def chain_hash(entry_bytes: bytes) -> str:
@@ -274,8 +299,13 @@ def encode_entry(
     }
     _check_signed_fields(signed)
     # Refuse here what decode_entry refuses, so the log never writes an entry it cannot read.
-    _check_json_values(payload, "payload: ", depth=2, index=index)
-    unsigned = canonical_json(signed, index)
+    try:
+        plain = _json_shape(payload, depth=2)
+    except _NotEntryJson as refused:
+        raise EntryError(f"payload: {refused.reason}", index) from None
+    # The other members, checked above, are ASCII-keyed strings, None and an index in range:
+    # the whole is as plain as its payload.
+    unsigned = canonical_json(signed, index, plain=plain)
     signature = signer.sign(unsigned).hex()
     # Canonical JSON of the whole entry is these bytes with the signature member inserted where
     # sorting puts it: just before "time", the last member. Splicing it in saves a second pass of
@@ -339,9 +369,11 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
         raise EntryError(f"nested more than {MAX_NESTING} levels deep") from None
     except (UnicodeDecodeError, ValueError) as error:
         raise EntryError(f"not UTF-8 JSON: {clip(str(error))}") from None
-    # Nesting is at most the number of brackets, so most entries need no walk to bound it.
-    if data.count(b"{") + data.count(b"[") > MAX_NESTING:
-        _check_json_values(obj, "", depth=1)
+    # The parser refused every number out of range; the walk bounds the nesting.
+    try:
+        plain = _json_shape(obj, depth=1)
+    except _NotEntryJson as refused:
+        raise EntryError(refused.reason) from None
     if not isinstance(obj, dict):
         raise EntryError("not a JSON object")
     index = obj.get("index")
@@ -350,7 +382,7 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
         raise EntryError(
             f"missing members {missing}, unknown members {quoted(unknown, 120)}", index
         )
-    if canonical_json(obj, index) != data:
+    if canonical_json(obj, index, plain=plain) != data:
         raise EntryError("bytes are not RFC 8785 canonical JSON", index)
     try:
         kind = EntryKind(obj["kind"])

@@ -35,6 +35,7 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
+from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
@@ -489,6 +490,7 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
     loop.add_signal_handler(signal.SIGHUP, reread_tokens)
     app = await start(settings)
     started.append(app)
+    collector.settle_after_start()
     if on_started is not None:
         on_started(app)
     await stopping.wait()

@@ -388,6 +388,23 @@ def test_nesting_up_to_the_limit_is_read_and_beyond_it_refused() -> None:
         entry_bytes(payload={"x": json.loads(nested(MAX_NESTING - 1))})
 
 
+@pytest.mark.parametrize(
+    ("payload", "named"),
+    [
+        ({"a": 1.5, "b": json.loads(nested(MAX_NESTING))}, "nested more than 32 levels deep"),
+        ({"a": json.loads(nested(MAX_NESTING)), "b": 1.5}, "integer within ±(2**53-1), not 1.5"),
+        ({"a": [2**60, [1.5]]}, "not 1.5"),
+    ],
+    ids=["deep last", "float last", "nested list last"],
+)
+def test_of_several_faults_the_last_member_s_is_named(payload: dict[str, Any], named: str) -> None:
+    # The payload is read last member first, depth first (as the earlier explicit-stack walk
+    # did), so which fault a message names does not depend on how the walk is written.
+    with pytest.raises(EntryError) as raised:
+        entry_bytes(payload=payload)
+    assert str(raised.value).endswith(named)
+
+
 @pytest.mark.parametrize("levels", [900, 100_000], ids=["under json's limit", "over it"])
 def test_very_deep_nesting_is_refused_not_a_recursion_error(levels: int) -> None:
     with pytest.raises(EntryError, match="nested more than"):
