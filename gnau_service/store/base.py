@@ -170,7 +170,11 @@ class Backend(ABC):
         raise NotImplementedError
 
     def listen(self, session: Any) -> None:
-        """Hear, on ``session``, steps committing events and the log growing."""
+        """Hear, on ``session``, the log growing."""
+        raise NotImplementedError
+
+    def listen_for_steps(self, session: Any) -> None:
+        """Hear, on ``session`` too, steps committing events (the sequencer alone does)."""
         raise NotImplementedError
 
     def notifications(self, session: Any) -> tuple[bool, bool]:

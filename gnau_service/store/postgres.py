@@ -5,8 +5,9 @@ rows they change. Sequencers serialise on the one-row ``log_head`` (``SELECT ...
 which makes indices gap-free across processes; one process at a time is the sequencer, chosen
 by a session advisory lock on a dedicated connection (so the sequencer's connections must not
 go through a transaction-pooling proxy; steps and reads may). Steps tell the sequencer of new
-events with NOTIFY on :data:`PENDING_CHANNEL`, and the sequencer tells every process the log's
-new size on :data:`HEAD_CHANNEL`.
+events with NOTIFY on :data:`PENDING_CHANNEL` (to which only the sequencer listens, so a step
+wakes one process, not all), and the sequencer tells every process the log's new size on
+:data:`HEAD_CHANNEL`.
 
 A process may start while others write. Its schema check is a plain SELECT of the version in
 ``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only a migration runs DDL, and
@@ -87,6 +88,8 @@ class PostgresBackend(Backend):
 
     def listen(self, session: psycopg.Connection[Any]) -> None:
         session.execute(f"LISTEN {HEAD_CHANNEL}".encode())
+
+    def listen_for_steps(self, session: psycopg.Connection[Any]) -> None:
         session.execute(f"LISTEN {PENDING_CHANNEL}".encode())
 
     def notifications(self, session: psycopg.Connection[Any]) -> tuple[bool, bool]:

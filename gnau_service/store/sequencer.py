@@ -181,9 +181,10 @@ def sequence(store: Store, connection: Any, *, log_level: LogLevelWork | None = 
 class Sequencer:
     """The PostgreSQL sequencer of one store, on a thread of its own: it keeps trying to take the
     log's advisory lock, and while it holds it integrates pending events whenever a step commits
-    (in this process: :meth:`wake`; in another: NOTIFY on the pending channel), and every
-    :data:`SWEEP_SECONDS` in any case. The same thread, leading or not, hears the log grow (the
-    head channel) and tells the store, whose waiting callers may be answered."""
+    (in this process: :meth:`wake`; in another: NOTIFY on the pending channel, which it listens
+    to only while it leads), and every :data:`SWEEP_SECONDS` in any case. The same thread,
+    leading or not, hears the log grow (the head channel) and tells the store, whose waiting
+    callers may be answered."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -242,6 +243,10 @@ class Sequencer:
                 next_election = now + ELECTION_SECONDS
                 if self.leading:
                     log.info("this process is now the log's sequencer")
+                    # Only the sequencer hears steps' notices: every process listening would
+                    # wake every replica at every step. Steps committed before this LISTEN are
+                    # integrated at once below (``pending``), so none is missed.
+                    backend.listen_for_steps(session)
                     pending = True
             if self.leading and (pending or now >= next_sweep):
                 swept = now >= next_sweep

@@ -17,7 +17,7 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.rounds import Dealer, Idempotency
 from gnau_service.store import Store, open_store
-from gnau_service.store.postgres import SEQUENCER_LOCK
+from gnau_service.store.postgres import HEAD_CHANNEL, PENDING_CHANNEL, SEQUENCER_LOCK
 from gnau_service.store.sequencer import sequence
 from tests.postgres import fresh_database
 
@@ -126,3 +126,45 @@ def test_two_sequencers_at_once_integrate_each_event_once(
         assert check_chain(entries, signer.verifier) is None
         payloads = sorted(decode_entry(d, signer.verifier).payload["i"] for d in entries)
         assert payloads == sorted(list(range(200)) * 2)
+
+
+def test_only_the_sequencer_hears_that_steps_committed(
+    postgres_url: str, signer: LogSigner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's notice on the pending channel wakes the log's sequencer alone: the other
+    processes do not listen to it (each would wake at every step of every replica)."""
+    with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
+        for _ in range(200):  # a liveness bound: the election runs every ELECTION_SECONDS
+            if first._sequencer.leading or second._sequencer.leading:  # type: ignore[union-attr]
+                break
+            threading.Event().wait(0.05)
+        leader, follower = (first, second) if first._sequencer.leading else (second, first)  # type: ignore[union-attr]
+        heard: list[tuple[bool, bool]] = []
+        notifications = follower.backend.notifications
+
+        def recording(session: object) -> tuple[bool, bool]:
+            result = notifications(session)
+            heard.append(result)
+            return result
+
+        monkeypatch.setattr(follower.backend, "notifications", recording)
+        futures = [
+            follower.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
+            for i in range(20)
+        ]
+        indices = sorted(future.result(timeout=10).index for future in futures)
+        assert indices == list(range(20))
+        assert leader.size() == 20
+        # A step's notice and then a head notice, from outside: notices arrive in order, so once
+        # the follower has heard the head notice, it has heard the step's if it listens to it.
+        seen = len(heard)
+        with psycopg.connect(postgres_url, autocommit=True) as outside:
+            outside.execute(f"NOTIFY {PENDING_CHANNEL}".encode())
+            outside.execute(f"NOTIFY {HEAD_CHANNEL}, '20'".encode())
+        for _ in range(200):  # a liveness bound, not a timing claim
+            if any(grown for grown, _ in heard[seen:]):
+                break
+            threading.Event().wait(0.05)
+        # The follower heard the log grow (how its callers were answered), never the steps.
+        assert any(grown for grown, _ in heard[seen:])
+        assert not any(steps for _, steps in heard), heard
