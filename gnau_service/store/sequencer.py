@@ -11,7 +11,8 @@ A round step commits its events into the outbox (``log_pending``) without touchi
 3. appends them with :class:`~gnau_service.audit.log.LogAppender` (index, chain hash, canonical
    bytes, signature, Merkle nodes), writes entries, nodes, head and a signed checkpoint of the new
    head, and sets each event's ``idx`` (dropping its payload, now in the entry);
-4. commits, and announces the new size (NOTIFY on PostgreSQL).
+4. commits, and announces the new size and each event's index (NOTIFY on PostgreSQL, see
+   :mod:`~gnau_service.store.head_notices`).
 
 Step 2 comes after step 1 so that a deposed sequencer cannot integrate anything twice: whoever
 holds the head lock sees every event a previous holder integrated (its commit came before the
@@ -38,7 +39,7 @@ import os
 import select
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
 from gnau_service.store.errors import KeyNotCurrent
+from gnau_service.store.head_notices import HeadNotice
 
 if TYPE_CHECKING:
     from gnau_service.audit.signing import LogSigner
@@ -120,7 +122,7 @@ def integrate(
     if log_level is not None:
         appended.append(log_level(appender, connection))
     if appended:
-        write_log(backend, connection, appender, appended)
+        write_log(backend, connection, appender, appended, indices)
         # An UPDATE ... FROM (VALUES ...): both databases name a VALUES list's columns
         # column1, column2 (SQLite since 3.33).
         backend.run_many(
@@ -133,9 +135,14 @@ def integrate(
 
 
 def write_log(
-    backend: Backend, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
+    backend: Backend,
+    connection: Any,
+    appender: LogAppender,
+    appended: list[AppendedEntry],
+    indices: Mapping[int, int] | None = None,
 ) -> None:
-    """Write appended entries, their tree nodes, the new head and its signed checkpoint."""
+    """Write appended entries, their tree nodes, the new head and its signed checkpoint, and
+    announce the new head (with the pending events' ``indices``, if given)."""
     backend.run_many(
         connection,
         "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
@@ -152,7 +159,7 @@ def write_log(
         "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
         (size, prev_hash, frontier),
     )
-    backend.announce_size(connection, size)
+    backend.announce_size(connection, HeadNotice(size, indices))
     backend.run(
         connection,
         "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
@@ -269,7 +276,7 @@ class Sequencer:
                 grown, steps = backend.notifications(session)
                 pending = pending or steps
                 if grown and not self.leading:  # the sequencer's own callers are answered
-                    self._store.check_waiters()
+                    self._store.notified(grown)
         if self.leading:
             # What this process's steps committed last is integrated before it lets go.
             self._integrate_all(work)
