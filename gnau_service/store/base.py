@@ -52,6 +52,7 @@ from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.store.batches import BatchObserver, CommittedBatch
 from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
+from gnau_service.store.head_notices import HeadNotice
 from gnau_service.store.sequencer import (
     CURRENT_KEY_SQL,
     SEQUENCE_BATCH,
@@ -147,9 +148,10 @@ class Backend(ABC):
         """``text`` with its ``?`` placeholders in the backend's style."""
         return text
 
-    def announce_size(self, connection: Any, size: int) -> None:  # noqa: B027  (most have none)
-        """Tell other processes, when this transaction commits, that the log has grown to
-        ``size`` (PostgreSQL's NOTIFY). Processes of a database without it learn by polling."""
+    def announce_size(self, connection: Any, notice: HeadNotice) -> None:  # noqa: B027
+        """Tell other processes, when this transaction commits, that the log has grown (to
+        ``notice.size``, integrating ``notice.indices``: PostgreSQL's NOTIFY). Processes of a
+        database without it (most have none) learn by polling."""
 
     async def watch_sizes(self) -> AsyncIterator[int]:
         """The log's size each time another process grows it, for as long as the caller listens
@@ -170,11 +172,15 @@ class Backend(ABC):
         raise NotImplementedError
 
     def listen(self, session: Any) -> None:
-        """Hear, on ``session``, steps committing events and the log growing."""
+        """Hear, on ``session``, the log growing."""
         raise NotImplementedError
 
-    def notifications(self, session: Any) -> tuple[bool, bool]:
-        """The notices ``session`` has received: (the log grew, steps committed events)."""
+    def listen_for_steps(self, session: Any) -> None:
+        """Hear, on ``session`` too, steps committing events (the sequencer alone does)."""
+        raise NotImplementedError
+
+    def notifications(self, session: Any) -> tuple[list[HeadNotice], bool]:
+        """The notices ``session`` has received: (how the log grew, steps committed events)."""
         raise NotImplementedError
 
     def announce_pending(self, connection: Any) -> None:  # noqa: B027  (most have none)
@@ -760,6 +766,18 @@ class Store(LogReader):
                 )
                 for observer in self._observers:
                     observer(measured)
+
+    def notified(self, notices: Sequence[HeadNotice]) -> None:
+        """After another process's sequencer grew the log: answer the callers whose events it
+        integrated, from the notices if they carry the indices, else from the database."""
+        carried: dict[int, int] = {}
+        for notice in notices:
+            if notice.indices is None:
+                self.check_waiters()
+                return
+            carried.update(notice.indices)
+        deliver(self._waiters.resolve(carried))
+        self.expire_waiters()
 
     def check_waiters(self) -> None:
         """After another process's sequencer grew the log: answer the callers whose events it

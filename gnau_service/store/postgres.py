@@ -5,8 +5,9 @@ rows they change. Sequencers serialise on the one-row ``log_head`` (``SELECT ...
 which makes indices gap-free across processes; one process at a time is the sequencer, chosen
 by a session advisory lock on a dedicated connection (so the sequencer's connections must not
 go through a transaction-pooling proxy; steps and reads may). Steps tell the sequencer of new
-events with NOTIFY on :data:`PENDING_CHANNEL`, and the sequencer tells every process the log's
-new size on :data:`HEAD_CHANNEL`.
+events with NOTIFY on :data:`PENDING_CHANNEL` (to which only the sequencer listens, so a step
+wakes one process, not all), and the sequencer tells every process the log's new size on
+:data:`HEAD_CHANNEL`.
 
 A process may start while others write. Its schema check is a plain SELECT of the version in
 ``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only a migration runs DDL, and
@@ -24,6 +25,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gnau_service.store.base import Backend, StoreError
+from gnau_service.store.head_notices import HeadNotice
 from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration, record_applied
 from gnau_service.store.schema import SchemaState, first_line, migrations_to_run
 from gnau_service.store.urls import redacted_url
@@ -87,11 +89,19 @@ class PostgresBackend(Backend):
 
     def listen(self, session: psycopg.Connection[Any]) -> None:
         session.execute(f"LISTEN {HEAD_CHANNEL}".encode())
+
+    def listen_for_steps(self, session: psycopg.Connection[Any]) -> None:
         session.execute(f"LISTEN {PENDING_CHANNEL}".encode())
 
-    def notifications(self, session: psycopg.Connection[Any]) -> tuple[bool, bool]:
-        channels = {notice.channel for notice in session.notifies(timeout=0)}
-        return HEAD_CHANNEL in channels, PENDING_CHANNEL in channels
+    def notifications(self, session: psycopg.Connection[Any]) -> tuple[list[HeadNotice], bool]:
+        heads: list[HeadNotice] = []
+        steps = False
+        for notification in session.notifies(timeout=0):
+            if notification.channel == PENDING_CHANNEL:
+                steps = True
+            elif (notice := HeadNotice.decode(notification.payload)) is not None:
+                heads.append(notice)
+        return heads, steps
 
     def announce_pending(self, connection: psycopg.Connection[Any]) -> None:
         # After the step's COMMIT, in a transaction of its own: NOTIFY in the step's transaction
@@ -159,17 +169,17 @@ class PostgresBackend(Backend):
     def close(self) -> None:
         self._pool.close()
 
-    def announce_size(self, connection: psycopg.Connection[Any], size: int) -> None:
-        # NOTIFY takes no parameters; the size is an integer the store computed.
-        connection.execute(f"NOTIFY {HEAD_CHANNEL}, '{size:d}'".encode())
+    def announce_size(self, connection: psycopg.Connection[Any], notice: HeadNotice) -> None:
+        # NOTIFY takes no parameters; the payload is integers the store computed, and spaces.
+        connection.execute(f"NOTIFY {HEAD_CHANNEL}, '{notice.encode()}'".encode())
 
     async def watch_sizes(self) -> AsyncIterator[int]:
         # Its own connection: LISTEN is a session's, and a pooled one would be handed on.
         async with await psycopg.AsyncConnection.connect(self.url, autocommit=True) as connection:
             await connection.execute(f"LISTEN {HEAD_CHANNEL}".encode())
             async for notification in connection.notifies():
-                if notification.payload.isdigit():
-                    yield int(notification.payload)
+                if (notice := HeadNotice.decode(notification.payload)) is not None:
+                    yield notice.size
 
     def is_unavailable(self, error: BaseException) -> bool:
         # OperationalError: lost connections, class 53 (disk full, too many connections), 57

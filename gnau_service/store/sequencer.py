@@ -11,7 +11,8 @@ A round step commits its events into the outbox (``log_pending``) without touchi
 3. appends them with :class:`~gnau_service.audit.log.LogAppender` (index, chain hash, canonical
    bytes, signature, Merkle nodes), writes entries, nodes, head and a signed checkpoint of the new
    head, and sets each event's ``idx`` (dropping its payload, now in the entry);
-4. commits, and announces the new size (NOTIFY on PostgreSQL).
+4. commits, and announces the new size and each event's index (NOTIFY on PostgreSQL, see
+   :mod:`~gnau_service.store.head_notices`).
 
 Step 2 comes after step 1 so that a deposed sequencer cannot integrate anything twice: whoever
 holds the head lock sees every event a previous holder integrated (its commit came before the
@@ -38,7 +39,7 @@ import os
 import select
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final
@@ -46,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
 from gnau_service.store.errors import KeyNotCurrent
+from gnau_service.store.head_notices import HeadNotice
 
 if TYPE_CHECKING:
     from gnau_service.audit.signing import LogSigner
@@ -120,7 +122,7 @@ def integrate(
     if log_level is not None:
         appended.append(log_level(appender, connection))
     if appended:
-        write_log(backend, connection, appender, appended)
+        write_log(backend, connection, appender, appended, indices)
         # An UPDATE ... FROM (VALUES ...): both databases name a VALUES list's columns
         # column1, column2 (SQLite since 3.33).
         backend.run_many(
@@ -133,9 +135,14 @@ def integrate(
 
 
 def write_log(
-    backend: Backend, connection: Any, appender: LogAppender, appended: list[AppendedEntry]
+    backend: Backend,
+    connection: Any,
+    appender: LogAppender,
+    appended: list[AppendedEntry],
+    indices: Mapping[int, int] | None = None,
 ) -> None:
-    """Write appended entries, their tree nodes, the new head and its signed checkpoint."""
+    """Write appended entries, their tree nodes, the new head and its signed checkpoint, and
+    announce the new head (with the pending events' ``indices``, if given)."""
     backend.run_many(
         connection,
         "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
@@ -152,7 +159,7 @@ def write_log(
         "UPDATE log_head SET size = ?, prev_hash = ?, frontier = ? WHERE id = 1",
         (size, prev_hash, frontier),
     )
-    backend.announce_size(connection, size)
+    backend.announce_size(connection, HeadNotice(size, indices))
     backend.run(
         connection,
         "INSERT INTO log_checkpoints (size, note) VALUES (?, ?)",
@@ -181,9 +188,10 @@ def sequence(store: Store, connection: Any, *, log_level: LogLevelWork | None = 
 class Sequencer:
     """The PostgreSQL sequencer of one store, on a thread of its own: it keeps trying to take the
     log's advisory lock, and while it holds it integrates pending events whenever a step commits
-    (in this process: :meth:`wake`; in another: NOTIFY on the pending channel), and every
-    :data:`SWEEP_SECONDS` in any case. The same thread, leading or not, hears the log grow (the
-    head channel) and tells the store, whose waiting callers may be answered."""
+    (in this process: :meth:`wake`; in another: NOTIFY on the pending channel, which it listens
+    to only while it leads), and every :data:`SWEEP_SECONDS` in any case. The same thread,
+    leading or not, hears the log grow (the head channel) and tells the store, whose waiting
+    callers may be answered."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
@@ -242,6 +250,10 @@ class Sequencer:
                 next_election = now + ELECTION_SECONDS
                 if self.leading:
                     log.info("this process is now the log's sequencer")
+                    # Only the sequencer hears steps' notices: every process listening would
+                    # wake every replica at every step. Steps committed before this LISTEN are
+                    # integrated at once below (``pending``), so none is missed.
+                    backend.listen_for_steps(session)
                     pending = True
             if self.leading and (pending or now >= next_sweep):
                 swept = now >= next_sweep
@@ -264,7 +276,7 @@ class Sequencer:
                 grown, steps = backend.notifications(session)
                 pending = pending or steps
                 if grown and not self.leading:  # the sequencer's own callers are answered
-                    self._store.check_waiters()
+                    self._store.notified(grown)
         if self.leading:
             # What this process's steps committed last is integrated before it lets go.
             self._integrate_all(work)

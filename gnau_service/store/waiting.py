@@ -7,8 +7,10 @@ only once committed, so it cannot integrate them before the caller is registered
 then hears of integrations in two ways, neither a poll:
 
 - its own sequencer's transactions, with each event's index (:meth:`Waiters.resolve`);
-- another process's, from the log head's NOTIFY, after which one query reads the indices of
-  every event still awaited here (the store's :meth:`~gnau_service.store.base.Store.check_waiters`).
+- another process's, from the log head's NOTIFY, which carries each event's index when they fit
+  in a notice (:mod:`~gnau_service.store.head_notices`); when they do not, one query reads the
+  indices of every event still awaited here (the store's
+  :meth:`~gnau_service.store.base.Store.check_waiters`).
 
 A caller still waiting after :data:`INTEGRATION_SECONDS` is answered StoreUnavailable: its step
 is committed and will be integrated whenever a sequencer runs again, so a retry with the same

@@ -108,8 +108,11 @@ async def test_a_stalled_step_on_one_replica_does_not_delay_rounds_on_another(
         a.app.store.step_hook = stall
         armed.set()
         stalled = asyncio.create_task(step(a, "Shuffle", "stalled-table", ""))
+        for _ in range(200):  # a liveness bound: a first call may take a while to get there
+            if not armed.is_set():  # the stalled step is in its transaction now
+                break
+            await asyncio.sleep(0.05)
         began = time.monotonic()
-        await asyncio.sleep(0.2)  # the stalled step is in its transaction now
         assert not armed.is_set() and not stalled.done()
         latencies: list[float] = []
         number = 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import psycopg
 import pytest
@@ -17,7 +17,9 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.rounds import Dealer, Idempotency
 from gnau_service.store import Store, open_store
-from gnau_service.store.postgres import SEQUENCER_LOCK
+from gnau_service.store import sequencer as sequencer_module
+from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.postgres import HEAD_CHANNEL, PENDING_CHANNEL, SEQUENCER_LOCK
 from gnau_service.store.sequencer import sequence
 from tests.postgres import fresh_database
 
@@ -126,3 +128,88 @@ def test_two_sequencers_at_once_integrate_each_event_once(
         assert check_chain(entries, signer.verifier) is None
         payloads = sorted(decode_entry(d, signer.verifier).payload["i"] for d in entries)
         assert payloads == sorted(list(range(200)) * 2)
+
+
+def elected(first: Store, second: Store) -> tuple[Store, Store]:
+    """The two stores of one log once one of them is its sequencer: (that one, the other)."""
+    for _ in range(200):  # a liveness bound: the election runs every ELECTION_SECONDS
+        if first._sequencer.leading or second._sequencer.leading:  # type: ignore[union-attr]
+            break
+        threading.Event().wait(0.05)
+    if first._sequencer.leading:  # type: ignore[union-attr]
+        return first, second
+    assert second._sequencer.leading  # type: ignore[union-attr]
+    return second, first
+
+
+def test_only_the_sequencer_hears_that_steps_committed(
+    postgres_url: str, signer: LogSigner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step's notice on the pending channel wakes the log's sequencer alone: the other
+    processes do not listen to it (each would wake at every step of every replica)."""
+    with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
+        leader, follower = elected(first, second)
+        heard: list[tuple[list[HeadNotice], bool]] = []
+        notifications = follower.backend.notifications
+
+        def recording(session: object) -> tuple[list[HeadNotice], bool]:
+            result = notifications(session)
+            heard.append(result)
+            return result
+
+        monkeypatch.setattr(follower.backend, "notifications", recording)
+        futures = [
+            follower.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
+            for i in range(20)
+        ]
+        indices = sorted(future.result(timeout=10).index for future in futures)
+        assert indices == list(range(20))
+        assert leader.size() == 20
+        # A step's notice and then a head notice, from outside: notices arrive in order, so once
+        # the follower has heard the head notice, it has heard the step's if it listens to it.
+        seen = len(heard)
+        with psycopg.connect(postgres_url, autocommit=True) as outside:
+            outside.execute(f"NOTIFY {PENDING_CHANNEL}".encode())
+            outside.execute(f"NOTIFY {HEAD_CHANNEL}, '20'".encode())
+        for _ in range(200):  # a liveness bound, not a timing claim
+            if any(grown for grown, _ in heard[seen:]):
+                break
+            threading.Event().wait(0.05)
+        # The follower heard the log grow (how its callers were answered), never the steps.
+        assert any(grown for grown, _ in heard[seen:])
+        assert not any(steps for _, steps in heard), heard
+
+
+def test_a_follower_answers_its_callers_from_the_head_notices_alone(
+    postgres_url: str, signer: LogSigner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The head notice carries each integrated event's index, so a process that is not the
+    sequencer answers its callers without asking the database which events are integrated."""
+    # No safety-net sweep during the test: every answer comes from a notice.
+    monkeypatch.setattr(sequencer_module, "SWEEP_SECONDS", 3600.0)
+    with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
+        leader, follower = elected(first, second)
+        # Once a step is answered, the follower's sequencer thread is past its first sweep (on
+        # connecting, for notices missed while it was not listening).
+        follower.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {})).result(timeout=10)
+        asked: list[int] = []
+        pending_indices = follower.pending_indices
+
+        def counting(pending_ids: Sequence[int]) -> dict[int, int]:
+            asked.append(len(pending_ids))
+            return pending_indices(pending_ids)
+
+        monkeypatch.setattr(follower, "pending_indices", counting)
+        for batch in range(5):
+            futures = [
+                follower.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
+                for i in range(10)
+            ]
+            indices = sorted(future.result(timeout=10).index for future in futures)
+            assert indices == list(range(1 + 10 * batch, 11 + 10 * batch))
+        assert leader.size() == 51
+        assert asked == []
+        assert [(pending_id, index) for pending_id, index in pending_rows(postgres_url)] == [
+            (pending_id, follower._waiters.recent[pending_id])
+            for pending_id, _ in pending_rows(postgres_url)
+        ]
