@@ -107,7 +107,7 @@ def observer_cpu(observations: int, directory: Path) -> tuple[float, float]:
         serving=lambda: True,
     )
     call = CallName.of("/gnau.v1.DealerService/Shuffle", RpcType.UNARY)
-    batch = CommittedBatch(1, (EntryKind.ROUND_DEALT,), 10, 0.001, 0.0005, careful=False)
+    batch = CommittedBatch(1, (EntryKind.ROUND_DEALT,), 10, 0.001, 0.0005)
     context: Any = None  # the metrics observer does not read it
     ok = grpc.StatusCode.OK
 

@@ -151,6 +151,8 @@ class Metrics:
             buckets=COMMIT_BUCKETS,
             registry=registry,
         )
+        # No batch is run a second time since each step has its own savepoint: the counter
+        # stays, at 0, for the dashboards that plot it.
         self.careful_batches = Counter(
             "gnau_store_careful_batches",
             "Batches run a second time, one savepoint per unit, because a unit failed after "
@@ -214,8 +216,6 @@ class Metrics:
         self.batch_units.observe(batch.units)
         self.batch_seconds.observe(batch.seconds)
         self.commit_seconds.observe(batch.commit_seconds)
-        if batch.careful:
-            self.careful_batches.inc()
         for kind in batch.kinds:
             appended, moved = self._per_kind[kind]
             appended.inc()

@@ -762,7 +762,6 @@ class Store(LogReader):
                     size=done.appender.head.size,
                     seconds=done.seconds,
                     commit_seconds=done.commit_seconds,
-                    careful=False,
                 )
                 for observer in self._observers:
                     observer(measured)

@@ -22,8 +22,7 @@ class CommittedBatch:
 
     ``seconds`` runs from the start of the transaction to the end of COMMIT; ``commit_seconds``
     is the COMMIT alone, which is where the database makes the batch durable (SQLite's fsync of
-    its write-ahead log, PostgreSQL's WAL flush). ``careful`` is always False now (each step runs
-    in its own savepoint, so no batch is run twice); it stays for the observers that count it.
+    its write-ahead log, PostgreSQL's WAL flush).
     """
 
     units: int
@@ -31,7 +30,6 @@ class CommittedBatch:
     size: int
     seconds: float
     commit_seconds: float
-    careful: bool
 
 
 BatchObserver = Callable[[CommittedBatch], None]
