@@ -13,6 +13,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,11 @@ log = logging.getLogger(__name__)
 
 #: The files SQLite keeps for a database in WAL mode, after the database file's own name.
 COMPANION_SUFFIXES: Final = ("-wal", "-shm")
+#: How long a connection waits for a lock: another connection's transaction, or its switch of a
+#: new file to WAL.
+BUSY_SECONDS: Final = 30.0
+#: The pause between tries of the WAL switch while another connection holds the file.
+WAL_RETRY_SECONDS: Final = 0.01
 
 
 def split_statements(script: str) -> list[str]:
@@ -42,6 +48,30 @@ def split_statements(script: str) -> list[str]:
     if pending.strip():
         raise ValueError(f"an incomplete statement ends the script: {pending.strip()!r}")
     return statements
+
+
+#: SQLite's primary result codes for a file another connection holds: BUSY and LOCKED.
+_BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+
+def use_wal(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so), waiting while another connection holds it.
+
+    Switching a new file needs it to itself, and SQLite answers "database is locked" at once,
+    without its busy handler, while another connection reads or switches it: several processes
+    opening one new database together would fail at random. So it is tried again until
+    :data:`BUSY_SECONDS` have passed, as any other statement would wait.
+    """
+    deadline = time.monotonic() + BUSY_SECONDS
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            busy = error.sqlite_errorcode & 0xFF in _BUSY_CODES
+            if not busy or time.monotonic() >= deadline:
+                raise
+        time.sleep(WAL_RETRY_SECONDS)
 
 
 class SqliteBackend(Backend):
@@ -70,9 +100,9 @@ class SqliteBackend(Backend):
         connection = None
         try:
             connection = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=30.0
+                self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_SECONDS
             )
-            connection.execute("PRAGMA journal_mode = WAL")
+            use_wal(connection)
             connection.execute("PRAGMA synchronous = FULL")
             connection.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as error:
