@@ -35,10 +35,12 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
+from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
+from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics
 from gnau_service.server.rounds import Dealer
@@ -347,7 +349,11 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         )
         await tail.start()
         dealer = Dealer(store, max_stake=settings.max_stake)
-        dealer_pb2_grpc.add_DealerServiceServicer_to_server(DealerServicer(dealer, quorum), server)
+        disclosures = Disclosures()
+        disclosures.warm(HouseRules())  # the rules a request without house_rules plays
+        dealer_pb2_grpc.add_DealerServiceServicer_to_server(
+            DealerServicer(dealer, quorum, disclosures), server
+        )
         audit_pb2_grpc.add_AuditServiceServicer_to_server(
             AuditServicer(store, tail, quorum), server
         )

@@ -42,14 +42,23 @@ class Disclosures:
         known = self._known.get(rules)
         if known is not None:
             return known
+        if refuse and rules not in self._pending and len(self._pending) >= self.max_pending:
+            raise TooManyRuleSets(self.max_pending)
+        # A caller that gives up (cancelled, deadline) leaves the computation to the others.
+        return await asyncio.shield(self._computation(rules))
+
+    def warm(self, rules: HouseRules) -> None:
+        """Start computing the figures of ``rules`` without waiting for them: the service's
+        usual rules, at start-up, so that its first Shuffle does not wait for seconds."""
+        if rules not in self._known:
+            self._computation(rules)
+
+    def _computation(self, rules: HouseRules) -> asyncio.Task[ReturnToPlayer]:
         task = self._pending.get(rules)
         if task is None:
-            if refuse and len(self._pending) >= self.max_pending:
-                raise TooManyRuleSets(self.max_pending)
             task = asyncio.get_running_loop().create_task(self._compute(rules))
             self._pending[rules] = task
-        # A caller that gives up (cancelled, deadline) leaves the computation to the others.
-        return await asyncio.shield(task)
+        return task
 
     async def _compute(self, rules: HouseRules) -> ReturnToPlayer:
         try:

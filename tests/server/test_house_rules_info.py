@@ -161,6 +161,24 @@ async def test_too_many_rule_sets_at_once_are_refused_but_a_shuffle_waits() -> N
     assert (await disclosures.figures(HouseRules(decks=3))).rtp == Fraction(3, 10)
 
 
+async def test_warming_computes_a_rule_set_before_anyone_asks_and_only_once() -> None:
+    compute = SlowFigures()
+    disclosures = Disclosures(compute=compute, max_pending=1)
+    rules = HouseRules(decks=2)
+    disclosures.warm(rules)
+    disclosures.warm(rules)  # already under way: not started twice
+    await asyncio.sleep(0.05)
+    assert compute.calls == [rules]  # started with no caller waiting
+    # The warming counts against the bound like any other computation.
+    with pytest.raises(TooManyRuleSets):
+        await disclosures.figures(HouseRules(decks=5))
+    asked = asyncio.create_task(disclosures.figures(rules))  # joins the warming
+    compute.release.set()
+    assert (await asked).rtp == Fraction(2, 10)
+    disclosures.warm(rules)  # known: nothing to do
+    assert compute.calls == [rules]
+
+
 def test_the_refusal_is_resource_exhausted_with_a_quota_failure() -> None:
     status = status_of(TooManyRuleSets(4))
     assert status.code == grpc.StatusCode.RESOURCE_EXHAUSTED
