@@ -33,7 +33,6 @@ a lost host: see docs/operations.md).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -116,21 +115,17 @@ def integrate(
     appended: list[AppendedEntry] = []
     indices: dict[int, int] = {}
     for pending_id, kind, round_id, payload, time in rows:
-        entry = appender.append(EntryKind(kind), json.loads(payload), time=time, round_id=round_id)
+        # The payload is the canonical JSON that Transaction.append checked and wrote.
+        entry = appender.append_event(
+            EntryKind(kind), payload.encode("utf-8"), time=time, round_id=round_id
+        )
         appended.append(entry)
         indices[int(pending_id)] = entry.index
     if log_level is not None:
         appended.append(log_level(appender, connection))
     if appended:
         write_log(backend, connection, appender, appended, indices)
-        # An UPDATE ... FROM (VALUES ...): both databases name a VALUES list's columns
-        # column1, column2 (SQLite since 3.33).
-        backend.run_many(
-            connection,
-            "UPDATE log_pending SET idx = v.column2, payload = NULL"
-            " FROM (VALUES (?, ?)) AS v WHERE log_pending.id = v.column1",
-            list(indices.items()),
-        )
+        backend.index_pending(connection, indices)
     return appended, indices, appender
 
 
@@ -143,14 +138,16 @@ def write_log(
 ) -> None:
     """Write appended entries, their tree nodes, the new head and its signed checkpoint, and
     announce the new head (with the pending events' ``indices``, if given)."""
-    backend.run_many(
+    backend.insert_rows(
         connection,
-        "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
-        [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
+        "log_entries",
+        {"idx": "bigint", "kind": "text", "round_id": "text", "data": "bytea"},
+        [(e.index, e.kind.value, e.round_id, e.data) for e in appended],
     )
-    backend.run_many(
+    backend.insert_rows(
         connection,
-        "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
+        "log_nodes",
+        {"level": "integer", "idx": "bigint", "hash": "bytea"},
         [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
     )
     size, prev_hash, frontier = appender.head.encode()
