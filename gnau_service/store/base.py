@@ -114,6 +114,9 @@ class Backend(ABC):
     #: Reads the head row; PostgreSQL appends FOR UPDATE, so sequencers (in every process) take
     #: turns on it.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
+    #: Run by the sequencer's transaction before it reads the outbox, if any (PostgreSQL: a
+    #: planner setting, see there).
+    sequencer_plan_sql: str | None = None
     #: The schema migrations this gnau knows, in order (each backend's constructor sets them).
     migrations: Sequence[Migration]
 
@@ -289,9 +292,10 @@ class Transaction:
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
     ) -> PendingEntry:
         """Append an event: it is committed with the step, and the caller is answered once the
-        sequencer has made it a signed entry (then the returned entry has its index)."""
-        # Checked and made canonical here, so that an event no entry may hold is refused with its
-        # step (EntryError), and the sequencer signs these bytes as they are.
+        sequencer has made it a signed entry (then the returned entry has its index). Raises
+        :class:`~gnau_service.audit.entries.EntryError` for an event no entry may hold."""
+        # Checked and made canonical here, so that such an event fails its step (and only its
+        # step) rather than the sequencer, which signs these bytes as they are.
         payload_json = event_payload(kind, payload, time=self.time, round_id=round_id)
         with self._backend.unavailable_as_store_error():
             row = self._connection.execute(

@@ -52,6 +52,13 @@ class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
+    # The outbox's first waiting rows are the start of the partial index log_pending_waiting.
+    # With statistics older than a backlog (analysed when few rows waited), the planner would
+    # rather scan the unique index on idx (idx IS NULL) as a bitmap and sort every waiting row:
+    # each batch then costs in proportion to the backlog, and catching up after an outage is
+    # quadratic (11 ms a batch with 7,700 waiting, against 0.9 ms). None of the sequencer's
+    # other statements wants a bitmap scan.
+    sequencer_plan_sql = "SET LOCAL enable_bitmapscan = off"
     sequences_in_steps = False
     step_writers = STEP_WRITERS
     row_lock = " FOR UPDATE"

@@ -73,7 +73,8 @@ log = logging.getLogger(__name__)
 #: subquery in the locking statement would read the table as it was before the lock was granted.
 CURRENT_KEY_SQL: Final = "SELECT vkey FROM log_keys ORDER BY since_size DESC, key_id LIMIT 1"
 
-_PENDING_SQL: Final = (
+#: The events waiting, in id order (see PostgresBackend.sequencer_plan_sql).
+PENDING_SQL: Final = (
     "SELECT id, kind, round_id, payload, time FROM log_pending"
     " WHERE idx IS NULL ORDER BY id LIMIT ?"
 )
@@ -111,7 +112,9 @@ def integrate(
     )
     head = LogHead.decode(*head_rows[0])
     appender = LogAppender(signer_for(str(key_rows[0][0]) if key_rows else None), head)
-    rows = backend.run(connection, _PENDING_SQL, (limit,))
+    if backend.sequencer_plan_sql is not None:
+        backend.run(connection, backend.sequencer_plan_sql)
+    rows = backend.run(connection, PENDING_SQL, (limit,))
     appended: list[AppendedEntry] = []
     indices: dict[int, int] = {}
     for pending_id, kind, round_id, payload, time in rows:

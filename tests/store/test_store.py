@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rfc8785
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -169,6 +170,25 @@ def test_a_failing_unit_spares_its_batch_from_an_event_loop(
             store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 3}))
         )
         assert entry.index == 2
+
+
+def test_the_outbox_holds_each_payload_as_rfc8785_text_which_the_entry_carries(
+    database_url: str, signer: LogSigner
+) -> None:
+    # Keys that sort differently by code point and by UTF-16 unit, escapes, non-ASCII text.
+    payload: dict[str, Any] = {"\U0001f0a1": 1, "\ue000": [True, None], "b": 'q"\n\x01é', "a": {}}
+
+    def unit(tx: Transaction) -> Any:
+        entry = tx.append(EntryKind.CONFIG_CHANGED, payload)
+        (row,) = tx.execute("SELECT payload FROM log_pending WHERE id = ?", (entry.id,))
+        return row[0]
+
+    with open_store(database_url, signer) as store:
+        stored = store.run(unit)
+        assert stored == rfc8785.dumps(payload).decode("utf-8")
+        (data,) = store.entries(0, 1)
+        assert rfc8785.dumps(payload) in data
+        assert decode_entry(data, signer.verifier).payload == payload
 
 
 def assert_only_the_neighbours_were_logged(store: Store, signer: LogSigner) -> None:
