@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from json.encoder import encode_basestring
 from typing import Any, Final, TypeAlias
 
 import rfc8785
@@ -149,11 +150,21 @@ class LogEntry:
 
 def _check_signed_fields(fields: Mapping[str, object]) -> None:
     # Also runs on values straight from JSON, so every type is checked at run time.
-    index, kind, time = fields["index"], fields["kind"], fields["time"]
-    round_id, payload = fields["round_id"], fields["payload"]
+    index, payload = fields["index"], fields["payload"]
     prev_hash, key_id = fields["prev_hash"], fields["key_id"]
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= MAX_INDEX:
         raise EntryError(f"index {quoted(index)} is not an integer in 0..2**53-1")
+    _check_event(fields["kind"], fields["time"], fields["round_id"], index)
+    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
+        raise EntryError("payload must be a JSON object", index)
+    if not (isinstance(prev_hash, str) and _HASH_HEX.fullmatch(prev_hash)):
+        raise EntryError("prev_hash must be 64 lower-case hex digits", index)
+    if not (isinstance(key_id, str) and _KEY_ID_HEX.fullmatch(key_id)):
+        raise EntryError("key_id must be 8 lower-case hex digits", index)
+
+
+def _check_event(kind: object, time: object, round_id: object, index: object) -> None:
+    """The members an event brings, whatever its place in the log: kind, time and round."""
     if not isinstance(kind, EntryKind):
         raise EntryError(f"kind {quoted(kind)} is not an EntryKind", index)
     if not isinstance(time, str):
@@ -171,14 +182,12 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
             raise EntryError(
                 f"a {kind} entry needs a round_id of 1-{MAX_ROUND_ID_LENGTH} chars", index
             )
+        try:
+            round_id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise EntryError("round_id is not valid Unicode (a lone surrogate)", index) from None
     elif round_id is not None:
         raise EntryError(f"a {kind} entry must have round_id null", index)
-    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
-        raise EntryError("payload must be a JSON object", index)
-    if not (isinstance(prev_hash, str) and _HASH_HEX.fullmatch(prev_hash)):
-        raise EntryError("prev_hash must be 64 lower-case hex digits", index)
-    if not (isinstance(key_id, str) and _KEY_ID_HEX.fullmatch(key_id)):
-        raise EntryError("key_id must be 8 lower-case hex digits", index)
 
 
 class _NotEntryJson(Exception):  # noqa: N818  (a refusal, reworded by each caller)
@@ -287,31 +296,93 @@ def encode_entry(
 
     ``time`` is passed in (RFC 3339 UTC, see :mod:`~gnau_service.audit.timestamps`); ``prev_hash``
     is :func:`chain_hash` of the previous entry's bytes, or :data:`GENESIS_PREV_HASH` for entry 0.
+    Every member is checked: this is :func:`event_payload` then :func:`sign_event`.
     """
-    signed: dict[str, JsonValue] = {
-        "index": index,
-        "kind": kind,
-        "time": time,
-        "round_id": round_id,
-        "payload": payload,
-        "prev_hash": prev_hash,
-        "key_id": signer.key_id.hex(),
-    }
-    _check_signed_fields(signed)
+    key_id = signer.key_id.hex()
+    _check_signed_fields(
+        {
+            "index": index,
+            "kind": kind,
+            "time": time,
+            "round_id": round_id,
+            "payload": payload,
+            "prev_hash": prev_hash,
+            "key_id": key_id,
+        }
+    )
+    payload_json = _canonical_payload(payload, index)
+    return sign_event(
+        signer,
+        index=index,
+        kind=kind,
+        time=time,
+        payload_json=payload_json,
+        prev_hash=prev_hash,
+        round_id=round_id,
+        key_id=key_id,
+    )
+
+
+def event_payload(
+    kind: EntryKind, payload: dict[str, JsonValue], *, time: str, round_id: str | None = None
+) -> bytes:
+    """Check that an event can be an entry wherever it lands in the log, and return its
+    payload's RFC 8785 bytes, for :func:`sign_event`. Raises :class:`EntryError` for what
+    :func:`encode_entry` would refuse of these members (so a store refuses the event when it is
+    committed, not when the sequencer reaches it).
+
+    >>> event_payload(EntryKind.CONFIG_CHANGED, {"b": 1, "a": "é"}, time="2026-12-01T00:00:00Z")
+    b'{"a":"\xc3\xa9","b":1}'
+    """
+    _check_event(kind, time, round_id, None)
+    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
+        raise EntryError("payload must be a JSON object")
+    return _canonical_payload(payload, None)
+
+
+def _canonical_payload(payload: dict[str, JsonValue], index: object) -> bytes:
     # Refuse here what decode_entry refuses, so the log never writes an entry it cannot read.
     try:
         plain = _json_shape(payload, depth=2)
     except _NotEntryJson as refused:
         raise EntryError(f"payload: {refused.reason}", index) from None
-    # The other members, checked above, are ASCII-keyed strings, None and an index in range:
-    # the whole is as plain as its payload.
-    unsigned = canonical_json(signed, index, plain=plain)
-    signature = signer.sign(unsigned).hex()
-    # Canonical JSON of the whole entry is these bytes with the signature member inserted where
-    # sorting puts it: just before "time", the last member. Splicing it in saves a second pass of
-    # the (pure-Python) encoder; the tests check it equals a full re-encoding.
+    return canonical_json(payload, index, plain=plain)
+
+
+def sign_event(
+    signer: Signer,
+    *,
+    index: int,
+    kind: EntryKind,
+    time: str,
+    payload_json: bytes,
+    prev_hash: str,
+    round_id: str | None = None,
+    key_id: str | None = None,
+) -> bytes:
+    """The entry of an event that :func:`event_payload` accepted (``payload_json`` is what it
+    returned for these ``kind``, ``time`` and ``round_id``), at ``index`` after ``prev_hash``.
+
+    Nothing is checked here: the caller vouches for the event, for ``index`` (0 to
+    :data:`MAX_INDEX`), ``prev_hash`` (64 lower-case hex digits) and ``key_id`` (the signer's,
+    in hex; looked up if ``None``). This is the sequencer's path, one call per entry.
+
+    An entry's members in RFC 8785 order are index, key_id, kind, payload, prev_hash, round_id,
+    signature, time, and each but the payload is ASCII that needs no escaping, or a round id
+    (escaped as canonical JSON escapes a string) or null. So the canonical bytes are the payload's
+    canonical bytes between fixed pieces: nothing is parsed or re-encoded. The signed message is
+    the same without the signature member. A property test holds both equal to a full RFC 8785
+    encoding.
+    """
+    if key_id is None:
+        key_id = signer.key_id.hex()
+    # encode_basestring is json.dumps's string writer (ensure_ascii=False): canonical for strings.
+    round_json = "null" if round_id is None else encode_basestring(round_id)
+    head = f'{{"index":{index:d},"key_id":"{key_id}","kind":"{kind}","payload":'.encode()
+    middle = f',"prev_hash":"{prev_hash}","round_id":{round_json},'.encode()
     tail = _time_member(time)
-    return unsigned[: -len(tail)] + _signature_member(signature) + tail
+    signature = signer.sign(b"".join((head, payload_json, middle, tail))).hex()
+    return b"".join((head, payload_json, middle, _signature_member(signature), tail))
 
 
 def _time_member(time: str) -> bytes:

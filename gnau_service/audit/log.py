@@ -7,6 +7,8 @@ store persists both in the same transaction as the head, and signs a checkpoint 
 
 >>> from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 >>> from gnau_service.audit.signing import LogSigner
+
+_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
 >>> log = LogAppender(LogSigner.from_private_key("gnau-dealer/doc", Ed25519PrivateKey.generate()))
 >>> first = log.append(EntryKind.SERVICE_STARTED, {"version": "0.1.0"}, time="2026-11-29T12:00:00Z")
 >>> second = log.append(EntryKind.CONFIG_CHANGED, {}, time="2026-11-29T12:00:01Z")
@@ -18,12 +20,24 @@ True
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Final
 
-from gnau_service.audit.entries import GENESIS_PREV_HASH, EntryKind, JsonValue, encode_entry
-from gnau_service.audit.merkle import HASH_SIZE, Frontier, Node, leaf_hash
+from gnau_service.audit.entries import (
+    GENESIS_PREV_HASH,
+    MAX_INDEX,
+    EntryError,
+    EntryKind,
+    JsonValue,
+    encode_entry,
+    sign_event,
+)
+from gnau_service.audit.merkle import HASH_SIZE, Frontier, Node, append_leaf, leaf_hash
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
+
+_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -37,6 +51,9 @@ class LogHead:
     def __post_init__(self) -> None:
         if self.frontier.size != self.size:
             raise ValueError(f"frontier of size {self.frontier.size} for a log of {self.size}")
+        # The next entry carries it unchecked (LogAppender.append_event).
+        if not _HASH_HEX.fullmatch(self.prev_hash):
+            raise ValueError(f"prev_hash {self.prev_hash[:80]!r} is not 64 lower-case hex digits")
 
     @property
     def root(self) -> bytes:
@@ -70,6 +87,19 @@ class LogAppender:
         self.signer = signer
         self.head = head if head is not None else LogHead()
 
+    @property
+    def head(self) -> LogHead:
+        """The log after the last entry appended."""
+        return LogHead(self._size, self._prev_hash, Frontier(self._size, tuple(self._frontier)))
+
+    @head.setter
+    def head(self, head: LogHead) -> None:
+        # Kept as plain values while entries are appended (a LogHead per entry would be a new
+        # frontier tuple, checked, each time); the getter builds one when asked.
+        self._size = head.size
+        self._prev_hash = head.prev_hash
+        self._frontier = list(head.frontier.hashes)
+
     def append(
         self,
         kind: EntryKind,
@@ -78,21 +108,48 @@ class LogAppender:
         time: str,
         round_id: str | None = None,
     ) -> AppendedEntry:
-        head = self.head
+        """Append an event, checking every member (:func:`encode_entry`)."""
         data = encode_entry(
             self.signer.signer,
-            index=head.size,
+            index=self._size,
             kind=kind,
             time=time,
             payload=payload,
-            prev_hash=head.prev_hash,
+            prev_hash=self._prev_hash,
             round_id=round_id,
         )
+        return self._appended(kind, round_id, data)
+
+    def append_event(
+        self, kind: EntryKind, payload_json: bytes, *, time: str, round_id: str | None = None
+    ) -> AppendedEntry:
+        """Append an event that :func:`~gnau_service.audit.entries.event_payload` accepted when
+        it was committed (``payload_json`` is what it returned): the sequencer's path, which
+        checks nothing per entry. The members the log adds are sound by construction: the index
+        is the head's size (refused past :data:`MAX_INDEX`), the chain hash is a SHA-256 in hex,
+        the key ID is the signer's."""
+        if self._size > MAX_INDEX:
+            raise EntryError("the log is full: no index is left", self._size)
+        signer = self.signer.signer
+        data = sign_event(
+            signer,
+            index=self._size,
+            kind=kind,
+            time=time,
+            payload_json=payload_json,
+            prev_hash=self._prev_hash,
+            round_id=round_id,
+            key_id=signer.key_id.hex(),
+        )
+        return self._appended(kind, round_id, data)
+
+    def _appended(self, kind: EntryKind, round_id: str | None, data: bytes) -> AppendedEntry:
+        index = self._size
         leaf = leaf_hash(data)
-        frontier, nodes = head.frontier.append(leaf)
-        self.head = LogHead(head.size + 1, leaf.hex(), frontier)
-        return AppendedEntry(head.size, kind, round_id, data, nodes)
+        nodes = append_leaf(self._frontier, index, leaf)
+        self._size, self._prev_hash = index + 1, leaf.hex()
+        return AppendedEntry(index, kind, round_id, data, nodes)
 
     def checkpoint(self) -> SignedNote:
         """The signed checkpoint of the current head."""
-        return self.signer.sign_checkpoint(self.head.size, self.head.root)
+        return self.signer.sign_checkpoint(self._size, self.head.root)

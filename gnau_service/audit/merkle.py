@@ -249,18 +249,27 @@ class Frontier:
         """
         _require_hash_size(leaf, "leaf hash")
         waiting = list(self.hashes)
-        level, index, current = 0, self.size, leaf
-        completed = [Node(level, index, current)]
-        while index & 1:
-            current = node_hash(waiting.pop(), current)
-            level, index = level + 1, index >> 1
-            completed.append(Node(level, index, current))
-        waiting.append(current)
-        return Frontier(self.size + 1, tuple(waiting)), tuple(completed)
+        completed = append_leaf(waiting, self.size, leaf)
+        return Frontier(self.size + 1, tuple(waiting)), completed
 
     def root(self) -> bytes:
         """The root of the tree of ``size`` leaves."""
         return _fold_right(self.hashes)
+
+
+def append_leaf(hashes: list[bytes], size: int, leaf: bytes) -> tuple[Node, ...]:
+    """Append a 32-byte leaf hash to the frontier ``hashes`` of a tree of ``size`` leaves, in
+    place, and return the complete subtrees it creates (see :meth:`Frontier.append`, which is
+    this on a copy). For a writer that appends many leaves before it needs a :class:`Frontier`.
+    """
+    level, index, current = 0, size, leaf
+    completed = [Node(level, index, current)]
+    while index & 1:
+        current = node_hash(hashes.pop(), current)
+        level, index = level + 1, index >> 1
+        completed.append(Node(level, index, current))
+    hashes.append(current)
+    return tuple(completed)
 
 
 def root_of(leaf_hashes: Iterable[bytes]) -> bytes:

@@ -32,12 +32,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import queue
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -45,7 +44,7 @@ from datetime import UTC, datetime
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
-from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.audit.entries import EntryKind, JsonValue, event_payload
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_proof
 from gnau_service.audit.signing import KeyRotation, LogSigner
@@ -71,9 +70,6 @@ T = TypeVar("T")
 Row = tuple[Any, ...]
 
 MAX_BATCH: Final = 512
-#: Rows in one multi-row statement (:meth:`Backend.run_many`): within both databases' limits
-#: on a statement's parameters (SQLite 32,766; PostgreSQL 65,535).
-ROWS_PER_STATEMENT: Final = 1000
 MAX_READ_ENTRIES: Final = 10_000
 #: Times a unit that lost a race with another writer (see Backend.is_conflict) is run again.
 CONFLICT_RETRIES: Final = 3
@@ -118,6 +114,9 @@ class Backend(ABC):
     #: Reads the head row; PostgreSQL appends FOR UPDATE, so sequencers (in every process) take
     #: turns on it.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"
+    #: Run by the sequencer's transaction before it reads the outbox, if any (PostgreSQL: a
+    #: planner setting, see there).
+    sequencer_plan_sql: str | None = None
     #: The schema migrations this gnau knows, in order (each backend's constructor sets them).
     migrations: Sequence[Migration]
 
@@ -213,25 +212,24 @@ class Backend(ABC):
         cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
         return [list(cursor.fetchall()) for cursor in cursors]
 
-    def run_many(self, connection: Any, text: str, rows: Sequence[Sequence[object]]) -> None:
-        """Run ``text``, whose last ``VALUES (?, ...)`` is one row, for every row: as one
-        statement with a row list per :data:`ROWS_PER_STATEMENT` rows, so one round trip
-        (psycopg's ``executemany`` pipelines, and its pipeline spins on the CPU while it waits).
+    def insert_rows(
+        self, connection: Any, table: str, columns: Mapping[str, str], rows: Sequence[Row]
+    ) -> None:
+        """Insert ``rows`` into ``table``: the sequencer's bulk write. ``columns`` maps each
+        column a row gives a value of, in order, to its PostgreSQL type. Here (SQLite,
+        in-process) one prepared statement, run for every row; PostgreSQL streams them in one
+        binary COPY."""
+        names = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
+        connection.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)  # noqa: S608  (the store's own names)
 
-        >>> Backend.rows_statement("INSERT INTO t (a, b) VALUES (?, ?)", 3)
-        'INSERT INTO t (a, b) VALUES (?, ?), (?, ?), (?, ?)'
-        """
-        for start in range(0, len(rows), ROWS_PER_STATEMENT):
-            chunk = rows[start : start + ROWS_PER_STATEMENT]
-            params = [value for row in chunk for value in row]
-            self.run(connection, self.rows_statement(text, len(chunk)), params)
-
-    @staticmethod
-    def rows_statement(text: str, count: int) -> str:
-        """``text`` with its last parenthesised row of placeholders repeated ``count`` times."""
-        head, _, row = text.rpartition("VALUES ")
-        row, rest = row[: row.index(")") + 1], row[row.index(")") + 1 :]
-        return f"{head}VALUES {', '.join([row] * count)}{rest}"
+    def index_pending(self, connection: Any, indices: Mapping[int, int]) -> None:
+        """Give integrated pending events (by id) their log index, and drop their payloads,
+        which are in the entries now."""
+        connection.executemany(
+            "UPDATE log_pending SET idx = ?, payload = NULL WHERE id = ?",
+            [(index, pending_id) for pending_id, index in indices.items()],
+        )
 
     def rollback_quietly(self, connection: Any) -> None:
         # The connection is replaced after a failed transaction, so a failed rollback changes
@@ -294,15 +292,18 @@ class Transaction:
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
     ) -> PendingEntry:
         """Append an event: it is committed with the step, and the caller is answered once the
-        sequencer has made it a signed entry (then the returned entry has its index)."""
-        text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        sequencer has made it a signed entry (then the returned entry has its index). Raises
+        :class:`~gnau_service.audit.entries.EntryError` for an event no entry may hold."""
+        # Checked and made canonical here, so that such an event fails its step (and only its
+        # step) rather than the sequencer, which signs these bytes as they are.
+        payload_json = event_payload(kind, payload, time=self.time, round_id=round_id)
         with self._backend.unavailable_as_store_error():
             row = self._connection.execute(
                 self._backend.sql(
                     "INSERT INTO log_pending (kind, round_id, payload, time)"
                     " VALUES (?, ?, ?, ?) RETURNING id"
                 ),
-                (str(kind), round_id, text, self.time),
+                (str(kind), round_id, payload_json.decode("utf-8"), self.time),
             ).fetchone()
         entry = PendingEntry(int(row[0]), kind, round_id)
         self.appended.append(entry)

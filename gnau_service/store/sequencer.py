@@ -33,7 +33,6 @@ a lost host: see docs/operations.md).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -74,7 +73,8 @@ log = logging.getLogger(__name__)
 #: subquery in the locking statement would read the table as it was before the lock was granted.
 CURRENT_KEY_SQL: Final = "SELECT vkey FROM log_keys ORDER BY since_size DESC, key_id LIMIT 1"
 
-_PENDING_SQL: Final = (
+#: The events waiting, in id order (see PostgresBackend.sequencer_plan_sql).
+PENDING_SQL: Final = (
     "SELECT id, kind, round_id, payload, time FROM log_pending"
     " WHERE idx IS NULL ORDER BY id LIMIT ?"
 )
@@ -112,25 +112,23 @@ def integrate(
     )
     head = LogHead.decode(*head_rows[0])
     appender = LogAppender(signer_for(str(key_rows[0][0]) if key_rows else None), head)
-    rows = backend.run(connection, _PENDING_SQL, (limit,))
+    if backend.sequencer_plan_sql is not None:
+        backend.run(connection, backend.sequencer_plan_sql)
+    rows = backend.run(connection, PENDING_SQL, (limit,))
     appended: list[AppendedEntry] = []
     indices: dict[int, int] = {}
     for pending_id, kind, round_id, payload, time in rows:
-        entry = appender.append(EntryKind(kind), json.loads(payload), time=time, round_id=round_id)
+        # The payload is the canonical JSON that Transaction.append checked and wrote.
+        entry = appender.append_event(
+            EntryKind(kind), payload.encode("utf-8"), time=time, round_id=round_id
+        )
         appended.append(entry)
         indices[int(pending_id)] = entry.index
     if log_level is not None:
         appended.append(log_level(appender, connection))
     if appended:
         write_log(backend, connection, appender, appended, indices)
-        # An UPDATE ... FROM (VALUES ...): both databases name a VALUES list's columns
-        # column1, column2 (SQLite since 3.33).
-        backend.run_many(
-            connection,
-            "UPDATE log_pending SET idx = v.column2, payload = NULL"
-            " FROM (VALUES (?, ?)) AS v WHERE log_pending.id = v.column1",
-            list(indices.items()),
-        )
+        backend.index_pending(connection, indices)
     return appended, indices, appender
 
 
@@ -143,14 +141,16 @@ def write_log(
 ) -> None:
     """Write appended entries, their tree nodes, the new head and its signed checkpoint, and
     announce the new head (with the pending events' ``indices``, if given)."""
-    backend.run_many(
+    backend.insert_rows(
         connection,
-        "INSERT INTO log_entries (idx, kind, round_id, data) VALUES (?, ?, ?, ?)",
-        [(e.index, str(e.kind), e.round_id, e.data) for e in appended],
+        "log_entries",
+        {"idx": "bigint", "kind": "text", "round_id": "text", "data": "bytea"},
+        [(e.index, e.kind.value, e.round_id, e.data) for e in appended],
     )
-    backend.run_many(
+    backend.insert_rows(
         connection,
-        "INSERT INTO log_nodes (level, idx, hash) VALUES (?, ?, ?)",
+        "log_nodes",
+        {"level": "integer", "idx": "bigint", "hash": "bytea"},
         [(n.level, n.index, n.hash) for e in appended for n in e.nodes],
     )
     size, prev_hash, frontier = appender.head.encode()

@@ -24,6 +24,8 @@ from gnau_service.audit.entries import (
     check_chain,
     decode_entry,
     encode_entry,
+    event_payload,
+    sign_event,
 )
 from gnau_service.audit.note import Signer
 
@@ -474,3 +476,143 @@ def test_an_entry_error_names_the_entry_once(damage: Callable[[bytes], bytes]) -
     assert not error.reason.startswith("entry"), error.reason
     assert str(error) in (f"entry 2: {error.reason}", f"entry: {error.reason}")
     assert str(error).count("entry 2") <= 1
+
+
+# --- The sequencer's path: a payload made canonical when committed, spliced into the entry -------
+
+ROUND_IDS = st.one_of(st.none(), st.text(min_size=1, max_size=12))
+PAYLOAD_KEYS = st.one_of(
+    st.text(max_size=6), st.sampled_from(["é", "\ue000", "\U0001f0a1", "\x7f"])
+)
+PAYLOADS = st.dictionaries(
+    PAYLOAD_KEYS,
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-MAX_INTEGER, MAX_INTEGER) | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4) | st.dictionaries(PAYLOAD_KEYS, children, max_size=4)
+        ),
+        max_leaves=12,
+    ),
+    max_size=5,
+)
+
+
+@given(
+    payload=PAYLOADS,
+    round_id=ROUND_IDS,
+    index=st.integers(0, MAX_INDEX),
+    prev_hash=st.binary(min_size=32, max_size=32).map(bytes.hex),
+)
+@example(
+    payload={"\ue000": 1, "\U0001f0a1": 2, "a": '"\\\n\x1f'},  # UTF-16 order, escapes
+    round_id='r-"\u2028',
+    index=MAX_INDEX,
+    prev_hash=GENESIS_PREV_HASH,
+)
+def test_spliced_entries_equal_an_independent_rfc8785_encoding(
+    payload: dict[str, Any], round_id: str | None, index: int, prev_hash: str
+) -> None:
+    kind = EntryKind.SERVICE_STARTED if round_id is None else EntryKind.ROUND_DEALT
+    try:
+        payload_json = event_payload(kind, payload, time=TIME, round_id=round_id)
+    except EntryError:
+        # Refused when committed only if the reference cannot write it either (a lone surrogate).
+        with pytest.raises((rfc8785.CanonicalizationError, UnicodeEncodeError)):
+            rfc8785.dumps({"payload": payload, "round_id": round_id})
+        return
+    assert payload_json == rfc8785.dumps(payload)
+    signed = {
+        "index": index,
+        "kind": str(kind),
+        "time": TIME,
+        "round_id": round_id,
+        "payload": payload,
+        "prev_hash": prev_hash,
+        "key_id": LOG.key_id.hex(),
+    }
+    # The oracle: rfc8785 encodes, OpenSSL (cryptography) signs.
+    signature = LOG.private_key.sign(rfc8785.dumps(signed)).hex()
+    expected = rfc8785.dumps({**signed, "signature": signature})
+    spliced = sign_event(
+        LOG,
+        index=index,
+        kind=kind,
+        time=TIME,
+        payload_json=payload_json,
+        prev_hash=prev_hash,
+        round_id=round_id,
+    )
+    assert spliced == expected
+    assert (
+        encode_entry(
+            LOG,
+            index=index,
+            kind=kind,
+            time=TIME,
+            payload=payload,
+            prev_hash=prev_hash,
+            round_id=round_id,
+        )
+        == expected
+    )
+    assert decode_entry(spliced, LOG.verifier).payload == payload
+
+
+@pytest.mark.parametrize(
+    ("fields", "digest"),
+    [
+        (
+            {"index": 0, "kind": EntryKind.SERVICE_STARTED, "payload": {"version": "0.1.0"}},
+            "2f63ed261e60f663800c2a0b3ebec61ed4e926ab92a232a0f4c3b84236251d0a",
+        ),
+        (
+            {
+                "index": 41,
+                "kind": EntryKind.ROUND_SETTLED,
+                "time": "2026-12-01T00:00:00Z",
+                "round_id": 'r-"é\u2028\U0001f0a1\n',
+                "payload": {
+                    "é": [1, -2, None, True, {"\U0001f0a1": "x\x7f\x00", "\ue000": MAX_INTEGER}],
+                    "a": "",
+                },
+                "prev_hash": "ab" * 32,
+            },
+            "3206cf682d389233e0ef599318037fcc1d7fc90bfc11987046a688e056f4fe4c",
+        ),
+    ],
+)
+def test_entries_are_byte_identical_to_those_of_earlier_releases(
+    fields: dict[str, Any], digest: str
+) -> None:
+    # Digests of the bytes the encoder wrote for these inputs before the sequencer spliced
+    # payloads and libsodium signed (a full encoding, signed by OpenSSL): entries already in
+    # logs are what today's code writes.
+    assert hashlib.sha256(entry_bytes(**fields)).hexdigest() == digest
+
+
+@pytest.mark.parametrize(
+    ("kind", "payload", "round_id", "reason"),
+    [
+        (EntryKind.SERVICE_STARTED, {"x": 1.5}, None, "payload: every number"),
+        (EntryKind.SERVICE_STARTED, {"x": 2**53}, None, "payload: every number"),
+        (EntryKind.SERVICE_STARTED, {"x": float("nan")}, None, "payload: every number"),
+        (EntryKind.SERVICE_STARTED, {"x": "\ud800"}, None, "not representable"),
+        (EntryKind.SERVICE_STARTED, {}, "r-1", "must have round_id null"),
+        (EntryKind.ROUND_DEALT, {}, None, "needs a round_id"),
+        (EntryKind.ROUND_DEALT, {}, "r\ud800", "round_id is not valid Unicode"),
+    ],
+)
+def test_an_event_no_entry_may_hold_is_refused_before_it_has_an_index(
+    kind: EntryKind, payload: dict[str, Any], round_id: str | None, reason: str
+) -> None:
+    with pytest.raises(EntryError, match=reason) as refused:
+        event_payload(kind, payload, time=TIME, round_id=round_id)
+    assert refused.value.index is None
+
+
+def test_a_payload_nested_too_deep_is_refused_before_it_has_an_index() -> None:
+    nested: dict[str, Any] = {}
+    for _ in range(MAX_NESTING):
+        nested = {"x": nested}
+    with pytest.raises(EntryError, match="nested more than"):
+        event_payload(EntryKind.SERVICE_STARTED, nested, time=TIME)

@@ -19,7 +19,12 @@ from gnau_service.server.rounds import Dealer, Idempotency
 from gnau_service.store import Store, open_store
 from gnau_service.store import sequencer as sequencer_module
 from gnau_service.store.head_notices import HeadNotice
-from gnau_service.store.postgres import HEAD_CHANNEL, PENDING_CHANNEL, SEQUENCER_LOCK
+from gnau_service.store.postgres import (
+    HEAD_CHANNEL,
+    PENDING_CHANNEL,
+    SEQUENCER_LOCK,
+    PostgresBackend,
+)
 from gnau_service.store.sequencer import sequence
 from tests.postgres import fresh_database
 
@@ -213,3 +218,32 @@ def test_a_follower_answers_its_callers_from_the_head_notices_alone(
             (pending_id, follower._waiters.recent[pending_id])
             for pending_id, _ in pending_rows(postgres_url)
         ]
+
+
+def test_the_sequencer_reads_a_backlog_in_id_order_whatever_the_statistics(
+    postgres_url: str, signer: LogSigner
+) -> None:
+    # A backlog the statistics have not seen (inserted at once, never analysed): unless told
+    # otherwise, the planner sorts every waiting row to take the first batch.
+    with open_store(postgres_url, signer):
+        pass
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO log_pending (kind, round_id, payload, time)"
+            " SELECT 'CONFIG_CHANGED', NULL, '{}', '2026-12-01T00:00:00Z'"
+            " FROM generate_series(1, 20000)"
+        )
+        backend = PostgresBackend(postgres_url)
+        try:
+            with connection.transaction():
+                assert backend.sequencer_plan_sql is not None
+                connection.execute(backend.sequencer_plan_sql)
+                query = backend.sql(sequencer_module.PENDING_SQL)
+                plan = "\n".join(
+                    str(row[0])
+                    for row in connection.execute(f"EXPLAIN {query}", (1024,)).fetchall()
+                )
+        finally:
+            backend.close()
+    assert "Index Scan using log_pending_waiting" in plan, plan
+    assert "Sort" not in plan, plan
