@@ -11,7 +11,9 @@ For each replica count N, on a fresh scratch database:
 2. The load generator in this process (``bench/bench_service.py``'s player: Shuffle, Deal with
    three seats, Reveal, Settle, each awaited) runs ``--tables`` tasks, each on its own table,
    table ``t`` served by replica ``t mod N``: the load spread evenly over the replicas, every
-   table on one replica at a time.
+   table on one replica at a time. Before the clock starts, one round on each replica: each
+   process computes its rule set's PAR sheet (about a CPU-second) at its first Shuffle, which is
+   start-up, not a round's cost.
 3. In the measured window: rounds/s, the p50/p99 of each call, and the CPU time of *every*
    service process (user + system, from ``/proc/PID/stat``) per round; PostgreSQL's own CPU is
    not in that figure (it runs as other processes).
