@@ -528,7 +528,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--sample-ms", type=float, default=10.0, help="lock sampling interval")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
     parser.add_argument(
-        "--profile", type=Path, help="py-spy each replica over the window into this directory"
+        "--profile",
+        type=Path,
+        help="py-spy (pip install py-spy) each replica over the window into this directory",
     )
     parser.add_argument("--timed-serve", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
