@@ -11,7 +11,9 @@ For each replica count N, on a fresh scratch database:
 2. The load generator in this process (``bench/bench_service.py``'s player: Shuffle, Deal with
    three seats, Reveal, Settle, each awaited) runs ``--tables`` tasks, each on its own table,
    table ``t`` served by replica ``t mod N``: the load spread evenly over the replicas, every
-   table on one replica at a time.
+   table on one replica at a time. Before the clock starts, one round on each replica: each
+   process computes its rule set's PAR sheet (about a CPU-second) at its first Shuffle, which is
+   start-up, not a round's cost.
 3. In the measured window: rounds/s, the p50/p99 of each call, and the CPU time of *every*
    service process (user + system, from ``/proc/PID/stat``) per round; PostgreSQL's own CPU is
    not in that figure (it runs as other processes).
@@ -41,8 +43,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -58,6 +62,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_service import (  # a sibling script, found through sys.path above
+    CLOCK_TICKS,
     DEFAULT_POSTGRES_URL,
     RPCS,
     Recorder,
@@ -122,8 +127,62 @@ class Replicas:
     def cpu_seconds(self) -> float:
         return sum(process.cpu_seconds() for process in self.processes)
 
+    def counters(self) -> list[ProcessCounters]:
+        """Each replica's CPU and context switches so far."""
+        return [
+            ProcessCounters.of(process.process.pid) for process in self.processes if process.process
+        ]
+
     def stop(self) -> list[int | None]:
         return [process.stop() for process in self.processes]
+
+
+@dataclass(frozen=True)
+class ProcessCounters:
+    """A process's CPU seconds (user + system) and its threads' context switches, so far."""
+
+    cpu: float
+    voluntary: int
+    involuntary: int
+
+    @classmethod
+    def of(cls, pid: int) -> ProcessCounters:
+        fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        voluntary = involuntary = 0
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                for line in (task / "status").read_text(encoding="ascii").splitlines():
+                    if line.startswith("voluntary_ctxt_switches"):
+                        voluntary += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches"):
+                        involuntary += int(line.split()[1])
+        return cls((int(fields[11]) + int(fields[12])) / CLOCK_TICKS, voluntary, involuntary)
+
+    def __sub__(self, other: ProcessCounters) -> ProcessCounters:
+        return ProcessCounters(
+            self.cpu - other.cpu,
+            self.voluntary - other.voluntary,
+            self.involuntary - other.involuntary,
+        )
+
+
+def postgres_pids(url: str, database: str) -> list[int]:
+    """The PostgreSQL backends serving ``database`` now (the replicas' sessions)."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        rows = connection.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            (database,),
+        ).fetchall()
+    return [int(row[0]) for row in rows]
+
+
+def postgres_cpu(pids: Sequence[int]) -> float:
+    """CPU seconds of those backends so far (those that ended are left out)."""
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += ProcessCounters.of(pid).cpu
+    return total
 
 
 @dataclass
@@ -188,6 +247,8 @@ class ReplicaRun:
     window_steps: int
     verification: Verification
     waits: dict[str, list[float]] | None  # integration waits by step; None: no sequencer
+    processes: list[ProcessCounters]  # each replica's, over the window
+    postgres_cpu: float  # the replicas' PostgreSQL backends' CPU seconds over the window
 
     def wait_ms(self, step: str, fraction: float) -> float:
         values = sorted((self.waits or {}).get(step, []))
@@ -271,14 +332,30 @@ async def bench_replicas(count: int, arguments: argparse.Namespace) -> ReplicaRu
                 token = (replicas.data_dir / "operator-token").read_text(encoding="utf-8").strip()
                 channels = [grpc.aio.insecure_channel(f"127.0.0.1:{p}") for p in replicas.ports]
                 players = [real_player(channel, token, f"r{count}") for channel in channels]
+                # A process computes its rule set's return to player (a PAR sheet: about a
+                # CPU-second) at its first Shuffle. One round on each replica before the clock
+                # starts keeps N replicas' start-up out of the window (it spilled into it).
+                await asyncio.gather(*(play(k, Recorder()) for k, play in enumerate(players)))
                 sampler = LockSampler(url, name, arguments.sample_ms / 1000)
                 window_start = time.perf_counter() + arguments.warmup
                 monotonic_start = time.monotonic() + arguments.warmup
 
+                processes: list[ProcessCounters] = []
+                backends_cpu = 0.0
+
                 async def sample_window() -> LockSamples:
+                    nonlocal processes, backends_cpu
                     await asyncio.sleep(max(0.0, window_start - time.perf_counter()))
                     sampler.start()
+                    before = replicas.counters()
+                    backends = postgres_pids(arguments.postgres_url, name)
+                    backends_before = postgres_cpu(backends)
+                    profilers = start_profilers(replicas, arguments, count)
                     await asyncio.sleep(arguments.seconds)
+                    processes = [a - b for a, b in zip(replicas.counters(), before, strict=True)]
+                    backends_cpu = postgres_cpu(backends) - backends_before
+                    for profiler in profilers:
+                        profiler.wait()
                     return sampler.stop()
 
                 sampling = asyncio.create_task(sample_window())
@@ -301,13 +378,54 @@ async def bench_replicas(count: int, arguments: argparse.Namespace) -> ReplicaRu
                 print(f"  exit statuses {statuses}: {replicas.processes[0].tail()}")
             waits = replicas.integration_waits(monotonic_start, monotonic_start + arguments.seconds)
             verification = verify_log(
-                url, vkey, directory / "log.bundle", run.rounds_played, starts=count
+                url, vkey, directory / "log.bundle", run.rounds_played + count, starts=count
             )
     finally:
         drop_postgres(arguments.postgres_url, name)
     return ReplicaRun(
-        count, run, locks, run.rounds_in_window * STEPS_PER_ROUND, verification, waits
+        count,
+        run,
+        locks,
+        run.rounds_in_window * STEPS_PER_ROUND,
+        verification,
+        waits,
+        processes,
+        backends_cpu,
     )
+
+
+def start_profilers(
+    replicas: Replicas, arguments: argparse.Namespace, count: int
+) -> list[subprocess.Popen[bytes]]:
+    """With ``--profile DIR``: py-spy records each replica over the window, as collapsed stacks
+    in ``DIR/replicas-N-K.txt`` (its sampling costs CPU: read the figures of a run without)."""
+    if arguments.profile is None:
+        return []
+    arguments.profile.mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            [
+                str(Path(sys.executable).parent / "py-spy"),
+                "record",
+                "--pid",
+                str(process.process.pid),
+                "--duration",
+                str(int(arguments.seconds)),
+                "--rate",
+                "67",
+                "--nonblocking",
+                "--threads",
+                "--format",
+                "raw",
+                "--output",
+                str(arguments.profile / f"replicas-{count}-{k}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for k, process in enumerate(replicas.processes)
+        if process.process is not None
+    ]
 
 
 def integration_text(result: ReplicaRun) -> str:
@@ -370,6 +488,16 @@ async def run_all(arguments: argparse.Namespace) -> int:
             f"{'VALID' if result.verification.ok else 'FAILED'}"
         )
         print(f"  integration wait p50 / p99 ms: {integration_text(result)}")
+        rounds = max(run.rounds_in_window, 1)
+        print(
+            f"  PostgreSQL backends {1000 * result.postgres_cpu / rounds:.2f} ms CPU per round;"
+            " each replica's CPU ms / voluntary / involuntary context switches per round: "
+            + ", ".join(
+                f"{1000 * p.cpu / rounds:.2f} / {p.voluntary / rounds:.1f} / "
+                f"{p.involuntary / rounds:.1f}"
+                for p in result.processes
+            )
+        )
         for error in run.errors[:3]:
             print(f"  error: {error}")
         runs.append(result)
@@ -399,6 +527,11 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per run")
     parser.add_argument("--sample-ms", type=float, default=10.0, help="lock sampling interval")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES_URL)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="py-spy (pip install py-spy) each replica over the window into this directory",
+    )
     parser.add_argument("--timed-serve", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     arguments = parser.parse_args(argv)
     if min(arguments.replicas) < 1 or arguments.tables < max(arguments.replicas):

@@ -182,8 +182,11 @@ class Backend(ABC):
         """The notices ``session`` has received: (how the log grew, steps committed events)."""
         raise NotImplementedError
 
-    def announce_pending(self, connection: Any) -> None:  # noqa: B027  (most have none)
-        """Tell the sequencer, wherever it runs, that steps committed events (after COMMIT)."""
+    def commit_statements(self, *, announce_pending: bool) -> list[str]:
+        """What commits a step transaction and, if ``announce_pending`` (a process that is not
+        the sequencer), then tells the sequencer, wherever it runs, that steps committed events
+        (a database without notices has nothing to add: its sequencer is in the process)."""
+        return ["COMMIT"]
 
     def is_unavailable(self, error: BaseException) -> bool:
         """Whether ``error`` means the database cannot be used right now (unreachable, read-only,
@@ -211,6 +214,16 @@ class Backend(ABC):
         """Run several SELECTs, then fetch the rows of each."""
         cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
         return [list(cursor.fetchall()) for cursor in cursors]
+
+    def run_together(self, connection: Any, statements: Sequence[str]) -> list[Row]:
+        """Run parameterless statements in order, and return the rows of the last SELECT among
+        them; PostgreSQL sends them as one message (one round trip, not one each)."""
+        rows: list[Row] = []
+        for text in statements:
+            result = self.run(connection, text)
+            if is_query(text):
+                rows = result
+        return rows
 
     def insert_rows(
         self, connection: Any, table: str, columns: Mapping[str, str], rows: Sequence[Row]
@@ -727,21 +740,21 @@ class Store(LogReader):
     def _run_step(
         self, connection: Any, item: _Queued[Any], time: str
     ) -> tuple[Any, BaseException | None, list[PendingEntry]]:
-        """Run one unit in a savepoint: its value, or what it raised (and nothing it wrote is
-        kept); and the events its caller waits for."""
+        """Run one unit in the open savepoint ``step``: its value, or what it raised (and
+        nothing it wrote is kept); and the events its caller waits for. It leaves an empty
+        savepoint ``step`` open for the next unit: released and opened again in one round trip
+        after a success, and still open after ROLLBACK TO (which keeps the savepoint)."""
         backend = self.backend
         for attempt in range(CONFLICT_RETRIES + 1):
-            backend.run(connection, "SAVEPOINT step")
             transaction = Transaction(backend, connection, time, self._waiters.recent)
             try:
                 value = item.work(transaction)
             except Exception as failure:
                 backend.run(connection, "ROLLBACK TO SAVEPOINT step")
-                backend.run(connection, "RELEASE SAVEPOINT step")
                 if attempt < CONFLICT_RETRIES and backend.is_conflict(failure):
                     continue
                 return None, failure, []
-            backend.run(connection, "RELEASE SAVEPOINT step")
+            backend.run_together(connection, ["RELEASE SAVEPOINT step", "SAVEPOINT step"])
             return value, None, [*transaction.appended, *transaction.awaited]
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -811,17 +824,22 @@ class _StepBatch:
         self.answers: list[Outcome] = []
         self.waiting: list[Waiting] = []
         self.sequenced: list[tuple[list[AppendedEntry], dict[int, int], LogAppender]] = []
+        self.key_rows: list[Row] = []
 
     def begin(self, connection: Any) -> None:
-        self.store.backend.run(connection, self.store.backend.begin_sql)
+        """Begin the transaction, read the log's current key, and open the first unit's
+        savepoint: one round trip on PostgreSQL."""
+        backend = self.store.backend
+        self.key_rows = backend.run_together(
+            connection, [backend.begin_sql, CURRENT_KEY_SQL, "SAVEPOINT step"]
+        )
 
     def run(self, connection: Any) -> None:
         """The units, each in its savepoint, and (on SQLite) the integration of their events;
         or, if this process lacks the log's current key, a refusal of all of them."""
         store, backend = self.store, self.store.backend
-        key_rows = backend.run(connection, CURRENT_KEY_SQL)
         try:
-            store.signer_for(str(key_rows[0][0]) if key_rows else None)
+            store.signer_for(str(self.key_rows[0][0]) if self.key_rows else None)
         except KeyNotCurrent as refused:
             backend.run(connection, "ROLLBACK")
             self.answers = [(item.future, item.loop, None, refused) for item in self.batch]
@@ -843,9 +861,18 @@ class _StepBatch:
             store.step_hook()
 
     def commit(self, connection: Any) -> None:
+        """COMMIT (which releases the last, empty, savepoint) and, in a process that is not the
+        sequencer, the notice that wakes it, in the same round trip. Should the notice fail
+        where the COMMIT did not (a lost connection), the callers are refused though their steps
+        committed: a retry of the same request gets its answer, and the sequencer's sweep
+        integrates the events."""
         if self.batch:
             self.committing = perf_counter()
-            self.store.backend.run(connection, "COMMIT")
+            sequencer = self.store._sequencer
+            announce = bool(self.waiting) and sequencer is not None and not sequencer.leading
+            self.store.backend.run_together(
+                connection, self.store.backend.commit_statements(announce_pending=announce)
+            )
 
     def finish(self, connection: Any) -> None:
         """Answer who can be answered now; hand the events to the sequencer."""
@@ -859,9 +886,6 @@ class _StepBatch:
             )
         if self.waiting and store._sequencer is not None:
             store._sequencer.wake()
-            if not store._sequencer.leading:
-                with contextlib.suppress(Exception):  # the sequencer's sweep finds them anyway
-                    store.backend.announce_pending(connection)
 
     def fail(self, connection: Any, error: Exception) -> None:
         """Nothing of the batch was committed: every caller is refused, retryably."""

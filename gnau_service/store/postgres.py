@@ -110,10 +110,26 @@ class PostgresBackend(Backend):
                 heads.append(notice)
         return heads, steps
 
-    def announce_pending(self, connection: psycopg.Connection[Any]) -> None:
-        # After the step's COMMIT, in a transaction of its own: NOTIFY in the step's transaction
-        # would make every step's commit take PostgreSQL's one notification queue lock.
-        connection.execute(f"NOTIFY {PENDING_CHANNEL}".encode())
+    def commit_statements(self, *, announce_pending: bool) -> list[str]:
+        # The NOTIFY after the COMMIT, in a transaction of its own: NOTIFY in the step's
+        # transaction would make every step's commit take PostgreSQL's one notification queue
+        # lock. Sent together (run_together), they cost one round trip.
+        return ["COMMIT", f"NOTIFY {PENDING_CHANNEL}"] if announce_pending else ["COMMIT"]
+
+    def run_together(
+        self, connection: psycopg.Connection[Any], statements: Sequence[str]
+    ) -> list[tuple[Any, ...]]:
+        # One simple-protocol Query message: its statements run in order, each with its own
+        # snapshot, inside the transaction the message begins or continues (or each in its own
+        # after a COMMIT), and the first that fails stops the rest. Never prepared: a prepared
+        # statement is one statement.
+        cursor = connection.execute("; ".join(statements).encode(), prepare=False)
+        rows: list[tuple[Any, ...]] = []
+        while True:
+            if cursor.description is not None:
+                rows = cursor.fetchall()
+            if not cursor.nextset():
+                return rows
 
     def is_conflict(self, error: BaseException) -> bool:
         return isinstance(
