@@ -60,6 +60,7 @@ from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.rounds import (
     Dealer,
     Idempotency,
@@ -353,7 +354,8 @@ async def serve_bare(port: int, response_sizes: Sequence[int]) -> None:
 
 def serve_front(serve_arguments: Sequence[str]) -> int:
     """``gnau serve`` whose dealer answers Shuffle, Deal, Reveal and Settle with the views of one
-    round dealt at start-up: the service's gRPC side, measured alone."""
+    round dealt at start-up: the service's gRPC side, measured alone. The round carries its rule
+    set's disclosed figures, as the service's rounds do."""
     rules = HouseRules()
     committed = CommittedRound(f"r-{secrets.token_hex(12)}", rules, secrets.token_bytes(32))
     seats = [LockedSeat(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)]
@@ -361,7 +363,7 @@ def serve_front(serve_arguments: Sequence[str]) -> int:
     now = utc_now()
     shuffled = RoundRecord(
         committed.round_id, "bench", RoundState.SHUFFLED, rules, committed.commitment,
-        "00000000", now, now, log_indices=(1,),
+        "00000000", now, now, log_indices=(1,), return_to_player=ReturnToPlayer.of_rules(rules),
     )  # fmt: skip
     dealt = replace(
         shuffled,
@@ -382,11 +384,13 @@ def serve_front(serve_arguments: Sequence[str]) -> int:
 
 
 async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, float]:
-    """Rounds per second and CPU per round of the dealer on a fresh store, without gRPC."""
+    """Rounds per second and CPU per round of the dealer on a fresh store, without gRPC. Each
+    round carries its rule set's disclosed figures, as the service's Shuffle gives them."""
     signer = LogSigner.from_private_key("bench/dealer-alone", Ed25519PrivateKey.generate())
     store = open_store(database, signer)
     dealer = Dealer(store)
     rules = HouseRules()
+    disclosed = ReturnToPlayer.of_rules(rules)  # seconds, before the clock starts
     rounds = 0
     deadline = time.perf_counter() + seconds
 
@@ -396,7 +400,7 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     async def table_loop(table: int) -> None:
         nonlocal rounds
         while time.perf_counter() < deadline:
-            view = await dealer.shuffle(f"alone-{table}", rules, fresh())
+            view = await dealer.shuffle(f"alone-{table}", rules, fresh(), disclosed)
             round_id = view.record.round_id
             seats = [
                 SeatRequest(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)

@@ -21,7 +21,7 @@ True
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Final
 
@@ -47,6 +47,19 @@ class ReturnToPlayer:
     """A rule set's exact return to player per unit stake, and its house edge."""
 
     rtp: Fraction
+    #: The JSON form's members, written once: every round's record, log entry and answers carry
+    #: its rule set's figures, and writing the large fractions out cost more than a step's SQL.
+    _json: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        house_edge = 1 - self.rtp
+        members = {
+            "rtp": fraction_text(self.rtp),
+            "house_edge": fraction_text(house_edge),
+            "rtp_decimal": decimal_text(self.rtp),
+            "house_edge_decimal": decimal_text(house_edge),
+        }
+        object.__setattr__(self, "_json", members)
 
     @property
     def house_edge(self) -> Fraction:
@@ -61,12 +74,7 @@ class ReturnToPlayer:
         return cls(par_sheet(rules).rtp)
 
     def to_json(self) -> dict[str, str]:
-        return {
-            "rtp": fraction_text(self.rtp),
-            "house_edge": fraction_text(self.house_edge),
-            "rtp_decimal": decimal_text(self.rtp),
-            "house_edge_decimal": decimal_text(self.house_edge),
-        }
+        return dict(self._json)  # the caller's own: it may change it
 
     @classmethod
     def from_json(cls, value: object) -> ReturnToPlayer:

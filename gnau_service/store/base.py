@@ -158,6 +158,11 @@ class Backend(ABC):
         return
         yield  # an async generator that yields nothing
 
+    def begin_at_once(self, connection: Any) -> bool:
+        """Begin a step transaction if that needs no waiting (the write lock is free now);
+        whether it began. A database whose BEGIN may always wait (across a network) never does."""
+        return False
+
     def is_conflict(self, error: BaseException) -> bool:
         """Whether ``error`` means a unit lost a race with another writer (a unique key taken by
         a transaction that committed meanwhile, a deadlock), so running it again will see the
@@ -573,7 +578,8 @@ class Store(LogReader):
         """Run a unit of work from an event loop and await its integration.
 
         On an in-process database (SQLite) the loop runs the batch's units itself and hands only
-        what may block (taking the write lock, COMMIT and its fsync) to a thread. Otherwise a
+        what may block (COMMIT and its fsync; the write lock, if another connection holds it) to
+        a thread. Otherwise a
         step writer thread runs the unit, and each loop is woken once per batch of answers."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
@@ -904,9 +910,12 @@ class _LoopSteps:
     """Steps on an event loop, for an in-process database (SQLite; see :meth:`Store.run_async`).
 
     Units queue while a batch commits; the next batch takes them all. The loop runs the units and
-    the integration itself; what may block (taking the write lock, COMMIT) runs on a thread of its
-    own. A writer thread would give up the GIL at every SQLite statement and wait for the busy loop
-    to hand it back, which costs more than the statements.
+    the integration itself; what may block runs on a thread of its own: COMMIT and its fsync, and
+    taking the write lock while another connection holds it (the loop takes it itself when it is
+    free, as it nearly always is). A writer thread would give up the GIL at every SQLite statement
+    and wait for the busy loop to hand it back, which costs more than the statements; and the loop
+    hands a thread its BEGIN only to wait for it to get the GIL back (about 5 ms a batch under
+    load: the interpreter's switch interval), so it no longer does when it need not.
     """
 
     def __init__(self, store: Store, loop: asyncio.AbstractEventLoop) -> None:
@@ -954,7 +963,8 @@ class _LoopSteps:
         try:
             if self._connection is None:
                 self._connection = await self._blocking(self.store.backend.connect)
-            await self._blocking(steps.begin, self._connection)
+            if not self.store.backend.begin_at_once(self._connection):
+                await self._blocking(steps.begin, self._connection)
             steps.run(self._connection)
             await self._blocking(steps.commit, self._connection)
         except Exception as error:

@@ -162,6 +162,21 @@ class SqliteBackend(Backend):
             raise
         return pending
 
+    def begin_at_once(self, connection: sqlite3.Connection) -> bool:
+        # Without the busy handler: BEGIN IMMEDIATE takes the write lock if it is free (then it
+        # does no I/O worth a thread) and says SQLITE_BUSY at once if another connection holds
+        # it (then the caller waits for it on a thread, with the busy handler back on).
+        connection.execute("PRAGMA busy_timeout = 0")
+        try:
+            connection.execute(self.begin_sql)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF in _BUSY_CODES:
+                return False
+            raise
+        finally:
+            connection.execute(f"PRAGMA busy_timeout = {round(BUSY_SECONDS * 1000):d}")
+        return True
+
     def is_unavailable(self, error: BaseException) -> bool:
         return (
             isinstance(error, sqlite3.OperationalError)

@@ -34,6 +34,20 @@ def test_the_json_form_reads_back(value: Fraction) -> None:
     assert Fraction(figures.to_json()["house_edge"]) == 1 - value
 
 
+def test_each_json_form_is_the_callers_own() -> None:
+    # The text is remembered per figure: a caller that changes its dict changes no one else's.
+    figures = ReturnToPlayer(Fraction(9, 10))
+    mine = figures.to_json()
+    mine["rtp"] = "1/2"
+    assert figures.to_json()["rtp"] == "9/10"
+    assert ReturnToPlayer(Fraction(9, 10)).to_json() == {
+        "rtp": "9/10",
+        "house_edge": "1/10",
+        "rtp_decimal": "0.900000",
+        "house_edge_decimal": "0.100000",
+    }
+
+
 @pytest.mark.parametrize("text", ["1/1", "-3/7", "0/1", "1276/1345"])
 def test_fractions_in_their_one_spelling_are_read(text: str) -> None:
     assert read_fraction(text, "rtp") == Fraction(text)

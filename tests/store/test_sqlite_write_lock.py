@@ -1,0 +1,61 @@
+"""Steps from an event loop on SQLite take the write lock on the loop when it is free, and wait
+for it on a thread, without stalling the loop, while another connection holds it."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.signing import LogSigner
+from gnau_service.store import open_store
+from gnau_service.store.sqlite import BUSY_SECONDS, SqliteBackend
+
+
+def busy_timeout(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA busy_timeout").fetchone()[0])
+
+
+def test_a_free_write_lock_is_taken_at_once_and_the_busy_handler_kept(tmp_path: Path) -> None:
+    backend = SqliteBackend(tmp_path / "gnau.db")
+    mine, other = backend.connect(), backend.connect()
+    try:
+        assert backend.begin_at_once(mine)
+        assert mine.in_transaction
+        assert busy_timeout(mine) == round(BUSY_SECONDS * 1000)
+        # Held now: another connection is told so at once, not after the busy timeout.
+        assert not backend.begin_at_once(other)
+        assert not other.in_transaction
+        assert busy_timeout(other) == round(BUSY_SECONDS * 1000)
+        mine.execute("COMMIT")
+        assert backend.begin_at_once(other)
+        other.execute("ROLLBACK")
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_a_step_waits_for_a_held_write_lock_off_the_loop(tmp_path: Path, signer: LogSigner) -> None:
+    database = tmp_path / "gnau.db"
+    with open_store(f"sqlite:///{database}", signer) as store:
+        holder = sqlite3.connect(database, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+
+        async def step_while_held() -> tuple[int, int]:
+            step = asyncio.ensure_future(
+                store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 0}))
+            )
+            ticks = 0
+            while ticks < 20:  # the loop keeps turning while the step waits for the lock
+                await asyncio.sleep(0.01)
+                ticks += 1
+            assert not step.done()
+            holder.execute("COMMIT")
+            entry = await asyncio.wait_for(step, 10)
+            return ticks, entry.index
+
+        ticks, index = asyncio.run(step_while_held())
+        holder.close()
+        assert (ticks, index) == (20, 0)
+        assert store.size() == 1
