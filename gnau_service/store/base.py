@@ -832,12 +832,14 @@ class _StepBatch:
         self.sequenced: list[tuple[list[AppendedEntry], dict[int, int], LogAppender]] = []
         self.key_rows: list[Row] = []
 
-    def begin(self, connection: Any) -> None:
-        """Begin the transaction, read the log's current key, and open the first unit's
+    def begin(self, connection: Any, *, begun: bool = False) -> None:
+        """Begin the transaction (unless ``begun``: the caller did, see
+        :meth:`Backend.begin_at_once`), read the log's current key, and open the first unit's
         savepoint: one round trip on PostgreSQL."""
         backend = self.store.backend
+        beginning = [] if begun else [backend.begin_sql]
         self.key_rows = backend.run_together(
-            connection, [backend.begin_sql, CURRENT_KEY_SQL, "SAVEPOINT step"]
+            connection, [*beginning, CURRENT_KEY_SQL, "SAVEPOINT step"]
         )
 
     def run(self, connection: Any) -> None:
@@ -963,7 +965,9 @@ class _LoopSteps:
         try:
             if self._connection is None:
                 self._connection = await self._blocking(self.store.backend.connect)
-            if not self.store.backend.begin_at_once(self._connection):
+            if self.store.backend.begin_at_once(self._connection):
+                steps.begin(self._connection, begun=True)
+            else:
                 await self._blocking(steps.begin, self._connection)
             steps.run(self._connection)
             await self._blocking(steps.commit, self._connection)
