@@ -1,6 +1,7 @@
 """Several ``gnau serve`` replicas on one PostgreSQL log: rounds/s, CPU per round, lock waits.
 
-Run: ``.venv/bin/python bench/bench_replicas.py [--replicas 1,2,4] [--tables 32] [--seconds 10]``
+Run: ``.venv/bin/python bench/bench_replicas.py [--replicas 1,2,4] [--tables 32 |
+--tables-per-replica 32] [--seconds 10]``
 (about 30 s per replica count). Needs PostgreSQL at ``--postgres-url`` (default the local one);
 without it, it says so and exits 0.
 
@@ -36,6 +37,12 @@ The figures to compare are in one run: CPU per round at N replicas over CPU per 
 (the target: at most 1.10 at 4 replicas), and the lock-wait time per step. This 2-core machine
 cannot show a many-core speed-up: rounds/s of several replicas share the same two cores with
 PostgreSQL and the load generator.
+
+With ``--tables`` the total load is fixed, so each of N replicas sees 1/N of it: its step
+batches are smaller, and a step costs more (a transaction's fixed statements shared by fewer
+steps), as it would in one process at that load. ``--tables-per-replica K`` grows the load with
+the replicas (K tables each, as when replicas are added for more tables), so that the ratio
+shows what the replicas themselves cost.
 """
 
 from __future__ import annotations
@@ -364,7 +371,7 @@ async def bench_replicas(count: int, arguments: argparse.Namespace) -> ReplicaRu
                         f"{count} replica{'s' if count > 1 else ''}",
                         spread_player(players),
                         replicas,  # type: ignore[arg-type]  # cpu_seconds() is all drive reads
-                        tables=arguments.tables,
+                        tables=tables_for(count, arguments),
                         warmup=arguments.warmup,
                         seconds=arguments.seconds,
                     )
@@ -466,9 +473,22 @@ def print_results(runs: Sequence[ReplicaRun]) -> None:
         )
 
 
+def tables_for(replicas: int, arguments: argparse.Namespace) -> int:
+    """The tables played against ``replicas`` replicas: ``--tables`` in all, or, with
+    ``--tables-per-replica``, that many for each (the load growing with the replicas)."""
+    if arguments.tables_per_replica is not None:
+        return int(arguments.tables_per_replica * replicas)
+    return int(arguments.tables)
+
+
 async def run_all(arguments: argparse.Namespace) -> int:
+    load = (
+        f"{arguments.tables_per_replica} tables per replica"
+        if arguments.tables_per_replica is not None
+        else f"{arguments.tables} tables"
+    )
     print(
-        f"gnau serve replicas on one PostgreSQL log: {arguments.tables} tables, "
+        f"gnau serve replicas on one PostgreSQL log: {load}, "
         f"{arguments.seconds:g} s after {arguments.warmup:g} s warm-up, {os.cpu_count()} cores, "
         f"load average {os.getloadavg()[0]:.1f}"
     )
@@ -523,6 +543,12 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="replica counts, comma-separated (default 1,2,4; the first is the baseline)",
     )
     parser.add_argument("--tables", type=int, default=32, help="concurrent tables (default 32)")
+    parser.add_argument(
+        "--tables-per-replica",
+        type=int,
+        help="instead of --tables: this many tables for each replica, so that every process sees "
+        "the same load at every replica count (scaling out with the load)",
+    )
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=3.0, help="warm-up seconds per run")
     parser.add_argument("--sample-ms", type=float, default=10.0, help="lock sampling interval")
@@ -536,6 +562,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     arguments = parser.parse_args(argv)
     if min(arguments.replicas) < 1 or arguments.tables < max(arguments.replicas):
         parser.error("each replica count must be at least 1, and --tables at least the largest")
+    if arguments.tables_per_replica is not None and arguments.tables_per_replica < 1:
+        parser.error("--tables-per-replica must be at least 1")
     return arguments
 
 
