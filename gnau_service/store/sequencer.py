@@ -63,8 +63,10 @@ SWEEP_SECONDS: Final = 1.0
 #: The start of the sequencer session's application_name (then the process id), by which
 #: pg_stat_activity shows who holds the lock.
 APPLICATION_NAME: Final = "gnau-sequencer"
-#: How long a failed sequencer waits before it connects again.
-RETRY_SECONDS: Final = 1.0
+#: How long a failed sequencer waits before it connects again: the first wait, doubled after
+#: each failure up to the last. A promoted standby takes a fraction of a second; a database that
+#: stays down is asked twice a second, as often as an election.
+RETRY_SECONDS: Final = (0.05, 0.5)
 
 log = logging.getLogger(__name__)
 
@@ -219,19 +221,23 @@ class Sequencer:
 
     def _run(self) -> None:
         backend = self._store.backend
+        first_retry, last_retry = RETRY_SECONDS
+        retry = first_retry
         while not self._stopping.is_set():
             session = work = None
             try:
                 session = backend.connect(application_name=f"{APPLICATION_NAME}-{os.getpid()}")
                 work = backend.connect()
                 backend.listen(session)
+                retry = first_retry
                 self._serve(session, work)
             except Exception as error:
                 if not self._stopping.is_set():
                     log.warning("sequencer connection failed; retrying: %s", error)
                 self.leading = False
                 self._store.expire_waiters()  # no query: the database may be the trouble
-                self._stopping.wait(RETRY_SECONDS)
+                self._stopping.wait(retry)
+                retry = min(2 * retry, last_retry)
             finally:
                 for connection in (session, work):
                     if connection is not None:
