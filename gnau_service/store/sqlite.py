@@ -54,6 +54,13 @@ def split_statements(script: str) -> list[str]:
 _BUSY_CODES: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
 
 
+def is_busy(error: sqlite3.Error) -> bool:
+    """Whether ``error`` says another connection holds the file (extended codes included)."""
+    return (
+        isinstance(error, sqlite3.OperationalError) and error.sqlite_errorcode & 0xFF in _BUSY_CODES
+    )
+
+
 def use_wal(connection: sqlite3.Connection) -> None:
     """Put the file in WAL mode (it stays so), waiting while another connection holds it.
 
@@ -68,8 +75,7 @@ def use_wal(connection: sqlite3.Connection) -> None:
             connection.execute("PRAGMA journal_mode = WAL")
             return
         except sqlite3.OperationalError as error:
-            busy = error.sqlite_errorcode & 0xFF in _BUSY_CODES
-            if not busy or time.monotonic() >= deadline:
+            if not is_busy(error) or time.monotonic() >= deadline:
                 raise
         time.sleep(WAL_RETRY_SECONDS)
 
@@ -170,7 +176,7 @@ class SqliteBackend(Backend):
         try:
             connection.execute(self.begin_sql)
         except sqlite3.OperationalError as error:
-            if error.sqlite_errorcode & 0xFF in _BUSY_CODES:
+            if is_busy(error):
                 return False
             raise
         finally:
