@@ -57,6 +57,7 @@ from gnau_service.audit.entries import (
     LogEntry,
     clip,
     decode_entry,
+    is_hash_hex,
     quoted,
 )
 from gnau_service.audit.merkle import Frontier, leaf_hash
@@ -73,7 +74,6 @@ CHECK_BATCH: Final = 500
 PARALLEL_FROM: Final = 20_000
 MAX_REASON: Final = 400  # characters of a failure's reason; lower layers may quote at length
 
-_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
 _BLANK: Final = re.compile(rb"[ \t]*")
 
 
@@ -392,9 +392,7 @@ def _read_header(numbered_line: tuple[int, bytes] | None) -> BundleHeader:
     keys, frontier = obj["public_keys"], obj["left_frontier"]
     if not isinstance(keys, list) or not keys:
         raise BundleFormatError(f"header public_keys must be a non-empty list, not {quoted(keys)}")
-    if not isinstance(frontier, list) or not all(
-        isinstance(node, str) and _HASH_HEX.fullmatch(node) for node in frontier
-    ):
+    if not isinstance(frontier, list) or not all(is_hash_hex(node) for node in frontier):
         raise BundleFormatError(
             f"header left_frontier must be a list of 64-hex-digit hashes, not {quoted(frontier)}"
         )

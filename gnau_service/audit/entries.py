@@ -61,6 +61,16 @@ _KEY_ID_HEX: Final = re.compile(r"[0-9a-f]{8}")
 _SIGNATURE_HEX: Final = re.compile(r"[0-9a-f]{128}")
 
 
+def is_hash_hex(value: object) -> bool:
+    """Whether ``value`` is a SHA-256 written as the log writes one (a chain hash, a tree node):
+    64 lower-case hex digits.
+
+    >>> is_hash_hex("ab" * 32), is_hash_hex("AB" * 32), is_hash_hex("ab" * 31), is_hash_hex(None)
+    (True, False, False, False)
+    """
+    return isinstance(value, str) and _HASH_HEX.fullmatch(value) is not None
+
+
 class EntryKind(StrEnum):
     """What happened. ``ROUND_*`` events belong to a round and carry its ``round_id``."""
 
@@ -155,12 +165,16 @@ def _check_signed_fields(fields: Mapping[str, object]) -> None:
     if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index <= MAX_INDEX:
         raise EntryError(f"index {quoted(index)} is not an integer in 0..2**53-1")
     _check_event(fields["kind"], fields["time"], fields["round_id"], index)
-    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
-        raise EntryError("payload must be a JSON object", index)
-    if not (isinstance(prev_hash, str) and _HASH_HEX.fullmatch(prev_hash)):
+    _check_payload_object(payload, index)
+    if not is_hash_hex(prev_hash):
         raise EntryError("prev_hash must be 64 lower-case hex digits", index)
     if not (isinstance(key_id, str) and _KEY_ID_HEX.fullmatch(key_id)):
         raise EntryError("key_id must be 8 lower-case hex digits", index)
+
+
+def _check_payload_object(payload: object, index: object) -> None:
+    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
+        raise EntryError("payload must be a JSON object", index)
 
 
 def _check_event(kind: object, time: object, round_id: object, index: object) -> None:
@@ -298,7 +312,6 @@ def encode_entry(
     is :func:`chain_hash` of the previous entry's bytes, or :data:`GENESIS_PREV_HASH` for entry 0.
     Every member is checked: this is :func:`event_payload` then :func:`sign_event`.
     """
-    key_id = signer.key_id.hex()
     _check_signed_fields(
         {
             "index": index,
@@ -307,7 +320,7 @@ def encode_entry(
             "round_id": round_id,
             "payload": payload,
             "prev_hash": prev_hash,
-            "key_id": key_id,
+            "key_id": signer.key_id.hex(),
         }
     )
     payload_json = _canonical_payload(payload, index)
@@ -319,7 +332,6 @@ def encode_entry(
         payload_json=payload_json,
         prev_hash=prev_hash,
         round_id=round_id,
-        key_id=key_id,
     )
 
 
@@ -335,8 +347,7 @@ def event_payload(
     b'{"a":"\xc3\xa9","b":1}'
     """
     _check_event(kind, time, round_id, None)
-    if not (isinstance(payload, dict) and all(isinstance(key, str) for key in payload)):
-        raise EntryError("payload must be a JSON object")
+    _check_payload_object(payload, None)
     return _canonical_payload(payload, None)
 
 
@@ -358,14 +369,13 @@ def sign_event(
     payload_json: bytes,
     prev_hash: str,
     round_id: str | None = None,
-    key_id: str | None = None,
 ) -> bytes:
     """The entry of an event that :func:`event_payload` accepted (``payload_json`` is what it
     returned for these ``kind``, ``time`` and ``round_id``), at ``index`` after ``prev_hash``.
 
     Nothing is checked here: the caller vouches for the event, for ``index`` (0 to
-    :data:`MAX_INDEX`), ``prev_hash`` (64 lower-case hex digits) and ``key_id`` (the signer's,
-    in hex; looked up if ``None``). This is the sequencer's path, one call per entry.
+    :data:`MAX_INDEX`) and ``prev_hash`` (64 lower-case hex digits). This is the sequencer's
+    path, one call per entry.
 
     An entry's members in RFC 8785 order are index, key_id, kind, payload, prev_hash, round_id,
     signature, time, and each but the payload is ASCII that needs no escaping, or a round id
@@ -374,8 +384,7 @@ def sign_event(
     the same without the signature member. A property test holds both equal to a full RFC 8785
     encoding.
     """
-    if key_id is None:
-        key_id = signer.key_id.hex()
+    key_id = signer.key_id.hex()
     # encode_basestring is json.dumps's string writer (ensure_ascii=False): canonical for strings.
     round_json = "null" if round_id is None else encode_basestring(round_id)
     head = f'{{"index":{index:d},"key_id":"{key_id}","kind":"{kind}","payload":'.encode()

@@ -7,8 +7,6 @@ store persists both in the same transaction as the head, and signs a checkpoint 
 
 >>> from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 >>> from gnau_service.audit.signing import LogSigner
-
-_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
 >>> log = LogAppender(LogSigner.from_private_key("gnau-dealer/doc", Ed25519PrivateKey.generate()))
 >>> first = log.append(EntryKind.SERVICE_STARTED, {"version": "0.1.0"}, time="2026-11-29T12:00:00Z")
 >>> second = log.append(EntryKind.CONFIG_CHANGED, {}, time="2026-11-29T12:00:01Z")
@@ -20,9 +18,7 @@ True
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Final
 
 from gnau_service.audit.entries import (
     GENESIS_PREV_HASH,
@@ -31,13 +27,12 @@ from gnau_service.audit.entries import (
     EntryKind,
     JsonValue,
     encode_entry,
+    is_hash_hex,
     sign_event,
 )
 from gnau_service.audit.merkle import HASH_SIZE, Frontier, Node, append_leaf, leaf_hash
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
-
-_HASH_HEX: Final = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -52,7 +47,7 @@ class LogHead:
         if self.frontier.size != self.size:
             raise ValueError(f"frontier of size {self.frontier.size} for a log of {self.size}")
         # The next entry carries it unchecked (LogAppender.append_event).
-        if not _HASH_HEX.fullmatch(self.prev_hash):
+        if not is_hash_hex(self.prev_hash):
             raise ValueError(f"prev_hash {self.prev_hash[:80]!r} is not 64 lower-case hex digits")
 
     @property
@@ -130,16 +125,14 @@ class LogAppender:
         the key ID is the signer's."""
         if self._size > MAX_INDEX:
             raise EntryError("the log is full: no index is left", self._size)
-        signer = self.signer.signer
         data = sign_event(
-            signer,
+            self.signer.signer,
             index=self._size,
             kind=kind,
             time=time,
             payload_json=payload_json,
             prev_hash=self._prev_hash,
             round_id=round_id,
-            key_id=signer.key_id.hex(),
         )
         return self._appended(kind, round_id, data)
 

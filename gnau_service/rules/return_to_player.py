@@ -52,7 +52,7 @@ class ReturnToPlayer:
     _json: dict[str, str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        house_edge = 1 - self.rtp
+        house_edge = self.house_edge
         members = {
             "rtp": fraction_text(self.rtp),
             "house_edge": fraction_text(house_edge),
