@@ -97,13 +97,17 @@ def _check_sheet(gnau: Gnau, stem: str, assignments: tuple[str, ...]) -> None:
 
 
 def test_the_summary_tables_list_every_published_sheet() -> None:
-    """The index and the README carry the same table; each row's figures are in its sheet."""
+    """The index lists every sheet, each row's figures are in its sheet, and the README links to
+    the index and quotes the default row's figures."""
     index = (DOCS / "README.md").read_text()
     assert index.startswith(INDEX_HEADER)
     table = index[len(INDEX_HEADER) :]
-    readme = (ROOT / "README.md").read_text()
-    assert table.replace("](", "](docs/par/") in readme
     rows = [line for line in table.splitlines() if line.startswith("| [")]
+    readme = (ROOT / "README.md").read_text()
+    assert "(docs/par/README.md)" in readme
+    default = re.match(r"\| \[default\]\([^)]*\) \| ([0-9.]+%) \| ([0-9.]+%) \|", rows[0])
+    assert default is not None, rows[0]
+    assert f"returns {default[1]} (house edge {default[2]})" in readme
     assert [re.match(r"\| \[([^\]]+)\]", row)[1] for row in rows] == [  # type: ignore[index]
         stem for stem, _ in PUBLISHED
     ]

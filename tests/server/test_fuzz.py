@@ -1,4 +1,4 @@
-"""The README's claims under fire: a seeded fuzz of every method and role, with random and edge
+"""docs/api.md's claims under fire: a seeded fuzz of every method and role, with random and edge
 values, random bytes and mutated messages. No UNKNOWN or INTERNAL status, no traceback or error
 in the log, no audit entry but from an accepted change, health still SERVING afterwards."""
 
