@@ -15,7 +15,7 @@ A bundle is UTF-8 JSON lines, each ending in LF (``docs/audit.md`` states every 
 canonical bytes and signature (by the key current at that point: a pinned key, then the keys it
 rotated to), the index sequence and hash chain, every checkpoint's signature and root,
 consistency with a pinned earlier checkpoint (truncation, rollback and forks), every round
-replayed with the fairness verifier and the rules core (:mod:`gnau_service.audit.rounds`), and
+replayed with the fairness verifier and the rules core (:mod:`gnau_service.audit.replay`), and
 last whether a signed root covers every entry (the bundle is *anchored*).
 
 It raises only :class:`CannotVerifyError`, when verification cannot start (the header, or an
@@ -62,7 +62,7 @@ from gnau_service.audit.entries import (
 )
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
-from gnau_service.audit.rounds import ReplayError, RoundCheck, RoundReplay, run_check
+from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay, run_check
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
 from gnau_service.fairness.reveal import json_type

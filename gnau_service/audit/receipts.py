@@ -37,14 +37,8 @@ from gnau_service.audit.cosignature import QuorumError, WitnessKey, require_quor
 from gnau_service.audit.entries import EntryError, EntryKind, LogEntry, decode_entry
 from gnau_service.audit.merkle import ProofError, leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import NoteError, Verifier
-from gnau_service.audit.rounds import (
-    DEALT_FIELDS,
-    DISCLOSED_FIELD,
-    REVEALED_FIELDS,
-    ReplayError,
-    RoundCheck,
-    RoundReplay,
-)
+from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay
+from gnau_service.audit.round_events import DEALT_FIELDS, DISCLOSED_FIELD, REVEALED_FIELDS
 from gnau_service.audit.signing import RotationError, TrustedKey, trusted_keys
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.errors import FairnessError
