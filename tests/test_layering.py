@@ -94,16 +94,17 @@ def imported_modules(tree: ast.AST) -> Iterator[str]:
     read, and the store's cycle (base, sequencer, schema, migrations) was one of those."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            candidates = [alias.name for alias in node.names]
+            names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            candidates = [f"{node.module}.{alias.name}" for alias in node.names] + [node.module]
+            names = [
+                f"{node.module}.{alias.name}"
+                if f"{node.module}.{alias.name}" in MODULES
+                else node.module
+                for alias in node.names
+            ]
         else:
             continue
-        for name in candidates:
-            if name in MODULES:
-                yield name
-                if isinstance(node, ast.ImportFrom):
-                    break
+        yield from (name for name in names if name in MODULES)
 
 
 def import_graph() -> dict[str, set[str]]:
