@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from json.encoder import encode_basestring
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeGuard
 
 import rfc8785
 
@@ -67,7 +67,7 @@ _KEY_ID_HEX: Final = re.compile(r"[0-9a-f]{8}")
 _SIGNATURE_HEX: Final = re.compile(r"[0-9a-f]{128}")
 
 
-def is_hash_hex(value: object) -> bool:
+def is_hash_hex(value: object) -> TypeGuard[str]:
     """Whether ``value`` is a SHA-256 written as the log writes one (a chain hash, a tree node):
     64 lower-case hex digits.
 
