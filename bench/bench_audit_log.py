@@ -64,8 +64,8 @@ from gnau_service.audit.merkle import (
     verify_inclusion,
 )
 from gnau_service.audit.note import Verifier
-from gnau_service.audit.rounds import (
-    RoundReplay,
+from gnau_service.audit.replay import RoundReplay
+from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
     revealed_payload,

@@ -7,5 +7,7 @@ No storage, network or clock here; see docs/audit.md for the formats and every r
 - :mod:`~gnau_service.audit.checkpoint`: C2SP tlog-checkpoints and fork evidence
 - :mod:`~gnau_service.audit.signing`: log key files, the log signer, key rotation
 - :mod:`~gnau_service.audit.entries`: the signed, canonical JSON log entry and the hash chain
+- :mod:`~gnau_service.audit.round_events`: what each round event records
+- :mod:`~gnau_service.audit.replay`: replaying a round from its entries
 - :mod:`~gnau_service.audit.timestamps`: the RFC 3339 UTC spelling entries use
 """

@@ -15,7 +15,7 @@ A bundle is UTF-8 JSON lines, each ending in LF (``docs/audit.md`` states every 
 canonical bytes and signature (by the key current at that point: a pinned key, then the keys it
 rotated to), the index sequence and hash chain, every checkpoint's signature and root,
 consistency with a pinned earlier checkpoint (truncation, rollback and forks), every round
-replayed with the fairness verifier and the rules core (:mod:`gnau_service.audit.rounds`), and
+replayed with the fairness verifier and the rules core (:mod:`gnau_service.audit.replay`), and
 last whether a signed root covers every entry (the bundle is *anchored*).
 
 It raises only :class:`CannotVerifyError`, when verification cannot start (the header, or an
@@ -62,10 +62,15 @@ from gnau_service.audit.entries import (
 )
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
-from gnau_service.audit.rounds import ReplayError, RoundCheck, RoundReplay, run_check
+from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay, run_check
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
-from gnau_service.fairness.reveal import json_type
+from gnau_service.fairness.strict_json import (
+    DuplicateMemberError,
+    JsonTextError,
+    json_type,
+    read_json,
+)
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
 HEADER_MEMBERS: Final = ("format", "origin", "public_keys", "first_index", "size", "left_frontier")
@@ -340,20 +345,11 @@ def _parse_json_line(number: int, line: bytes) -> dict[str, object]:
             number, "holds a carriage return: lines end in LF alone (CRLF and CR are refused)"
         )
     try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError as error:
-        raise _LineError(
-            number, f"is not UTF-8: byte {line[error.start]:#04x} at offset {error.start}"
-        ) from None
-    try:
-        value = json.loads(text, object_pairs_hook=_without_duplicate_members)
-    except _DuplicateMemberError as error:
-        raise _LineError(number, f"has the member {quoted(error.name)} twice") from None
-    except RecursionError:
-        raise _LineError(number, "is not JSON this reader accepts: nested too deeply") from None
-    except ValueError as error:  # JSONDecodeError, or an integer of thousands of digits
-        reason = error.msg if isinstance(error, json.JSONDecodeError) else str(error)
-        raise _LineError(number, f"is not JSON: {clip(reason, 120)}") from None
+        value = read_json(line)
+    except DuplicateMemberError as error:
+        raise _LineError(number, f"has the member {quoted(error.member)} twice") from None
+    except JsonTextError as error:
+        raise _LineError(number, f"is {clip(str(error), 120)}") from None
     if not isinstance(value, dict):
         raise _LineError(number, f"is {json_type(value)}, not a JSON object")
     return value
@@ -496,25 +492,6 @@ def _entry_items(lines: Iterable[_Line]) -> Iterator[EntryItem]:
 class _LineError(ValueError):
     def __init__(self, number: int, problem: str) -> None:
         super().__init__(f"line {number} {problem}")
-
-
-class _DuplicateMemberError(ValueError):
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.name = name
-
-
-def _without_duplicate_members(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # json keeps the last of two equal members; another reader may keep the first, and the two
-    # would read different bundles from the same bytes.
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for name, _ in pairs:
-            if name in seen:
-                raise _DuplicateMemberError(name)
-            seen.add(name)
-    return obj
 
 
 class _KeyChain:

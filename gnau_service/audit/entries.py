@@ -34,13 +34,19 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from json.encoder import encode_basestring
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, TypeGuard
 
 import rfc8785
 
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import Signer, Verifier
 from gnau_service.audit.timestamps import TimestampError, parse_utc_timestamp
+from gnau_service.fairness.strict_json import (
+    DuplicateMemberError,
+    JsonTextError,
+    NestingError,
+    read_json,
+)
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
@@ -61,7 +67,7 @@ _KEY_ID_HEX: Final = re.compile(r"[0-9a-f]{8}")
 _SIGNATURE_HEX: Final = re.compile(r"[0-9a-f]{128}")
 
 
-def is_hash_hex(value: object) -> bool:
+def is_hash_hex(value: object) -> TypeGuard[str]:
     """Whether ``value`` is a SHA-256 written as the log writes one (a chain hash, a tree node):
     64 lower-case hex digits.
 
@@ -403,20 +409,16 @@ def _signature_member(signature_hex: str) -> bytes:
     return b'"signature":"' + signature_hex.encode("ascii") + b'",'
 
 
-def _reject_constant(name: str) -> Any:
-    raise EntryError(f"holds {name}, which is not JSON")
-
-
 def _read_integer(text: str) -> int:
     # Counting digits first keeps int() from reading thousands of them (and from its own limit).
     if len(text.removeprefix("-")) > _MAX_INTEGER_DIGITS or abs(value := int(text)) > MAX_INTEGER:
-        raise EntryError(f"holds the number {quoted(text)}: {_NUMBER_RULE}")
+        raise JsonTextError(f"holds the number {quoted(text)}: {_NUMBER_RULE}")
     return value
 
 
 def _refuse_fraction(text: str) -> Any:
     # Called for every number with a fraction or an exponent: 1.5, 1e21 and 1.0 alike.
-    raise EntryError(f"holds the number {quoted(text)}: {_NUMBER_RULE}")
+    raise JsonTextError(f"holds the number {quoted(text)}: {_NUMBER_RULE}")
 
 
 def _index_text(index: object) -> str:
@@ -437,18 +439,17 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     if not trusted:
         raise ValueError("decode_entry needs at least one trusted key")
     try:
-        obj = json.loads(
-            data.decode("utf-8"),
-            parse_constant=_reject_constant,
-            parse_int=_read_integer,
-            parse_float=_refuse_fraction,
-        )
-    except EntryError:
-        raise
-    except RecursionError:
-        raise EntryError(f"nested more than {MAX_NESTING} levels deep") from None
-    except (UnicodeDecodeError, ValueError) as error:
-        raise EntryError(f"not UTF-8 JSON: {clip(str(error))}") from None
+        obj = read_json(data, parse_int=_read_integer, parse_float=_refuse_fraction)
+    except NestingError:
+        raise EntryError(_NESTING_RULE) from None
+    except DuplicateMemberError as error:
+        # One member twice has no canonical form: the encoder writes each member once.
+        raise EntryError(
+            "bytes are not RFC 8785 canonical JSON: the member "
+            f"{quoted(error.member)} appears twice"
+        ) from None
+    except JsonTextError as error:
+        raise EntryError(clip(str(error))) from None
     # The parser refused every number out of range; the walk bounds the nesting.
     try:
         plain = _json_shape(obj, depth=1)

@@ -151,9 +151,7 @@ def format_vkey(name: str, signature_type: int, public_key: bytes) -> str:
     return f"{name}+{key_id(name, public_key, signature_type).hex()}+{encode_base64(blob)}"
 
 
-def parse_vkey(
-    vkey: str, signature_types: Iterable[int], public_key_size: int = ED25519_PUBLIC_KEY_SIZE
-) -> tuple[str, int, bytes]:
+def parse_vkey(vkey: str, signature_types: Iterable[int]) -> tuple[str, int, bytes]:
     """Split a verifier key string into (name, signature type, public key), checking its key ID.
 
     ``signature_types`` are the type bytes the caller accepts; the key ID in the string must be
@@ -175,9 +173,9 @@ def parse_vkey(
         wanted = " or ".join(f"0x{kind:02x}" for kind in accepted)
         raise KeyFormatError(f"verifier key {name!r} is not of signature type {wanted}")
     signature_type, public_key = blob[0], blob[1:]
-    if len(public_key) != public_key_size:
+    if len(public_key) != ED25519_PUBLIC_KEY_SIZE:
         raise KeyFormatError(
-            f"verifier key {name!r}: public key must be {public_key_size} bytes, "
+            f"verifier key {name!r}: public key must be {ED25519_PUBLIC_KEY_SIZE} bytes, "
             f"got {len(public_key)}"
         )
     actual = key_id(name, public_key, signature_type).hex()

@@ -26,7 +26,6 @@ unreadable, not invalid.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -34,21 +33,16 @@ from typing import Any, Final
 
 from gnau_service.audit.checkpoint import CheckpointError, SignedCheckpoint, open_checkpoint
 from gnau_service.audit.cosignature import QuorumError, WitnessKey, require_quorum
-from gnau_service.audit.entries import EntryError, EntryKind, LogEntry, decode_entry
+from gnau_service.audit.entries import EntryError, EntryKind, LogEntry, decode_entry, is_hash_hex
 from gnau_service.audit.merkle import ProofError, leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import NoteError, Verifier
-from gnau_service.audit.rounds import (
-    DEALT_FIELDS,
-    DISCLOSED_FIELD,
-    REVEALED_FIELDS,
-    ReplayError,
-    RoundCheck,
-    RoundReplay,
-)
+from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay
+from gnau_service.audit.round_events import DEALT_FIELDS, DISCLOSED_FIELD, REVEALED_FIELDS
 from gnau_service.audit.signing import RotationError, TrustedKey, trusted_keys
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.errors import FairnessError
-from gnau_service.fairness.reveal import RevealedRound, json_type
+from gnau_service.fairness.reveal import RevealedRound
+from gnau_service.fairness.strict_json import JsonTextError, json_type, read_json
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import quoted
 from gnau_service.rules.return_to_player import ReturnToPlayer
@@ -69,7 +63,6 @@ _CONSISTENCY_MEMBERS: Final = ("first_size", "proof")
 MAX_ENTRIES: Final = 4
 #: Hashes in a proof, at most: the tree of a 2^63-entry log is 63 levels deep.
 MAX_PROOF_HASHES: Final = 64
-_HASH_HEX: Final = re.compile("[0-9a-fA-F]{64}")
 
 
 class Step(StrEnum):
@@ -146,9 +139,9 @@ class Receipt:
     @classmethod
     def from_text(cls, text: str | bytes) -> Receipt:
         try:
-            obj = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
-        except (ValueError, RecursionError) as error:
-            raise ReceiptFormatError(f"not JSON: {quoted(str(error), 120)}") from None
+            obj = read_json(text)
+        except JsonTextError as error:
+            raise ReceiptFormatError(str(error)) from None
         return cls.from_json(obj)
 
     @classmethod
@@ -560,20 +553,7 @@ def _hashes(items: list[Any], what: str) -> tuple[bytes, ...]:
     hashes = []
     for item in items:
         # A full match: bytes.fromhex alone would skip white space inside the string.
-        if not isinstance(item, str) or not _HASH_HEX.fullmatch(item):
-            raise ReceiptFormatError(f"{what}: a proof hash must be 64 hex digits")
+        if not is_hash_hex(item):
+            raise ReceiptFormatError(f"{what}: a proof hash must be 64 lower-case hex digits")
         hashes.append(bytes.fromhex(item))
     return tuple(hashes)
-
-
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise ReceiptFormatError(f"member {quoted(key)} appears twice")
-        obj[key] = value
-    return obj
-
-
-def _no_constant(name: str) -> Any:
-    raise ReceiptFormatError(f"{name} is not JSON")

@@ -11,7 +11,7 @@ from typing import Protocol
 
 from gnau_service.audit.entries import EntryKind, JsonValue, decode_entry
 from gnau_service.audit.note import Verifier
-from gnau_service.audit.rounds import RoundEvent, RoundHistory
+from gnau_service.audit.round_events import RoundEvent, RoundHistory
 from gnau_service.cli.amounts import signed_amount
 from gnau_service.rules.cards import parse_card
 from gnau_service.rules.evaluation import Category, HandRank

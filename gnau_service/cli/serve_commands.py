@@ -14,7 +14,7 @@ import structlog
 from gnau.v1 import round_pb2
 from gnau_client import GnauClient, Seat  # the client package, as other teams use it
 
-from gnau_service.audit.rounds import settle_round
+from gnau_service.audit.round_events import settle_round
 from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.amounts import signed_amount
 from gnau_service.cli.remote import add_target_option

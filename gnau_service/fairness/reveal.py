@@ -30,7 +30,6 @@ gnau_service.fairness.errors.RevealFormatError: seats[0].stake is missing
 from __future__ import annotations
 
 import itertools
-import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -39,6 +38,12 @@ from typing import Final, NoReturn
 from gnau_service.fairness.commitment import require_hash, require_round_id, require_server_seed
 from gnau_service.fairness.deal import SeatHand, require_hands_fit
 from gnau_service.fairness.errors import RevealFormatError
+from gnau_service.fairness.strict_json import (
+    DuplicateMemberError,
+    JsonTextError,
+    json_type,
+    read_json,
+)
 from gnau_service.fairness.transcript import Beacon, LockedSeat, canonical_seats
 from gnau_service.rules.cards import Card, parse_card
 from gnau_service.rules.errors import RulesError, quoted
@@ -113,22 +118,14 @@ class RevealedRound:
 
     @classmethod
     def from_json_text(cls, text: str) -> RevealedRound:
-        """Parse JSON text strictly (no duplicate keys, no NaN) and read it as a revealed round."""
+        """Parse JSON text strictly (:func:`~gnau_service.fairness.strict_json.read_json`: no
+        member twice, no NaN) and read it as a revealed round."""
         try:
-            parsed: object = json.loads(
-                text, object_pairs_hook=_object_without_duplicates, parse_constant=_no_constants
-            )
-        except RevealFormatError:
-            raise
-        except json.JSONDecodeError as error:
-            raise RevealFormatError(
-                f"not JSON: {error.msg} at line {error.lineno} column {error.colno}", field="json"
-            ) from None
-        except (ValueError, RecursionError) as error:
-            # The json module's own limits: integers of over 4300 digits, very deep nesting.
-            raise RevealFormatError(
-                f"not JSON this reader accepts: {error}", field="json"
-            ) from None
+            parsed = read_json(text)
+        except DuplicateMemberError as error:
+            raise RevealFormatError(str(error), field=error.member) from None
+        except JsonTextError as error:
+            raise RevealFormatError(str(error), field="json") from None
         return cls.from_json(parsed)
 
     @classmethod
@@ -296,33 +293,3 @@ def _read_hand(value: object, path: str) -> SeatHand:
 
 def _card_texts(cards: tuple[Card, ...]) -> list[str]:
     return [str(card) for card in cards]
-
-
-def json_type(value: object) -> str:
-    """How JSON would name the type of a parsed value, for error messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
-
-
-def _object_without_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # Two parsers that keep different copies of a duplicated key would read different rounds
-    # from the same text, so duplicates are refused rather than silently resolved.
-    obj: dict[str, object] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise RevealFormatError(f"key {key!r} appears twice in one JSON object", field=key)
-        obj[key] = value
-    return obj
-
-
-def _no_constants(name: str) -> NoReturn:
-    raise RevealFormatError(f"{name} is not a JSON number", field="json")

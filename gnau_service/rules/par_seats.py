@@ -17,13 +17,12 @@ from fractions import Fraction
 from gnau_service.rules.evaluation import HAND_SIZE
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.par_counts import ClassPool, dealer_class_multisets
+from gnau_service.rules.par_outcomes import deal_outcomes
 
 
 def seat_covariance(rules: HouseRules, pool: ClassPool | None = None) -> Fraction:
     """``Var(E[X | D])`` over the dealer's class multiset ``D``, ``X`` a seat's result, for the
     decks of ``rules`` or the cards of ``pool``."""
-    from gnau_service.rules.par import deal_outcomes  # noqa: PLC0415  (par imports this module)
-
     pool = pool or ClassPool.decks(rules.decks)
     hands = math.comb(pool.size, HAND_SIZE)
     mean = Fraction(0)

@@ -97,15 +97,17 @@ def fraction_text(value: Fraction) -> str:
     return f"{value.numerator}/{value.denominator}"
 
 
-def decimal_text(value: Fraction, places: int = DECIMAL_PLACES) -> str:
-    """``value`` rounded to ``places`` decimal places (to nearest, ties to even).
+def decimal_text(value: Fraction) -> str:
+    """``value`` rounded to :data:`DECIMAL_PLACES` decimal places (to nearest, ties to even).
 
-    >>> decimal_text(Fraction(-1, 8), 2), decimal_text(Fraction(3, 8), 2), decimal_text(Fraction(1))
-    ('-0.12', '0.38', '1.000000')
+    >>> decimal_text(Fraction(-1, 8)), decimal_text(Fraction(1))
+    ('-0.125000', '1.000000')
+    >>> decimal_text(Fraction(1, 2 * 10**6)), decimal_text(Fraction(3, 2 * 10**6))
+    ('0.000000', '0.000002')
     """
-    scaled = round(abs(value) * 10**places)
-    whole, part = divmod(scaled, 10**places)
-    return f"{'-' if value < 0 else ''}{whole}.{part:0{places}d}"
+    scaled = round(abs(value) * 10**DECIMAL_PLACES)
+    whole, part = divmod(scaled, 10**DECIMAL_PLACES)
+    return f"{'-' if value < 0 else ''}{whole}.{part:0{DECIMAL_PLACES}d}"
 
 
 def read_fraction(text: object, name: str) -> Fraction:

@@ -162,7 +162,6 @@ def simulate(
     *,
     seed: int,
     shoe: Sequence[int] | None = None,
-    batch: int = BATCH_ROUNDS,
 ) -> Simulation:
     """Deal and settle ``rounds`` heads-up rounds under ``rules``, reproducibly from ``seed``.
 
@@ -174,7 +173,7 @@ def simulate(
     counts: Counter[tuple[Outcome, int]] = Counter()
     done = 0
     while done < rounds:
-        size = min(batch, rounds - done)
+        size = min(BATCH_ROUNDS, rounds - done)
         player, dealer = deal_heads_up(rng, size, cards)
         settled = settle_heads_up(player, dealer, rules)
         # One code per (outcome, delta) pair: deltas lie in -20..20, outcomes in -1..1.

@@ -31,7 +31,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.audit.rounds import (
+from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
     revealed_payload,

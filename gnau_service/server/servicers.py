@@ -16,7 +16,7 @@ from google.protobuf.message import Message
 
 from gnau_service.audit.entries import EntryError, decode_entry
 from gnau_service.audit.note import Verifier
-from gnau_service.audit.rounds import ReplayError, RoundReplay
+from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.rules.cards import parse_cards
 from gnau_service.rules.evaluation import Evaluator
 from gnau_service.server.auth import Role

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from gnau_service.audit.entries import is_hash_hex
 from gnau_service.audit.private_files import (
     create_private_file,
     exclusive_lock,
@@ -42,10 +43,10 @@ from gnau_service.audit.private_files import (
 )
 from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.audit.timestamps import format_utc_timestamp
+from gnau_service.fairness.strict_json import JsonTextError, read_json
 from gnau_service.server.auth import AuthConfigError, Role, hash_token
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 LEGACY_PREFIX: Final = "legacy-"
 
 
@@ -88,12 +89,11 @@ class TokenFile:
 def read_token_file(path: Path) -> TokenFile:
     """Read a token file in either format; :class:`AuthConfigError` names what is wrong."""
     try:
-        text = read_private_file(path, "token file").decode("utf-8")
-        document = json.loads(text)
-    except (KeyFileError, UnicodeDecodeError) as error:
+        document = read_json(read_private_file(path, "token file"))
+    except KeyFileError as error:
         raise AuthConfigError(str(error)) from None
-    except ValueError as error:  # json's message gives a line and column, never the text
-        raise AuthConfigError(f"token file {path} is not JSON: {error}") from None
+    except JsonTextError as error:  # it gives a line and column, never the text
+        raise AuthConfigError(f"token file {path} is {error}") from None
     tokens = document.get("tokens") if isinstance(document, dict) else None
     if isinstance(tokens, dict):
         return _legacy(path, tokens)
@@ -139,7 +139,7 @@ def _records(path: Path, items: list[object]) -> tuple[TokenRecord, ...]:
             raise AuthConfigError(f"token file {path}: {where}: the name is not a valid name")
         if name in names:
             raise AuthConfigError(f"token file {path}: the name {name} is used twice")
-        if not isinstance(digest, str) or not _SHA256_HEX.fullmatch(digest):
+        if not is_hash_hex(digest):
             raise AuthConfigError(
                 f"token file {path}: {where}: sha256 must be 64 lowercase hex digits"
             )

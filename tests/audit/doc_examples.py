@@ -1,7 +1,7 @@
 """The example log of docs/audit.md, rebuilt from today's code: a service start and one round
 (committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
 
-Every payload comes from the builders the service itself uses (``gnau_service.audit.rounds``,
+Every payload comes from the builders the service itself uses (``gnau_service.audit.round_events``,
 ``software_identity``), so the page shows what the service writes; only the software hash is a
 placeholder, since the real one changes with every commit. ``tests/audit/test_audit_docs.py``
 fails when the page and this drift apart; run ``python -m tests.audit.doc_examples`` to print
@@ -18,7 +18,7 @@ from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import LogAppender
 from gnau_service.audit.merkle import MemoryTree, leaf_hash
 from gnau_service.audit.receipts import Receipt, ReceiptEntry
-from gnau_service.audit.rounds import (
+from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
     revealed_payload,

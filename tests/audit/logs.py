@@ -1,7 +1,7 @@
 """Logs for tests: an in-memory log that can be exported, and rounds played into any log.
 
 The round player writes exactly what the service writes (the payload helpers of
-``gnau_service.audit.rounds``), so a test can log honest rounds, then a dishonest one.
+``gnau_service.audit.round_events``), so a test can log honest rounds, then a dishonest one.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, MemoryTree, leaf_hash
-from gnau_service.audit.rounds import (
+from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
     revealed_payload,

@@ -12,7 +12,7 @@ from gnau_service.audit.bundle import BundleFormatError, BundleReport, verify_bu
 from gnau_service.audit.entries import EntryKind, encode_entry
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import sign_note
-from gnau_service.audit.rounds import committed_payload, settle_round, settled_payload
+from gnau_service.audit.round_events import committed_payload, settle_round, settled_payload
 from gnau_service.audit.signing import KeyRotation
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gnau_service.audit.entries import MAX_INTEGER, EntryKind, JsonValue
-from gnau_service.audit.rounds import ReplayError, RoundReplay
+from gnau_service.audit.replay import ReplayError, RoundReplay
 from tests.audit.logs import play_round
 
 Event = tuple[EntryKind, dict[str, JsonValue], str]

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from gnau_service.rules.cards import Card, parse_cards, standard_deck
 from gnau_service.rules.evaluation import Category, evaluation_class
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
-from gnau_service.rules.par import Resolution, deal_outcomes, par_sheet
+from gnau_service.rules.par import par_sheet
 from gnau_service.rules.par_counts import ClassPool
+from gnau_service.rules.par_outcomes import Resolution, deal_outcomes
 from gnau_service.rules.par_seats import seat_covariance
 from gnau_service.rules.settlement import Outcome, PlayerHand, settle
 from tests.rules.strategies import house_rules

@@ -23,6 +23,8 @@ export const RECEIPT_FORMAT = "gnau-dealer/round-receipt/v1";
 export const STEPS = ["fairness", "entries", "round", "outcome", "checkpoint", "inclusion", "consistency"];
 const MAX_ENTRIES = 4;
 const MAX_PROOF_HASHES = 64;
+/** A proof hash as the log writes one: 64 lower-case hex digits (gnau_service.audit.entries.is_hash_hex). */
+const HASH_HEX = /^[0-9a-f]{64}$/;
 
 /** A document, key or pin that cannot be checked at all (gnau verify-receipt's exit 2). */
 export class UnreadableError extends Error {}
@@ -58,7 +60,7 @@ const isString = (value) => typeof value === "string";
 function hashes(list, what) {
   if (list.length > MAX_PROOF_HASHES) throw new UnreadableError(`${what}: a proof of ${list.length} hashes is too long`);
   return list.map((item) => {
-    if (!isString(item) || item.length !== 64 || !HEX_PAIRS.test(item)) throw new UnreadableError(`${what}: a proof hash must be 64 hex digits`);
+    if (!isString(item) || !HASH_HEX.test(item)) throw new UnreadableError(`${what}: a proof hash must be 64 lower-case hex digits`);
     return bytesOfHex(item);
   });
 }

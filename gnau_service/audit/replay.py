@@ -1,23 +1,13 @@
-"""Rounds in the log: what each round event records, and replaying a round from its entries.
+"""Replaying a round from its log entries: each event must follow from the ones before it.
 
-A round leaves, in order, ``ROUND_COMMITTED`` → ``ROUND_DEALT`` → ``ROUND_REVEALED`` →
-``ROUND_SETTLED`` (or ``ROUND_VOIDED`` at any point before settlement). Their payloads are the
-fields of the revealed-round JSON of :mod:`gnau_service.fairness.reveal`, each published as soon
-as it exists and no sooner:
+The payloads of a round's events (:mod:`gnau_service.audit.round_events`) are the fields of its
+revealed-round JSON, so replaying is merging the first three payloads into a revealed round,
+running the fairness verifier on it, and re-settling the dealt hands under the committed house
+rules; a void's seed is checked against the commitment.
 
-- committed: ``table_id``, ``house_rules``, ``commitment``, and since the return to player was
-  disclosed, ``return_to_player`` (the rule set's figures,
-  :class:`~gnau_service.rules.return_to_player.ReturnToPlayer`; older entries lack it);
-- dealt: ``seats``, ``beacon``, ``transcript_hash``, ``hands``, ``dealer_hand``;
-- revealed: ``server_seed``, ``deck``;
-- settled: the settlement (:meth:`gnau_service.rules.settlement.Settlement.to_json`);
-- voided: ``reason``, the ``state`` the round was in, and its ``server_seed``: a void reveals the
-  seed at once, so anyone can check it was the committed one, and a voided deal cannot hide a
-  deck the dealer did not like.
-
-So replaying is merging the first three payloads into a revealed round, running the fairness
-verifier on it, and re-settling the dealt hands under the committed house rules.
-
+>>> from gnau_service.audit.round_events import (
+...     committed_payload, dealt_payload, revealed_payload, settle_round, settled_payload,
+... )
 >>> from gnau_service.fairness.round import CommittedRound
 >>> from gnau_service.fairness.transcript import LockedSeat
 >>> from gnau_service.rules.house_rules import HouseRules
@@ -33,30 +23,29 @@ verifier on it, and re-settling the dealt hands under the committed house rules.
 >>> replay.feed(EntryKind.ROUND_DEALT, "r-1", dealt_payload(dealt))
 Traceback (most recent call last):
 ...
-gnau_service.audit.rounds.ReplayError: round r-1: ROUND_DEALT after ROUND_SETTLED
+gnau_service.audit.replay.ReplayError: round r-1: ROUND_DEALT after ROUND_SETTLED
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from gnau_service.audit.entries import EntryKind, JsonValue, clip, quoted
+from gnau_service.audit.round_events import (
+    COMMITTED_FIELDS,
+    DEALT_FIELDS,
+    DISCLOSED_FIELD,
+    REVEALED_FIELDS,
+    settle_round,
+)
 from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMAT, RevealedRound
-from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
-from gnau_service.rules.settlement import PlayerHand, Settlement, settle
-
-COMMITTED_FIELDS: Final = ("table_id", "house_rules", "commitment")
-#: The optional member of a committed entry: the disclosed figures, not part of the revealed round.
-DISCLOSED_FIELD: Final = "return_to_player"
-DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
-REVEALED_FIELDS: Final = ("server_seed", "deck")
 
 # Which event may follow which: None is "nothing logged yet for this round".
 _ALLOWED_AFTER: Final[dict[EntryKind, tuple[EntryKind | None, ...]]] = {
@@ -74,53 +63,6 @@ _ALLOWED_AFTER: Final[dict[EntryKind, tuple[EntryKind | None, ...]]] = {
 
 class ReplayError(ValueError):
     """A round whose entries do not follow from each other; the message names round and link."""
-
-
-def committed_payload(
-    committed: CommittedRound, table_id: str, disclosed: ReturnToPlayer | None = None
-) -> dict[str, JsonValue]:
-    """What the shuffle makes public, with the rule set's disclosed figures when given."""
-    payload: dict[str, JsonValue] = {
-        "table_id": table_id,
-        "house_rules": dict(committed.rules.as_dict()),
-        "commitment": committed.commitment.hex(),
-    }
-    if disclosed is not None:
-        payload[DISCLOSED_FIELD] = dict(disclosed.to_json())
-    return payload
-
-
-def dealt_payload(dealt: DealtRound) -> dict[str, JsonValue]:
-    """What the deal makes public: everything locked, and the hands. Never the seed."""
-    document: dict[str, Any] = dealt.reveal().to_json()
-    return {key: document[key] for key in DEALT_FIELDS}
-
-
-def revealed_payload(dealt: DealtRound) -> dict[str, JsonValue]:
-    document: dict[str, Any] = dealt.reveal().to_json()
-    return {key: document[key] for key in REVEALED_FIELDS}
-
-
-def settled_payload(settlement: Settlement) -> dict[str, JsonValue]:
-    return cast(dict[str, JsonValue], settlement.to_json())
-
-
-def voided_payload(committed: CommittedRound, reason: str, state: str) -> dict[str, JsonValue]:
-    return {"reason": reason, "state": state, "server_seed": committed.server_seed.hex()}
-
-
-def settle_round(revealed: RevealedRound) -> Settlement:
-    """Settle a round's hands under its house rules: each seat at its stake against the dealer.
-
-    The service settles ``dealt.reveal()`` (in memory, before the seed is published); replay
-    settles what the log published. Both go through here, so they cannot drift apart.
-    """
-    stakes = {seat.seat_number: seat.stake for seat in revealed.seats}
-    return settle(
-        revealed.dealer_hand,
-        [PlayerHand(h.seat_number, h.cards, stakes[h.seat_number]) for h in revealed.seat_hands],
-        revealed.rules,
-    )
 
 
 @dataclass
@@ -321,46 +263,3 @@ def _first_difference(expected: object, logged: object, path: str = "settlement"
             if ours != theirs:
                 return _first_difference(ours, theirs, f"{path}[{position}]")
     return f"{path} is {quoted(logged)}, the rules give {quoted(expected)}"
-
-
-@dataclass(frozen=True)
-class RoundEvent:
-    """One logged event of a round, as read back: where, when, what."""
-
-    index: int
-    time: str
-    kind: EntryKind
-    payload: dict[str, JsonValue]
-
-
-@dataclass(frozen=True)
-class RoundHistory:
-    """Everything the log holds about one round, in order: the record game recall shows."""
-
-    round_id: str
-    events: tuple[RoundEvent, ...]
-
-    def event(self, kind: EntryKind) -> RoundEvent | None:
-        return next((event for event in self.events if event.kind is kind), None)
-
-    def payload(self, kind: EntryKind) -> dict[str, JsonValue]:
-        event = self.event(kind)
-        return {} if event is None else event.payload
-
-    @property
-    def state(self) -> str:
-        """SHUFFLED, DEALT, REVEALED, SETTLED or VOIDED: the state the last event left."""
-        return _STATE_AFTER[self.events[-1].kind]
-
-    @property
-    def table_id(self) -> str:
-        return str(self.payload(EntryKind.ROUND_COMMITTED).get("table_id", "?"))
-
-
-_STATE_AFTER: Final = {
-    EntryKind.ROUND_COMMITTED: "SHUFFLED",
-    EntryKind.ROUND_DEALT: "DEALT",
-    EntryKind.ROUND_REVEALED: "REVEALED",
-    EntryKind.ROUND_SETTLED: "SETTLED",
-    EntryKind.ROUND_VOIDED: "VOIDED",
-}
