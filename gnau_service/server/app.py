@@ -40,10 +40,10 @@ from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
+from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics
-from gnau_service.server.rounds import Dealer
 from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth

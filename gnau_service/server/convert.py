@@ -23,7 +23,9 @@ from gnau_service.rules.evaluation import Category, Evaluation
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import Outcome
-from gnau_service.server.rounds import InvalidRequest, RoundState, RoundView
+from gnau_service.server.refusals import InvalidRequest
+from gnau_service.server.round_record import RoundState
+from gnau_service.server.round_view import RoundView
 
 _TIES: Final = {
     types_pb2.TIE_RULE_DEALER: TieRule.DEALER,

@@ -52,7 +52,7 @@ from gnau_service.server.errors import (
 )
 from gnau_service.server.limits import MAX_REQUEST_ID_HEADER_CHARS
 from gnau_service.server.peers import PeerWarnings, peer_address
-from gnau_service.server.rounds import DealerError
+from gnau_service.server.refusals import DealerError
 from gnau_service.server.shutdown import Shutdown
 from gnau_service.server.streams import StreamSlots
 from gnau_service.store import StoreUnavailable

@@ -14,13 +14,10 @@ from __future__ import annotations
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Consistency, Receipt, ReceiptEntry
-from gnau_service.server.rounds import (
-    SEED_IS_PUBLIC,
-    Dealer,
-    OutOfRange,
-    WrongState,
-    revealed_round,
-)
+from gnau_service.server.dealer import Dealer
+from gnau_service.server.refusals import OutOfRange, WrongState
+from gnau_service.server.round_record import SEED_IS_PUBLIC
+from gnau_service.server.round_view import revealed_round
 from gnau_service.store import LogReader
 from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum, served_checkpoint
 

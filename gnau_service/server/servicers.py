@@ -1,5 +1,5 @@
 """The gRPC servicers: DealerService and AuditService. Thin by design: they turn messages into
-calls on the dealer (:mod:`gnau_service.server.rounds`) or the store, and answers back into
+calls on the dealer (:mod:`gnau_service.server.dealer`) or the store, and answers back into
 messages; refusals raise and the interceptor turns them into statuses."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from gnau_service.server.convert import (
     return_to_player_to_proto,
     round_to_proto,
 )
+from gnau_service.server.dealer import Dealer, Idempotency
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import current_role
 from gnau_service.server.limits import (
@@ -37,15 +38,8 @@ from gnau_service.server.limits import (
     MAX_REQUEST_ID_CHARS,
 )
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
-from gnau_service.server.rounds import (
-    Dealer,
-    Idempotency,
-    InvalidRequest,
-    OutOfRange,
-    RoundNotFound,
-    SeatRequest,
-    check_round_id,
-)
+from gnau_service.server.refusals import InvalidRequest, OutOfRange, RoundNotFound
+from gnau_service.server.validation import SeatRequest, check_round_id
 from gnau_service.server.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in

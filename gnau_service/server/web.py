@@ -33,17 +33,12 @@ import structlog
 from aiohttp import web
 
 from gnau_service.server.config import split_host_port
+from gnau_service.server.dealer import Dealer
 from gnau_service.server.limits import MAX_ERROR_MESSAGE_BYTES
 from gnau_service.server.metrics import CONTENT_TYPE, Metrics
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
-from gnau_service.server.rounds import (
-    Dealer,
-    DealerError,
-    InvalidRequest,
-    OutOfRange,
-    RoundNotFound,
-    RoundView,
-)
+from gnau_service.server.refusals import DealerError, InvalidRequest, OutOfRange, RoundNotFound
+from gnau_service.server.round_view import RoundView
 from gnau_service.store import Store, StoreUnavailable
 from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
 
