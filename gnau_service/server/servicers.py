@@ -277,16 +277,8 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         self, request: audit_pb2.VerifyRoundRequest, context: Context
     ) -> audit_pb2.VerifyRoundResponse:
         check_round_id(request.round_id)
-        entries = await asyncio.to_thread(self._store.round_entries, request.round_id)
-        if not entries:
-            raise RoundNotFound(request.round_id)
-        keys = [Verifier.from_vkey(vkey) for vkey in self._store.public_keys()]
-        replay = RoundReplay()
         try:
-            for data in entries:
-                entry = decode_entry(data, *keys)
-                assert entry.round_id is not None
-                replay.feed(entry.kind, entry.round_id, entry.payload)
+            entries, replay = await asyncio.to_thread(_replayed, self._store, request.round_id)
         except (EntryError, ReplayError) as error:
             return audit_pb2.VerifyRoundResponse(
                 ok=False, failures=[str(error)], summary=f"round {request.round_id} FAILS: {error}"
@@ -295,10 +287,26 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         return audit_pb2.VerifyRoundResponse(
             ok=True,
             summary=(
-                f"round {request.round_id} verifies: {len(entries)} signed entries replayed, "
+                f"round {request.round_id} verifies: {entries} signed entries replayed, "
                 f"{state} (this is the service's own check; verify offline for the guarantee)"
             ),
         )
+
+
+def _replayed(store: Store, round_id: str) -> tuple[int, RoundReplay]:
+    """The round's entries, each checked against the log's keys and replayed in order, and how
+    many there were; raises EntryError or ReplayError at the first that fails. Blocking (it
+    reads the store and checks signatures): call it from a thread."""
+    entries = store.round_entries(round_id)
+    if not entries:
+        raise RoundNotFound(round_id)
+    keys = [Verifier.from_vkey(vkey) for vkey in store.public_keys()]
+    replay = RoundReplay()
+    for data in entries:
+        entry = decode_entry(data, *keys)
+        assert entry.round_id is not None
+        replay.feed(entry.kind, entry.round_id, entry.payload)
+    return len(entries), replay
 
 
 def _entries(start: int, data: list[bytes]) -> list[audit_pb2.Entry]:
