@@ -1,7 +1,13 @@
 """No call blocks the event loop: with asyncio's debug mode timing every callback, rounds played
 and every read RPC (and the HTTP port's reads) run without one callback taking
-:data:`SLOW_CALLBACK_SECONDS`. A database read, a signature check over a round's entries or a
-sleep made on the loop shows up here as an ``Executing ... took`` warning from asyncio."""
+:data:`SLOW_CALLBACK_SECONDS`. A slow database read, a signature check over a round's entries or
+a sleep made on the loop shows up here as an ``Executing ... took`` warning from asyncio.
+
+asyncio times a callback by the clock, so on a busy machine any callback may now and then wait
+that long for the CPU or for the GIL (a worker thread holding it). A blocking call is slow every
+time its callback runs: a callback counts as blocking only if it was slow in each of
+:data:`ATTEMPTS` runs of the same calls (a run with no slow callback at all ends the test).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import re
 from collections.abc import AsyncIterator, Iterator
 
 import aiohttp
@@ -23,6 +30,11 @@ from tests.server.test_service import play, shuffle
 AUDITOR = (("authorization", f"Bearer {TOKENS['auditor']}"),)
 #: A callback that runs this long holds every other call up: asyncio logs it in debug mode.
 SLOW_CALLBACK_SECONDS = 0.05
+ATTEMPTS = 3
+#: What asyncio names a callback by: a task by its name, or by its coroutine if the name is one
+#: asyncio made up (``Task-123``, new each run); any other callback by its function.
+_TASK: re.Pattern[str] = re.compile(r"<Task \w+ name='(?P<name>[^']*)' coro=<(?P<coro>[^(]+)")
+_HANDLE: re.Pattern[str] = re.compile(r"<(?:Timer)?Handle (?P<callback>[^(]+)")
 
 
 class _Collected(logging.Handler):
@@ -53,6 +65,17 @@ def slow_callbacks() -> Iterator[list[str]]:
         logger.removeHandler(handler)
 
 
+def callback_of(message: str) -> str:
+    """The callback an ``Executing <callback> took N seconds`` warning names, the same in each
+    run."""
+    task = _TASK.search(message)
+    if task is not None:
+        auto_named = re.fullmatch(r"Task-\d+", task["name"]) is not None
+        return task["coro"] if auto_named else task["name"]
+    handle = _HANDLE.search(message)
+    return message if handle is None else handle["callback"]
+
+
 @contextlib.asynccontextmanager
 async def served_with_http(settings: Settings) -> AsyncIterator[Service]:
     with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0")
@@ -63,14 +86,13 @@ async def served_with_http(settings: Settings) -> AsyncIterator[Service]:
         yield Service(app, with_http, channel)
 
 
-async def rounds_and_reads(service: Service) -> None:
-    """Rounds on two tables at once, then each read RPC, then the HTTP port's reads."""
-    settled = await asyncio.gather(play(service, "table-1"), play(service, "table-2"))
-    await shuffle(service, "table-3")  # an open round beside them
-    round_id = settled[0].round_id
+async def rounds_and_reads(service: Service, table: str) -> None:
+    """A round, an open round beside it, then each read RPC, then the HTTP port's reads."""
+    round_id = (await play(service, table)).round_id
+    await shuffle(service, table)
     reads = [
         ("dealer", "GetRound", dealer_pb2.GetRoundRequest(round_id=round_id)),
-        ("dealer", "ListRounds", dealer_pb2.ListRoundsRequest(table_id="table-1")),
+        ("dealer", "ListRounds", dealer_pb2.ListRoundsRequest(table_id=table)),
         ("dealer", "GetRoundReceipt", dealer_pb2.GetRoundReceiptRequest(round_id=round_id)),
         ("dealer", "GetHouseRulesInfo", dealer_pb2.GetHouseRulesInfoRequest()),
         ("audit", "GetCheckpoint", audit_pb2.GetCheckpointRequest()),
@@ -99,7 +121,7 @@ async def rounds_and_reads(service: Service) -> None:
     async with aiohttp.ClientSession() as http:
         for path in (
             f"/rounds/{round_id}/receipt",
-            "/rounds?table_id=table-1",
+            f"/rounds?table_id={table}",
             "/keys",
             "/metrics",
             "/",
@@ -110,8 +132,28 @@ async def rounds_and_reads(service: Service) -> None:
 
 
 async def test_rounds_and_reads_never_block_the_event_loop(settings: Settings) -> None:
+    blocking: set[str] | None = None
+    seen: list[str] = []
     async with served_with_http(settings) as service:
         await play(service)  # the first round warms what is made once (connections, caches)
-        with slow_callbacks() as slow:
-            await rounds_and_reads(service)
-    assert not slow, "\n".join(slow)
+        for attempt in range(ATTEMPTS):
+            with slow_callbacks() as slow:
+                await rounds_and_reads(service, f"table-{attempt}")
+            seen += slow
+            slow_now = {callback_of(message) for message in slow}
+            blocking = slow_now if blocking is None else blocking & slow_now
+            if not blocking:
+                break
+    assert not blocking, f"slow in each of {ATTEMPTS} runs: {sorted(blocking)}\n" + "\n".join(seen)
+
+
+def test_a_callback_is_named_the_same_in_each_run() -> None:
+    rpc = (
+        "Executing <Task pending name='HandleExceptions[/gnau.v1.DealerService/Deal]' "
+        "coro=<_handle_exceptions() running at server.pyx.pxi:None> took 0.101 seconds"
+    )
+    step = "Executing <Task pending name='Task-6385' coro=<LogTail._poll() running at tail.py:1>"
+    handle = "Executing <Handle _chain_future.<locals>._set_state(<Future finished>) at f.py:381>"
+    assert callback_of(rpc) == "HandleExceptions[/gnau.v1.DealerService/Deal]"
+    assert callback_of(step) == "LogTail._poll"
+    assert callback_of(handle) == "_chain_future.<locals>._set_state"
