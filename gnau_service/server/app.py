@@ -357,7 +357,7 @@ async def running(settings: Settings, *, tracing: Tracing | None = None) -> Asyn
         await app.stop()
 
 
-async def serve(settings: Settings, on_started: Callable[[App], None] | None = None) -> None:
+async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP."""
     # The handlers come first: a signal arriving while the service starts (after its "serving"
     # line, say) must stop it gracefully, not kill it with the default action.
@@ -376,8 +376,7 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
     app = await start(settings)
     started.append(app)
     collector.settle_after_start()
-    if on_started is not None:
-        on_started(app)
+    on_started(app)
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()

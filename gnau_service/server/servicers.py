@@ -43,7 +43,7 @@ from gnau_service.server.validation import SeatRequest, check_round_id
 from gnau_service.server.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
-from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum, served_checkpoint
+from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -76,12 +76,12 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     def __init__(
         self,
         dealer: Dealer,
-        quorum: WitnessQuorum = NO_WITNESSES,
-        disclosures: Disclosures | None = None,
+        quorum: WitnessQuorum,
+        disclosures: Disclosures,
     ) -> None:
         self._dealer = dealer
         self._quorum = quorum
-        self._disclosures = Disclosures() if disclosures is None else disclosures
+        self._disclosures = disclosures
 
     async def Shuffle(
         self, request: dealer_pb2.ShuffleRequest, context: Context
@@ -184,7 +184,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum = NO_WITNESSES) -> None:
+    def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum) -> None:
         self._store = store
         self._tail = tail
         self._quorum = quorum
