@@ -76,6 +76,7 @@ class App:
     storage: StorageHealth
     interceptor: CallInterceptor
     settings: Settings
+    tokens: TokenReload  # rereads the token file on SIGHUP and when it changes
     #: How each part the start made stops, the last made first (see :func:`start`).
     parts: AsyncExitStack = field(repr=False)
     new_operator_token: str | None = None
@@ -83,7 +84,6 @@ class App:
     metrics: Metrics | None = None  # when a port serves them (--http-listen, --metrics-listen)
     metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
     tracing: Tracing | None = None  # when --tracing is not off
-    tokens: TokenReload | None = None  # rereads the token file on SIGHUP and when it changes
     witnessing: Witnessing | None = None  # asks the witnesses to cosign, when --witness is set
 
     @property
@@ -299,13 +299,13 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             storage=storage,
             interceptor=interceptor,
             settings=settings,
+            tokens=tokens,
             parts=parts.pop_all(),
             new_operator_token=new_token,
             web=web,
             metrics=metrics,
             metrics_web=metrics_web,
             tracing=tracing,
-            tokens=tokens,
             witnessing=witnessing,
         )
 
@@ -369,8 +369,7 @@ async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
 
     def reread_tokens() -> None:
         for app in started:
-            if app.tokens is not None:
-                app.tokens.reload("SIGHUP")
+            app.tokens.reload("SIGHUP")
 
     loop.add_signal_handler(signal.SIGHUP, reread_tokens)
     app = await start(settings)
