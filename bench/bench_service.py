@@ -61,14 +61,10 @@ from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
-from gnau_service.server.rounds import (
-    Dealer,
-    Idempotency,
-    RoundRecord,
-    RoundState,
-    SeatRequest,
-    view_of,
-)
+from gnau_service.server.dealer import Dealer, Idempotency
+from gnau_service.server.round_record import RoundRecord, RoundState
+from gnau_service.server.round_view import view_of
+from gnau_service.server.validation import SeatRequest
 from gnau_service.store import open_store
 from gnau_service.store.base import utc_now
 

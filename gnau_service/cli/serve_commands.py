@@ -22,9 +22,10 @@ from gnau_service.cli.settings_flags import add_settings_flags, settings_from_ar
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
-from gnau_service.server.app import App, configure_logging, serve
+from gnau_service.server.app import App, serve
 from gnau_service.server.config import ConfigError, Settings
 from gnau_service.server.convert import revealed_round_from_proto
+from gnau_service.server.structured_logs import configure_logging
 from gnau_service.store import redacted_url
 
 SUIT_WIDTH = 4

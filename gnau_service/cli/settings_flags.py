@@ -16,11 +16,12 @@ def add_settings_flags(parser: argparse.ArgumentParser, names: Iterable[str] = S
     """``--config`` and the flags of the settings ``names`` (all of them by default)."""
     parser.add_argument("--config", type=Path, help="TOML file of settings [GNAU_CONFIG]")
     for name in names:
-        flag, variable, meaning = SETTINGS[name]
+        setting = SETTINGS[name]
         kwargs: dict[str, object] = {"dest": name, "default": argparse.SUPPRESS}
-        if name in ("mtls_roles", "witnesses"):
+        if setting.repeatable:
             kwargs["action"] = "append"
-        parser.add_argument(flag, help=f"{meaning} [{variable}]", **kwargs)  # type: ignore[arg-type]
+        help_text = f"{setting.meaning} [{setting.variable}]"
+        parser.add_argument(setting.flag, help=help_text, **kwargs)  # type: ignore[arg-type]
 
 
 def given_flags(args: argparse.Namespace) -> dict[str, object]:

@@ -4,7 +4,10 @@ limits, and a graceful shutdown (:mod:`~gnau_service.server.shutdown`).
 The ports (gRPC, and HTTP if ``--http-listen`` is set, and metrics if ``--metrics-listen`` is)
 are bound first: a service that cannot serve creates no key, token file or database. Metrics
 (:mod:`~gnau_service.server.metrics`) are kept only where a port serves them; tracing
-(:mod:`~gnau_service.server.tracing`) is imported only when ``--tracing`` asks for it.
+(:mod:`~gnau_service.server.tracing`) is imported only when ``--tracing`` asks for it. Each
+part the start makes puts how it stops on one stack, so a start that fails half-way and a
+graceful stop undo the same parts, the last made first. The log lines are set up apart
+(:mod:`~gnau_service.server.structured_logs`).
 
 >>> # In tests:  async with running(settings) as app: ... app.port ...
 """
@@ -12,16 +15,10 @@ are bound first: a service that cannot serve creates no key, token file or datab
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import signal
-import sys
-import threading
-import time
-import types
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 import grpc
@@ -40,10 +37,10 @@ from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings
+from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics
-from gnau_service.server.rounds import Dealer
 from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
@@ -65,118 +62,6 @@ SERVICE_NAMES: Final = (DEALER_SERVICE, AUDIT_SERVICE)
 log = structlog.get_logger("gnau.server")
 
 
-def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
-    """Structured logs on stderr: one JSON object per line (or a console rendering).
-
-    In JSON mode every line is JSON: the service's own, the standard library's (grpc, asyncio,
-    psycopg, warnings) through the same processors, and exceptions as structured data
-    (structlog's exception dictionaries, without local variables), uncaught ones included.
-    With ``trace_ids`` (tracing on), a line logged inside a call's span carries its
-    ``trace_id`` and ``span_id``.
-    """
-    json_lines = log_format == "json"
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer()
-        if json_lines
-        else structlog.dev.ConsoleRenderer(
-            colors=False, exception_formatter=structlog.dev.plain_traceback
-        )
-    )
-    global _trace_ids  # noqa: PLW0603  (loggers cached on first use keep the chain below)
-    _trace_ids = None
-    if trace_ids:
-        # Without OpenTelemetry installed the service refuses to start, in one line (see
-        # start): until then, lines go without trace ids.
-        with contextlib.suppress(ImportError):
-            from gnau_service.server.tracing import add_trace_ids  # noqa: PLC0415  (only if on)
-
-            _trace_ids = add_trace_ids
-    stamped: list[structlog.types.Processor] = [
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        _with_trace_ids,
-    ]
-    exceptions: list[structlog.types.Processor] = [_STRUCTURED_TRACEBACKS] if json_lines else []
-    structlog.configure(
-        processors=[structlog.contextvars.merge_contextvars, *stamped, *exceptions, renderer],
-        logger_factory=_StderrLogger,
-        cache_logger_on_first_use=True,
-    )
-    handler = logging.StreamHandler(_CurrentStderr())
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[structlog.stdlib.add_logger_name, *stamped],
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                *exceptions,
-                renderer,
-            ],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers = [handler]
-    root.setLevel(logging.WARNING)
-    logging.captureWarnings(True)
-    if json_lines:
-        sys.excepthook = _log_uncaught
-        threading.excepthook = lambda hook: _log_uncaught(
-            hook.exc_type, hook.exc_value or hook.exc_type(), hook.exc_traceback
-        )
-
-
-#: The trace ids' processor while tracing is on. Loggers cached on their first use keep the
-#: processor chain they were made with, so the chain always calls this, which may change.
-_trace_ids: (
-    Callable[
-        [structlog.types.WrappedLogger, str, structlog.types.EventDict], structlog.types.EventDict
-    ]
-    | None
-) = None
-
-
-def _with_trace_ids(
-    logger: structlog.types.WrappedLogger, name: str, event_dict: structlog.types.EventDict
-) -> structlog.types.EventDict:
-    return event_dict if _trace_ids is None else _trace_ids(logger, name, event_dict)
-
-
-#: Exceptions as structured data, without the frames' local variables: a local may be a seed,
-#: a token or a password, and none of them may reach a log.
-_STRUCTURED_TRACEBACKS: Final = structlog.processors.ExceptionRenderer(
-    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
-)
-
-
-def _log_uncaught(
-    kind: type[BaseException], error: BaseException, traceback: types.TracebackType | None
-) -> None:
-    structlog.get_logger("gnau").critical("uncaught exception", exc_info=(kind, error, traceback))
-
-
-class _StderrLogger:
-    """Writes each line to ``sys.stderr`` as it is at that moment (so a redirect, or a test's
-    capture, sees every line), one write per line."""
-
-    def __init__(self, *args: object) -> None:
-        pass
-
-    def msg(self, message: str) -> None:
-        sys.stderr.write(message + "\n")
-        sys.stderr.flush()
-
-    log = debug = info = warning = warn = error = critical = exception = fatal = msg
-
-
-class _CurrentStderr:
-    """A stream for logging's handler that is ``sys.stderr`` as it is at each write."""
-
-    def write(self, text: str) -> int:
-        return sys.stderr.write(text)
-
-    def flush(self) -> None:
-        sys.stderr.flush()
-
-
 @dataclass
 class App:
     """A started service: its gRPC server, port, store, and the parts that stop it."""
@@ -191,12 +76,14 @@ class App:
     storage: StorageHealth
     interceptor: CallInterceptor
     settings: Settings
+    tokens: TokenReload  # rereads the token file on SIGHUP and when it changes
+    #: How each part the start made stops, the last made first (see :func:`start`).
+    parts: AsyncExitStack = field(repr=False)
     new_operator_token: str | None = None
     web: WebServer | None = None  # the HTTP port, when --http-listen is set
     metrics: Metrics | None = None  # when a port serves them (--http-listen, --metrics-listen)
     metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
     tracing: Tracing | None = None  # when --tracing is not off
-    tokens: TokenReload | None = None  # rereads the token file on SIGHUP and when it changes
     witnessing: Witnessing | None = None  # asks the witnesses to cosign, when --witness is set
 
     @property
@@ -208,34 +95,17 @@ class App:
         return None if self.metrics_web is None else self.metrics_web.port
 
     async def stop(self) -> None:
-        """Graceful shutdown, in the order of :mod:`~gnau_service.server.shutdown`."""
+        """Graceful shutdown, in the order of :mod:`~gnau_service.server.shutdown`: once the
+        calls in flight have finished (or the grace period is over), every part the start made
+        stops, in the reverse of the order it was made in."""
         grace, notice = self.settings.grace_seconds, self.settings.shutdown_notice_seconds
-        began = time.monotonic()
-
-        def left(seconds: float) -> float:
-            return max(seconds - (time.monotonic() - began), 0)
-
         await self.health.enter_graceful_shutdown()
         self.shutdown.begin()
         await asyncio.sleep(min(notice, STREAMS_END_SECONDS))
         self.streams.end_all()
-        await self.shutdown.calls_finished(left(grace))
-        await asyncio.sleep(left(notice))
-        # Calls still running now have overrun the grace period; the transport cancels them.
-        # The HTTP port stops beside it: it only reads, so its requests need the store until then.
-        await asyncio.gather(
-            self.server.stop(left(grace)),
-            *(web.stop() for web in (self.web, self.metrics_web) if web is not None),
-        )
-        await self.storage.stop()
-        if self.tokens is not None:
-            await self.tokens.stop()
-        if self.witnessing is not None:
-            await self.witnessing.stop()
-        await self.tail.stop()
-        self.store.close()
-        if self.tracing is not None:
-            await asyncio.to_thread(self.tracing.shutdown)  # sends the spans still held
+        await self.shutdown.calls_finished(self.shutdown.left(grace))
+        await asyncio.sleep(self.shutdown.left(notice))
+        await self.parts.aclose()
         log.info("stopped")
 
 
@@ -265,7 +135,12 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None, FileV
 
 async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
     """Start the service. Tracing is made from ``settings.tracing`` unless given (a test's
-    in-memory exporter)."""
+    in-memory exporter).
+
+    Each part is made, then how it stops goes on one stack: if a later part fails to start,
+    the stack stops the parts already made, and :meth:`App.stop` stops them all, the last made
+    first. So the transport stops first, then the background tasks, then the log's tail, then
+    the store, then tracing (which sends the spans still held)."""
     streams = StreamSlots(settings.max_streams, settings.max_streams_per_peer)
     shutdown = Shutdown()
     interceptor = CallInterceptor(Credentials({}, {}), streams, shutdown)
@@ -275,15 +150,20 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         options=_channel_options(settings),
     )
     port = _bind(server, settings)  # before anything is created: a busy port creates nothing
-    web: WebServer | None = None
-    metrics_web: WebServer | None = None
-    try:
+    async with AsyncExitStack() as parts:
+        parts.push_async_callback(server.stop, None)
+        web: WebServer | None = None
+        metrics_web: WebServer | None = None
         if settings.http_listen:
             web = WebServer.bind(settings.http_listen)
+            parts.callback(web.close)
         if settings.metrics_listen:
             metrics_web = WebServer.bind(settings.metrics_listen, "--metrics-listen")
+            parts.callback(metrics_web.close)
         if tracing is None and settings.tracing != "off":
             tracing = _tracing(settings.tracing)
+        if tracing is not None:
+            parts.push_async_callback(asyncio.to_thread, tracing.shutdown)  # sends spans held
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
         interceptor.credentials, new_token, tokens_version = open_credentials(settings)
@@ -295,52 +175,49 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             key_file_source(settings.origin, settings.key_path),
             migrate=settings.migrate,
         )
-    except BaseException:
-        for bound in (web, metrics_web):
-            if bound is not None:
-                bound.close()
-        await server.stop(None)
-        raise
-    if store.migrated:
-        # Migration 1 makes the tables: a new database (or one from before versions).
-        log.warning(
-            "created the database schema"
-            if store.migrated[0].version == 1
-            else "migrated the database schema",
-            migrations=[str(migration) for migration in store.migrated],
+        parts.callback(store.close)
+        if store.migrated:
+            # Migration 1 makes the tables: a new database (or one from before versions).
+            log.warning(
+                "created the database schema"
+                if store.migrated[0].version == 1
+                else "migrated the database schema",
+                migrations=[str(migration) for migration in store.migrated],
+            )
+        tail = LogTail(store)
+        parts.push_async_callback(tail.stop)
+        endpoints = [WitnessEndpoint.parse(spec) for spec in settings.witnesses]
+        quorum = (
+            WitnessQuorum(tuple(e.key.vkey for e in endpoints), settings.witness_quorum)
+            if endpoints
+            else NO_WITNESSES
         )
-    tail = LogTail(store)
-    endpoints = [WitnessEndpoint.parse(spec) for spec in settings.witnesses]
-    quorum = (
-        WitnessQuorum(tuple(e.key.vkey for e in endpoints), settings.witness_quorum)
-        if endpoints
-        else NO_WITNESSES
-    )
-    witnessing = (
-        Witnessing(store, tail, endpoints, interval_seconds=settings.witness_interval_ms / 1000)
-        if endpoints
-        else None
-    )
-    health_servicer = health.aio.HealthServicer()
-    storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
-    metrics: Metrics | None = None
-    if web is not None or metrics_web is not None:
-        metrics = Metrics(
-            store,
-            streams_open=lambda: streams.open,
-            streams_limit=streams.total,
-            storage_failing=lambda: storage.failing,
-            serving=lambda: not (storage.failing or shutdown.begun),
-            witnesses=() if witnessing is None else witnessing.statuses,
-            log_size=lambda: tail.size,
+        witnessing = (
+            Witnessing(store, tail, endpoints, interval_seconds=settings.witness_interval_ms / 1000)
+            if endpoints
+            else None
         )
-        store.observe(metrics.batch_committed)
-    observers: list[CallObserver] = [
-        observer for observer in (tracing, metrics) if observer is not None
-    ]
-    interceptor.observers = tuple(observers)
-    interceptor.on_storage_failure = _on_storage_failure(storage, metrics)
-    try:
+        if witnessing is not None:
+            parts.push_async_callback(witnessing.stop)
+        health_servicer = health.aio.HealthServicer()
+        storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
+        metrics: Metrics | None = None
+        if web is not None or metrics_web is not None:
+            metrics = Metrics(
+                store,
+                streams_open=lambda: streams.open,
+                streams_limit=streams.total,
+                storage_failing=lambda: storage.failing,
+                serving=lambda: not (storage.failing or shutdown.begun),
+                witnesses=() if witnessing is None else witnessing.statuses,
+                log_size=lambda: tail.size,
+            )
+            store.observe(metrics.batch_committed)
+        observers: list[CallObserver] = [
+            observer for observer in (tracing, metrics) if observer is not None
+        ]
+        interceptor.observers = tuple(observers)
+        interceptor.on_storage_failure = _on_storage_failure(storage, metrics)
         await store.run_async(
             lambda tx: tx.append(
                 EntryKind.SERVICE_STARTED,
@@ -364,71 +241,73 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             reflection.enable_server_reflection(
                 (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
             )
-        await server.start()
-        if web is not None:
-            await web.start(dealer, store, settings.grace_seconds, metrics, quorum)
-        if metrics_web is not None:
-            assert metrics is not None
-            await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
         tokens = TokenReload(
             settings.tokens_path,
             dict(settings.mtls_roles),
             lambda credentials: setattr(interceptor, "credentials", credentials),
             read=tokens_version,
         )
+        # Once the transport has stopped: the storage probe, the token watch, the witnesses.
+        parts.push_async_callback(tokens.stop)
+        parts.push_async_callback(storage.stop)
+        await server.start()
+        webs = [bound for bound in (web, metrics_web) if bound is not None]
+
+        async def stop_serving() -> None:
+            # Calls still running now have overrun the grace period; the transport cancels
+            # them. The HTTP ports stop beside it: they only read, so their requests need the
+            # store until then. A start that failed stops at once.
+            grace = shutdown.left(settings.grace_seconds) if shutdown.begun else None
+            await asyncio.gather(server.stop(grace), *(bound.stop() for bound in webs))
+
+        parts.push_async_callback(stop_serving)
+        if web is not None:
+            await web.start(dealer, store, settings.grace_seconds, metrics, quorum)
+        if metrics_web is not None:
+            assert metrics is not None
+            await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
         tokens.start()
         if witnessing is not None:
             await witnessing.start()
-    except BaseException:
-        for bound in (web, metrics_web):
-            if bound is not None:
-                await bound.stop()
-        await server.stop(None)
-        if witnessing is not None:
-            await witnessing.stop()
-        await tail.stop()
-        store.close()
-        if tracing is not None:
-            tracing.shutdown()
-        raise
-    log.info(
-        "serving",
-        listen=settings.listen,
-        port=port,
-        version=__version__,
-        database=redacted_url(settings.database_url),
-        origin=signer.origin,
-        key=signer.vkey,
-        tls=settings.tls_cert is not None,
-        mtls=settings.tls_client_ca is not None,
-        reflection=settings.reflection,
-        http_listen=settings.http_listen or None,
-        http_port=None if web is None else web.port,
-        metrics_listen=settings.metrics_listen or None,
-        metrics_port=None if metrics_web is None else metrics_web.port,
-        tracing=tracing is not None,
-        witnesses=[endpoint.key.name for endpoint in endpoints] or None,
-        witness_quorum=quorum.threshold if endpoints else None,
-    )
-    return App(
-        server,
-        port,
-        store,
-        tail,
-        health_servicer,
-        streams,
-        shutdown,
-        storage,
-        interceptor,
-        settings,
-        new_token,
-        web,
-        metrics,
-        metrics_web,
-        tracing,
-        tokens,
-        witnessing,
-    )
+        log.info(
+            "serving",
+            listen=settings.listen,
+            port=port,
+            version=__version__,
+            database=redacted_url(settings.database_url),
+            origin=signer.origin,
+            key=signer.vkey,
+            tls=settings.tls_cert is not None,
+            mtls=settings.tls_client_ca is not None,
+            reflection=settings.reflection,
+            http_listen=settings.http_listen or None,
+            http_port=None if web is None else web.port,
+            metrics_listen=settings.metrics_listen or None,
+            metrics_port=None if metrics_web is None else metrics_web.port,
+            tracing=tracing is not None,
+            witnesses=[endpoint.key.name for endpoint in endpoints] or None,
+            witness_quorum=quorum.threshold if endpoints else None,
+        )
+        return App(
+            server=server,
+            port=port,
+            store=store,
+            tail=tail,
+            health=health_servicer,
+            streams=streams,
+            shutdown=shutdown,
+            storage=storage,
+            interceptor=interceptor,
+            settings=settings,
+            tokens=tokens,
+            parts=parts.pop_all(),
+            new_operator_token=new_token,
+            web=web,
+            metrics=metrics,
+            metrics_web=metrics_web,
+            tracing=tracing,
+            witnessing=witnessing,
+        )
 
 
 def _on_storage_failure(
@@ -478,7 +357,7 @@ async def running(settings: Settings, *, tracing: Tracing | None = None) -> Asyn
         await app.stop()
 
 
-async def serve(settings: Settings, on_started: Callable[[App], None] | None = None) -> None:
+async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
     """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP."""
     # The handlers come first: a signal arriving while the service starts (after its "serving"
     # line, say) must stop it gracefully, not kill it with the default action.
@@ -490,15 +369,13 @@ async def serve(settings: Settings, on_started: Callable[[App], None] | None = N
 
     def reread_tokens() -> None:
         for app in started:
-            if app.tokens is not None:
-                app.tokens.reload("SIGHUP")
+            app.tokens.reload("SIGHUP")
 
     loop.add_signal_handler(signal.SIGHUP, reread_tokens)
     app = await start(settings)
     started.append(app)
     collector.settle_after_start()
-    if on_started is not None:
-        on_started(app)
+    on_started(app)
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()

@@ -1,8 +1,9 @@
 """Service configuration: defaults, then a TOML file, then ``GNAU_*`` environment variables,
 then command-line flags, each overriding the one before.
 
-Every setting is listed once, in :data:`SETTINGS`, with its flag, its environment variable and
-its meaning; ``docs/configuration.md`` is that table.
+Every setting is declared once, as a field of :class:`Settings`: its default, and its
+:class:`Setting` (flag, environment variable, meaning, and how a value is read). :data:`SETTINGS`
+is that table by name, for the command line; ``docs/configuration.md`` is that table too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import dataclasses
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -37,34 +38,358 @@ class ConfigError(ValueError):
 
 
 @dataclass(frozen=True)
+class Setting:
+    """How a setting is given: its flag (``repeatable`` if given once per value), its
+    environment variable, what it means, and how a value (a string from a flag or the
+    environment, or any TOML value) is read; ``parse`` raises ValueError saying what is
+    expected."""
+
+    flag: str
+    variable: str
+    meaning: str
+    parse: Callable[[object], Any]
+    repeatable: bool = False
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a string, not {quoted(value)}")
+    return value
+
+
+def _path(value: object) -> Path:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a path (a string), not {quoted(value)}")
+    return Path(value)
+
+
+def _boolean(value: object) -> bool:
+    """
+    >>> _boolean("True"), _boolean(False)
+    (True, False)
+    """
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "false"):
+        return str(value).lower() == "true"
+    raise ValueError(f"must be true or false, not {quoted(value)}")
+
+
+def _positive_whole(value: object) -> int:
+    return int(_positive(_number(value, whole=True)))
+
+
+def _positive_number(value: object) -> float:
+    return _positive(_number(value, whole=False))
+
+
+def _zero_or_more(value: object) -> float:
+    number = _number(value, whole=False)
+    if not number >= 0:
+        raise ValueError(f"must be 0 or more, not {number}")
+    return number
+
+
+def _positive(number: float) -> float:
+    if not number > 0:
+        raise ValueError(f"must be positive, not {number}")
+    return number
+
+
+def _strings(value: object) -> tuple[str, ...]:
+    """Strings: a TOML list, or comma-separated.
+
+    >>> _strings(" a, b,,"), _strings(["c"])
+    (('a', 'b'), ('c',))
+    """
+    items = value if isinstance(value, list | tuple) else str(value).split(",")
+    if not all(isinstance(item, str) for item in items):
+        raise ValueError(f"must be strings, not {quoted(value)}")
+    return tuple(item.strip() for item in items if item.strip())
+
+
+def _roles(value: object) -> dict[str, Role]:
+    """``CN=ROLE`` pairs: a TOML table or list, or comma-separated.
+
+    >>> _roles("alice=operator, bob=auditor")
+    {'alice': <Role.OPERATOR: 'operator'>, 'bob': <Role.AUDITOR: 'auditor'>}
+    """
+    pairs = value if isinstance(value, list | tuple) else str(value).split(",")
+    if isinstance(value, dict):
+        pairs = [f"{cn}={role}" for cn, role in value.items()]
+    roles = {}
+    for pair in pairs:
+        name, sep, role = str(pair).partition("=")
+        if not sep:
+            raise ValueError(f"expected CN=ROLE, got {quoted(pair)}")
+        if role.strip() not in {str(known) for known in Role}:
+            raise ValueError(
+                f"unknown role {quoted(role.strip())} in {quoted(pair)}: expected one of "
+                f"{', '.join(Role)}"
+            )
+        roles[name.strip()] = Role(role.strip())
+    return roles
+
+
+def _about(
+    flag: str,
+    variable: str,
+    meaning: str,
+    parse: Callable[[object], Any],
+    *,
+    repeatable: bool = False,
+) -> dict[str, Setting]:
+    """The metadata of a field of :class:`Settings`: its :class:`Setting`."""
+    return {_SETTING: Setting(flag, variable, meaning, parse, repeatable)}
+
+
+_SETTING: Final = "setting"
+
+
+def _number(value: object, *, whole: bool) -> int | float:
+    """A whole number (``whole``) or any finite number, from a string or a TOML number.
+
+    >>> _number("1_000", whole=True), _number(" 42 ", whole=True), _number("2.5", whole=False)
+    (1000, 42, 2.5)
+    >>> _number("abc", whole=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: must be a whole number, not 'abc'
+    >>> _number(1.5, whole=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: must be a whole number, not 1.5
+    """
+    expected = "a whole number" if whole else "a number"
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be {expected}, not {quoted(value)}")
+    if whole and isinstance(value, float):
+        raise ValueError(f"must be {expected}, not {quoted(value)}")
+    try:
+        number = int(value) if whole else float(value)
+    except ValueError:
+        raise ValueError(f"must be {expected}, not {quoted(value)}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"must be {expected}, not {quoted(value)}")
+    return number
+
+
+@dataclass(frozen=True)
 class Settings:
-    listen: str = "127.0.0.1:50051"
-    http_listen: str = ""  # off unless set: the browser verifier and public receipts
-    metrics_listen: str = ""  # off unless set: /metrics alone (the HTTP port serves it too)
-    tracing: str = "off"  # off, console or otlp
-    data_dir: Path = Path("gnau-data")
-    database: str = ""  # default: sqlite:///<data_dir>/gnau.db
-    migrate: bool = False  # an older schema is refused unless this is set
-    key: Path | None = None  # default: <data_dir>/log-signing-key.pem, generated if missing
-    origin: str = "gnau-dealer/local"
-    tokens: Path | None = None  # default: <data_dir>/tokens.json, generated if missing
-    tls_cert: Path | None = None
-    tls_key: Path | None = None
-    tls_client_ca: Path | None = None
-    mtls_roles: dict[str, Role] = field(default_factory=dict)
-    reflection: bool = True
-    max_message_bytes: int = 1024 * 1024
-    max_concurrent_rpcs: int = 1000
-    max_streams: int = DEFAULT_MAX_STREAMS
-    max_streams_per_peer: int = DEFAULT_MAX_STREAMS_PER_PEER
-    max_stake: int = DEFAULT_MAX_STAKE
-    grace_seconds: float = 10.0
-    shutdown_notice_seconds: float = 1.0
-    keepalive_seconds: float = 30.0
-    log_format: str = "json"
-    witnesses: tuple[str, ...] = ()  # URL=VKEY of each witness asked to cosign checkpoints
-    witness_quorum: int = 1  # cosignatures that make a checkpoint "cosigned"
-    witness_interval_ms: int = 1000  # at most one submission per witness this often
+    listen: str = field(
+        default="127.0.0.1:50051",
+        metadata=_about("--listen", "GNAU_LISTEN", "host:port to serve gRPC on", _text),
+    )
+    # Off unless set: the browser verifier and public receipts.
+    http_listen: str = field(
+        default="",
+        metadata=_about(
+            "--http-listen",
+            "GNAU_HTTP_LISTEN",
+            "host:port to serve the browser verifier and public receipts over HTTP; off unless set",
+            _text,
+        ),
+    )
+    # Off unless set: /metrics alone (the HTTP port serves it too).
+    metrics_listen: str = field(
+        default="",
+        metadata=_about(
+            "--metrics-listen",
+            "GNAU_METRICS_LISTEN",
+            "host:port to serve only the Prometheus metrics (GET /metrics) on; off unless set. "
+            "The --http-listen port serves /metrics too",
+            _text,
+        ),
+    )
+    tracing: str = field(
+        default="off",
+        metadata=_about(
+            "--tracing",
+            "GNAU_TRACING",
+            "OpenTelemetry spans, one per call: off, console (stdout) or otlp (OTEL_EXPORTER_OTLP_*"
+            " environment); needs the [tracing] extra",
+            _text,
+        ),
+    )
+    data_dir: Path = field(
+        default=Path("gnau-data"),
+        metadata=_about(
+            "--data-dir", "GNAU_DATA_DIR", "directory for the default database, key, tokens", _path
+        ),
+    )
+    # Empty: sqlite:///<data_dir>/gnau.db (database_url).
+    database: str = field(
+        default="",
+        metadata=_about(
+            "--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db", _text
+        ),
+    )
+    migrate: bool = field(
+        default=False,
+        metadata=_about(
+            "--migrate",
+            "GNAU_MIGRATE",
+            "migrate an older database schema at start (true/false); otherwise it is refused",
+            _boolean,
+        ),
+    )
+    # None: <data_dir>/log-signing-key.pem (key_path).
+    key: Path | None = field(
+        default=None,
+        metadata=_about(
+            "--key", "GNAU_KEY", "Ed25519 PEM log key (mode 0600); generated if missing", _path
+        ),
+    )
+    origin: str = field(
+        default="gnau-dealer/local",
+        metadata=_about(
+            "--origin", "GNAU_ORIGIN", "log origin (key name), gnau-dealer/<deployment>", _text
+        ),
+    )
+    # None: <data_dir>/tokens.json (tokens_path).
+    tokens: Path | None = field(
+        default=None,
+        metadata=_about(
+            "--tokens", "GNAU_TOKENS", "JSON token file (mode 0600); generated if missing", _path
+        ),
+    )
+    tls_cert: Path | None = field(
+        default=None,
+        metadata=_about(
+            "--tls-cert", "GNAU_TLS_CERT", "server certificate (PEM); enables TLS", _path
+        ),
+    )
+    tls_key: Path | None = field(
+        default=None,
+        metadata=_about("--tls-key", "GNAU_TLS_KEY", "server private key (PEM)", _path),
+    )
+    tls_client_ca: Path | None = field(
+        default=None,
+        metadata=_about(
+            "--tls-client-ca", "GNAU_TLS_CLIENT_CA", "CA for client certs: mTLS", _path
+        ),
+    )
+    mtls_roles: dict[str, Role] = field(
+        default_factory=dict,
+        metadata=_about(
+            "--mtls-role",
+            "GNAU_MTLS_ROLES",
+            "CN=ROLE for mTLS clients (repeatable)",
+            _roles,
+            repeatable=True,
+        ),
+    )
+    reflection: bool = field(
+        default=True,
+        metadata=_about(
+            "--reflection", "GNAU_REFLECTION", "serve gRPC reflection (true/false)", _boolean
+        ),
+    )
+    max_message_bytes: int = field(
+        default=1024 * 1024,
+        metadata=_about(
+            "--max-message-bytes", "GNAU_MAX_MESSAGE_BYTES", "largest message", _positive_whole
+        ),
+    )
+    max_concurrent_rpcs: int = field(
+        default=1000,
+        metadata=_about(
+            "--max-concurrent-rpcs",
+            "GNAU_MAX_CONCURRENT_RPCS",
+            "then RESOURCE_EXHAUSTED",
+            _positive_whole,
+        ),
+    )
+    max_streams: int = field(
+        default=DEFAULT_MAX_STREAMS,
+        metadata=_about(
+            "--max-streams",
+            "GNAU_MAX_STREAMS",
+            "streams open at once (under max_concurrent_rpcs), then RESOURCE_EXHAUSTED",
+            _positive_whole,
+        ),
+    )
+    max_streams_per_peer: int = field(
+        default=DEFAULT_MAX_STREAMS_PER_PEER,
+        metadata=_about(
+            "--max-streams-per-peer",
+            "GNAU_MAX_STREAMS_PER_PEER",
+            "streams open at once from one address, then RESOURCE_EXHAUSTED",
+            _positive_whole,
+        ),
+    )
+    max_stake: int = field(
+        default=DEFAULT_MAX_STAKE,
+        metadata=_about(
+            "--max-stake",
+            "GNAU_MAX_STAKE",
+            f"largest stake, in minor units; at most {LARGEST_MAX_STAKE}",
+            _positive_whole,
+        ),
+    )
+    grace_seconds: float = field(
+        default=10.0,
+        metadata=_about(
+            "--grace-seconds",
+            "GNAU_GRACE_SECONDS",
+            "shutdown grace for calls in flight",
+            _positive_number,
+        ),
+    )
+    shutdown_notice_seconds: float = field(
+        default=1.0,
+        metadata=_about(
+            "--shutdown-notice-seconds",
+            "GNAU_SHUTDOWN_NOTICE_SECONDS",
+            "on SIGTERM, how long health says NOT_SERVING before the port closes (0 or more)",
+            _zero_or_more,
+        ),
+    )
+    keepalive_seconds: float = field(
+        default=30.0,
+        metadata=_about(
+            "--keepalive-seconds",
+            "GNAU_KEEPALIVE_SECONDS",
+            "HTTP/2 ping interval",
+            _positive_number,
+        ),
+    )
+    log_format: str = field(
+        default="json", metadata=_about("--log-format", "GNAU_LOG_FORMAT", "json or console", _text)
+    )
+    witnesses: tuple[str, ...] = field(
+        default=(),
+        metadata=_about(
+            "--witness",
+            "GNAU_WITNESSES",
+            "URL=VKEY of a witness (C2SP tlog-witness) to ask to cosign each new checkpoint: its "
+            "submission prefix and its verifier key (repeatable; comma-separated in the "
+            "environment)",
+            _strings,
+            repeatable=True,
+        ),
+    )
+    witness_quorum: int = field(
+        default=1,
+        metadata=_about(
+            "--witness-quorum",
+            "GNAU_WITNESS_QUORUM",
+            "how many witnesses must cosign a checkpoint for it to count as cosigned (receipts and "
+            "GetCheckpoint's cosigned request use the newest such); 1 to the number of witnesses",
+            _positive_whole,
+        ),
+    )
+    witness_interval_ms: int = field(
+        default=1000,
+        metadata=_about(
+            "--witness-interval-ms",
+            "GNAU_WITNESS_INTERVAL_MS",
+            "the least time between two submissions to one witness, in milliseconds (a new "
+            "checkpoint waits for it; a failing witness is retried after twice as long, up to "
+            "60 s)",
+            _positive_whole,
+        ),
+    )
 
     @property
     def database_url(self) -> str:
@@ -84,92 +409,9 @@ class Settings:
         return self.data_dir / "operator-token"
 
 
-#: name → (flag, environment variable, meaning): the configuration table.
-SETTINGS: Final = {
-    "listen": ("--listen", "GNAU_LISTEN", "host:port to serve gRPC on"),
-    "http_listen": (
-        "--http-listen",
-        "GNAU_HTTP_LISTEN",
-        "host:port to serve the browser verifier and public receipts over HTTP; off unless set",
-    ),
-    "metrics_listen": (
-        "--metrics-listen",
-        "GNAU_METRICS_LISTEN",
-        "host:port to serve only the Prometheus metrics (GET /metrics) on; off unless set. "
-        "The --http-listen port serves /metrics too",
-    ),
-    "tracing": (
-        "--tracing",
-        "GNAU_TRACING",
-        "OpenTelemetry spans, one per call: off, console (stdout) or otlp (OTEL_EXPORTER_OTLP_*"
-        " environment); needs the [tracing] extra",
-    ),
-    "data_dir": ("--data-dir", "GNAU_DATA_DIR", "directory for the default database, key, tokens"),
-    "database": ("--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db"),
-    "migrate": (
-        "--migrate",
-        "GNAU_MIGRATE",
-        "migrate an older database schema at start (true/false); otherwise it is refused",
-    ),
-    "key": ("--key", "GNAU_KEY", "Ed25519 PEM log key (mode 0600); generated if missing"),
-    "origin": ("--origin", "GNAU_ORIGIN", "log origin (key name), gnau-dealer/<deployment>"),
-    "tokens": ("--tokens", "GNAU_TOKENS", "JSON token file (mode 0600); generated if missing"),
-    "tls_cert": ("--tls-cert", "GNAU_TLS_CERT", "server certificate (PEM); enables TLS"),
-    "tls_key": ("--tls-key", "GNAU_TLS_KEY", "server private key (PEM)"),
-    "tls_client_ca": ("--tls-client-ca", "GNAU_TLS_CLIENT_CA", "CA for client certs: mTLS"),
-    "mtls_roles": ("--mtls-role", "GNAU_MTLS_ROLES", "CN=ROLE for mTLS clients (repeatable)"),
-    "reflection": ("--reflection", "GNAU_REFLECTION", "serve gRPC reflection (true/false)"),
-    "max_message_bytes": ("--max-message-bytes", "GNAU_MAX_MESSAGE_BYTES", "largest message"),
-    "max_concurrent_rpcs": (
-        "--max-concurrent-rpcs",
-        "GNAU_MAX_CONCURRENT_RPCS",
-        "then RESOURCE_EXHAUSTED",
-    ),
-    "max_streams": (
-        "--max-streams",
-        "GNAU_MAX_STREAMS",
-        "streams open at once (under max_concurrent_rpcs), then RESOURCE_EXHAUSTED",
-    ),
-    "max_streams_per_peer": (
-        "--max-streams-per-peer",
-        "GNAU_MAX_STREAMS_PER_PEER",
-        "streams open at once from one address, then RESOURCE_EXHAUSTED",
-    ),
-    "max_stake": (
-        "--max-stake",
-        "GNAU_MAX_STAKE",
-        f"largest stake, in minor units; at most {LARGEST_MAX_STAKE}",
-    ),
-    "grace_seconds": (
-        "--grace-seconds",
-        "GNAU_GRACE_SECONDS",
-        "shutdown grace for calls in flight",
-    ),
-    "shutdown_notice_seconds": (
-        "--shutdown-notice-seconds",
-        "GNAU_SHUTDOWN_NOTICE_SECONDS",
-        "on SIGTERM, how long health says NOT_SERVING before the port closes (0 or more)",
-    ),
-    "keepalive_seconds": ("--keepalive-seconds", "GNAU_KEEPALIVE_SECONDS", "HTTP/2 ping interval"),
-    "log_format": ("--log-format", "GNAU_LOG_FORMAT", "json or console"),
-    "witnesses": (
-        "--witness",
-        "GNAU_WITNESSES",
-        "URL=VKEY of a witness (C2SP tlog-witness) to ask to cosign each new checkpoint: its "
-        "submission prefix and its verifier key (repeatable; comma-separated in the environment)",
-    ),
-    "witness_quorum": (
-        "--witness-quorum",
-        "GNAU_WITNESS_QUORUM",
-        "how many witnesses must cosign a checkpoint for it to count as cosigned (receipts and "
-        "GetCheckpoint's cosigned request use the newest such); 1 to the number of witnesses",
-    ),
-    "witness_interval_ms": (
-        "--witness-interval-ms",
-        "GNAU_WITNESS_INTERVAL_MS",
-        "the least time between two submissions to one witness, in milliseconds (a new "
-        "checkpoint waits for it; a failing witness is retried after twice as long, up to 60 s)",
-    ),
+#: Every setting by name: the configuration table.
+SETTINGS: Final[Mapping[str, Setting]] = {
+    declared.name: declared.metadata[_SETTING] for declared in dataclasses.fields(Settings)
 }
 
 
@@ -191,17 +433,16 @@ def load_settings(
         if unknown:
             raise ConfigError(f"config file {config_file}: unknown setting(s) {sorted(unknown)}")
         sources.update((name, f"key {name!r} of config file {config_file}") for name in values)
-    for name, (_, variable, _) in SETTINGS.items():
-        if variable in environ:
-            values[name] = environ[variable]
-            sources[name] = f"environment variable {variable}"
+    for name, setting in SETTINGS.items():
+        if setting.variable in environ:
+            values[name] = environ[setting.variable]
+            sources[name] = f"environment variable {setting.variable}"
     values.update(flags)
-    sources.update((name, f"flag {SETTINGS[name][0]}") for name in flags)
+    sources.update((name, f"flag {SETTINGS[name].flag}") for name in flags)
     return _typed(values, sources)
 
 
 def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
-    types = {f.name: str(f.type) for f in dataclasses.fields(Settings)}
     converted: dict[str, Any] = {}
 
     def setting(name: str) -> str:
@@ -209,9 +450,8 @@ def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
         return f"setting {name!r} (from {sources.get(name, 'the defaults')})"
 
     for name, value in values.items():
-        kind = types[name]
         try:
-            converted[name] = _convert(name, kind, value)
+            converted[name] = SETTINGS[name].parse(value)
         except (ValueError, TypeError) as error:
             raise ConfigError(f"{setting(name)}: {error}") from None
     settings = Settings(**converted)
@@ -263,85 +503,6 @@ def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
             f"({settings.max_streams})"
         )
     return settings
-
-
-def _convert(name: str, kind: str, value: Any) -> Any:
-    """``value`` (a string from a flag or the environment, or any TOML value) as a ``kind``;
-    a ValueError says what is expected and quotes what was given, never Python's own words."""
-    if kind in ("Path", "Path | None"):
-        if not isinstance(value, str):
-            raise ValueError(f"must be a path (a string), not {quoted(value)}")
-        return Path(value)
-    if kind == "bool":
-        if isinstance(value, bool):
-            return value
-        if str(value).lower() in ("true", "false"):
-            return str(value).lower() == "true"
-        raise ValueError(f"must be true or false, not {quoted(value)}")
-    if kind in ("int", "float"):
-        number = _number(value, whole=kind == "int")
-        if name in _MAY_BE_ZERO:
-            if not number >= 0:
-                raise ValueError(f"must be 0 or more, not {number}")
-        elif not number > 0:
-            raise ValueError(f"must be positive, not {number}")
-        return number
-    if kind == "tuple[str, ...]":
-        items = value if isinstance(value, list | tuple) else str(value).split(",")
-        if not all(isinstance(item, str) for item in items):
-            raise ValueError(f"must be strings, not {quoted(value)}")
-        return tuple(item.strip() for item in items if item.strip())
-    if kind == "dict[str, Role]":
-        pairs = value if isinstance(value, list | tuple) else str(value).split(",")
-        if isinstance(value, dict):
-            pairs = [f"{cn}={role}" for cn, role in value.items()]
-        roles = {}
-        for pair in pairs:
-            name_, sep, role = str(pair).partition("=")
-            if not sep:
-                raise ValueError(f"expected CN=ROLE, got {quoted(pair)}")
-            if role.strip() not in {str(known) for known in Role}:
-                raise ValueError(
-                    f"unknown role {quoted(role.strip())} in {quoted(pair)}: expected one of "
-                    f"{', '.join(Role)}"
-                )
-            roles[name_.strip()] = Role(role.strip())
-        return roles
-    if not isinstance(value, str):
-        raise ValueError(f"must be a string, not {quoted(value)}")
-    return value
-
-
-def _number(value: object, *, whole: bool) -> int | float:
-    """A whole number (``whole``) or any finite number, from a string or a TOML number.
-
-    >>> _number("1_000", whole=True), _number(" 42 ", whole=True), _number("2.5", whole=False)
-    (1000, 42, 2.5)
-    >>> _number("abc", whole=True)
-    Traceback (most recent call last):
-    ...
-    ValueError: must be a whole number, not 'abc'
-    >>> _number(1.5, whole=True)
-    Traceback (most recent call last):
-    ...
-    ValueError: must be a whole number, not 1.5
-    """
-    expected = "a whole number" if whole else "a number"
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ValueError(f"must be {expected}, not {quoted(value)}")
-    if whole and isinstance(value, float):
-        raise ValueError(f"must be {expected}, not {quoted(value)}")
-    try:
-        number = int(value) if whole else float(value)
-    except ValueError:
-        raise ValueError(f"must be {expected}, not {quoted(value)}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"must be {expected}, not {quoted(value)}")
-    return number
-
-
-#: Settings for which 0 is a sensible value; every other number must be positive.
-_MAY_BE_ZERO: Final = frozenset({"shutdown_notice_seconds"})
 
 
 def split_host_port(address: str) -> tuple[str, int]:

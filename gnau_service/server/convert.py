@@ -23,7 +23,9 @@ from gnau_service.rules.evaluation import Category, Evaluation
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import Outcome
-from gnau_service.server.rounds import InvalidRequest, RoundState, RoundView
+from gnau_service.server.refusals import InvalidRequest
+from gnau_service.server.round_record import RoundState
+from gnau_service.server.round_view import RoundView
 
 _TIES: Final = {
     types_pb2.TIE_RULE_DEALER: TieRule.DEALER,
@@ -41,7 +43,7 @@ _STATES: Final = {state: round_pb2.RoundState.Value(f"ROUND_STATE_{state}") for 
 _OUTCOMES: Final = {outcome: round_pb2.Outcome.Value(f"OUTCOME_{outcome}") for outcome in Outcome}
 
 
-def house_rules_from_proto(message: types_pb2.HouseRules, path: str = "house_rules") -> HouseRules:
+def house_rules_from_proto(message: types_pb2.HouseRules) -> HouseRules:
     """House rules from a request: fields left unset keep the rules page's defaults."""
     values: dict[str, object] = {}
     for name in ("ten_is_duke", "three_six_pair", "trips_make_ox", "five_small", "suited_double"):
@@ -52,12 +54,12 @@ def house_rules_from_proto(message: types_pb2.HouseRules, path: str = "house_rul
     violations = []
     if message.tie != types_pb2.TIE_RULE_UNSPECIFIED:
         if message.tie not in _TIES:
-            violations.append((f"{path}.tie", f"unknown tie rule {message.tie}"))
+            violations.append(("house_rules.tie", f"unknown tie rule {message.tie}"))
         else:
             values["tie"] = str(_TIES[message.tie])
     if message.payout != types_pb2.PAYOUT_TABLE_UNSPECIFIED:
         if message.payout not in _PAYOUTS:
-            violations.append((f"{path}.payout", f"unknown payout table {message.payout}"))
+            violations.append(("house_rules.payout", f"unknown payout table {message.payout}"))
         else:
             values["payout"] = str(_PAYOUTS[message.payout])
     if violations:
@@ -65,7 +67,7 @@ def house_rules_from_proto(message: types_pb2.HouseRules, path: str = "house_rul
     try:
         return HouseRules.from_mapping(values)
     except ValueError as error:
-        raise InvalidRequest([(f"{path}.{getattr(error, 'key', '')}", str(error))]) from None
+        raise InvalidRequest([(f"house_rules.{getattr(error, 'key', '')}", str(error))]) from None
 
 
 def house_rules_to_proto(rules: HouseRules) -> types_pb2.HouseRules:

@@ -31,7 +31,7 @@ from gnau_service.server.limits import (
     MAX_FIELD_VIOLATIONS,
     MAX_VIOLATION_BYTES,
 )
-from gnau_service.server.rounds import (
+from gnau_service.server.refusals import (
     DealerError,
     InvalidRequest,
     OutOfRange,

@@ -52,7 +52,7 @@ from gnau_service.server.errors import (
 )
 from gnau_service.server.limits import MAX_REQUEST_ID_HEADER_CHARS
 from gnau_service.server.peers import PeerWarnings, peer_address
-from gnau_service.server.rounds import DealerError
+from gnau_service.server.refusals import DealerError
 from gnau_service.server.shutdown import Shutdown
 from gnau_service.server.streams import StreamSlots
 from gnau_service.store import StoreUnavailable
@@ -104,14 +104,14 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         credentials: Credentials,
         streams: StreamSlots,
         shutdown: Shutdown,
-        on_storage_failure: Callable[[StoreUnavailable], None] = lambda error: None,
-        observers: tuple[CallObserver, ...] = (),
     ) -> None:
         self.credentials = credentials
         self._streams = streams
         self._shutdown = shutdown
-        self.on_storage_failure = on_storage_failure
-        self.observers = observers
+        #: What a call that could not use the store sets off; the start sets it.
+        self.on_storage_failure: Callable[[StoreUnavailable], None] = lambda error: None
+        #: Who sees each call begin and end (tracing, metrics); the start sets them.
+        self.observers: tuple[CallObserver, ...] = ()
         self.undecodable = PeerWarnings(UNDECODABLE_WARNING_SECONDS)
         # Each method's wrapped handler, made on its first call rather than on every call.
         self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}

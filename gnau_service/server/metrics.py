@@ -90,7 +90,6 @@ class Metrics:
         streams_limit: int,
         storage_failing: Callable[[], bool],
         serving: Callable[[], bool],
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         witnesses: Sequence[WitnessStatus] = (),
         log_size: Callable[[], int] = lambda: 0,
     ) -> None:
@@ -191,9 +190,9 @@ class Metrics:
             "The most streams allowed open at once (--max-streams).",
             registry=registry,
         ).set(streams_limit)
-        registry.register(_StoreGauges(store, clock))
+        registry.register(_StoreGauges(store))
         if witnesses:
-            registry.register(_WitnessGauges(witnesses, log_size, clock))
+            registry.register(_WitnessGauges(witnesses, log_size))
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
 
@@ -272,9 +271,8 @@ class _StoreGauges(Collector):
     scrape. If it cannot be read, ``gnau_store_readable`` says 0 and the rest are left out (a
     gap, rather than a stale value)."""
 
-    def __init__(self, store: LogReader, clock: Callable[[], datetime]) -> None:
+    def __init__(self, store: LogReader) -> None:
         self._store = store
-        self._clock = clock
 
     def describe(self) -> Iterable[Metric]:
         return ()  # read only at a scrape, never while registering
@@ -305,7 +303,7 @@ class _StoreGauges(Collector):
                 "Seconds since the newest signed checkpoint (the last batch that grew the log).",
             )
             signed = parse_utc_timestamp(head.last_time)
-            age.add_metric((), max((self._clock() - signed).total_seconds(), 0.0))
+            age.add_metric((), max((datetime.now(UTC) - signed).total_seconds(), 0.0))
             found.append(age)
         by_state = GaugeMetricFamily(
             "gnau_rounds_open", "Unfinished rounds, by state.", labels=("state",)
@@ -323,7 +321,7 @@ class _StoreGauges(Collector):
             "Seconds since the table's unfinished round last moved (same tables).",
             labels=("table_id",),
         )
-        now = self._clock()
+        now = datetime.now(UTC)
         for open_round in longest_open_rounds(store, MAX_TABLE_SERIES):
             per_table.add_metric((open_round.table_id, open_round.state), 1)
             moved = parse_utc_timestamp(open_round.updated_at)
@@ -339,12 +337,10 @@ class _WitnessGauges(Collector):
         self,
         witnesses: Sequence[WitnessStatus],
         log_size: Callable[[], int],
-        clock: Callable[[], datetime],
     ) -> None:
         self._witnesses = witnesses
         self._log_size = log_size
-        self._clock = clock
-        self._since = clock()
+        self._since = datetime.now(UTC)
 
     def describe(self) -> Iterable[Metric]:
         return ()
@@ -367,7 +363,7 @@ class _WitnessGauges(Collector):
             labels=("witness", "result"),
         )
         size = self._log_size()
-        now = self._clock()
+        now = datetime.now(UTC)
         for status in self._witnesses:
             lag.add_metric((status.name,), max(size - status.cosigned_size, 0))
             if status.cosigned_at is None:

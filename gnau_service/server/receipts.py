@@ -14,15 +14,12 @@ from __future__ import annotations
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Consistency, Receipt, ReceiptEntry
-from gnau_service.server.rounds import (
-    SEED_IS_PUBLIC,
-    Dealer,
-    OutOfRange,
-    WrongState,
-    revealed_round,
-)
+from gnau_service.server.dealer import Dealer
+from gnau_service.server.refusals import OutOfRange, WrongState
+from gnau_service.server.round_record import SEED_IS_PUBLIC
+from gnau_service.server.round_view import revealed_round
 from gnau_service.store import LogReader
-from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum, served_checkpoint
+from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
 
 
 def round_receipt(
@@ -30,8 +27,8 @@ def round_receipt(
     round_id: str,
     *,
     public: bool,
-    pinned_size: int = 0,
-    quorum: WitnessQuorum = NO_WITNESSES,
+    pinned_size: int,
+    quorum: WitnessQuorum,
 ) -> Receipt:
     """The receipt of ``round_id`` against the latest checkpoint. To the public a round whose
     seed is not public does not exist (RoundNotFound, as GetRound); to others it has no receipt

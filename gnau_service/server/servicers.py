@@ -1,5 +1,5 @@
 """The gRPC servicers: DealerService and AuditService. Thin by design: they turn messages into
-calls on the dealer (:mod:`gnau_service.server.rounds`) or the store, and answers back into
+calls on the dealer (:mod:`gnau_service.server.dealer`) or the store, and answers back into
 messages; refusals raise and the interceptor turns them into statuses."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from gnau_service.server.convert import (
     return_to_player_to_proto,
     round_to_proto,
 )
+from gnau_service.server.dealer import Dealer, Idempotency
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import current_role
 from gnau_service.server.limits import (
@@ -37,19 +38,12 @@ from gnau_service.server.limits import (
     MAX_REQUEST_ID_CHARS,
 )
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
-from gnau_service.server.rounds import (
-    Dealer,
-    Idempotency,
-    InvalidRequest,
-    OutOfRange,
-    RoundNotFound,
-    SeatRequest,
-    check_round_id,
-)
+from gnau_service.server.refusals import InvalidRequest, OutOfRange, RoundNotFound
+from gnau_service.server.validation import SeatRequest, check_round_id
 from gnau_service.server.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
-from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum, served_checkpoint
+from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -82,12 +76,12 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     def __init__(
         self,
         dealer: Dealer,
-        quorum: WitnessQuorum = NO_WITNESSES,
-        disclosures: Disclosures | None = None,
+        quorum: WitnessQuorum,
+        disclosures: Disclosures,
     ) -> None:
         self._dealer = dealer
         self._quorum = quorum
-        self._disclosures = Disclosures() if disclosures is None else disclosures
+        self._disclosures = disclosures
 
     async def Shuffle(
         self, request: dealer_pb2.ShuffleRequest, context: Context
@@ -190,7 +184,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
 
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum = NO_WITNESSES) -> None:
+    def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum) -> None:
         self._store = store
         self._tail = tail
         self._quorum = quorum
@@ -283,16 +277,8 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         self, request: audit_pb2.VerifyRoundRequest, context: Context
     ) -> audit_pb2.VerifyRoundResponse:
         check_round_id(request.round_id)
-        entries = await asyncio.to_thread(self._store.round_entries, request.round_id)
-        if not entries:
-            raise RoundNotFound(request.round_id)
-        keys = [Verifier.from_vkey(vkey) for vkey in self._store.public_keys()]
-        replay = RoundReplay()
         try:
-            for data in entries:
-                entry = decode_entry(data, *keys)
-                assert entry.round_id is not None
-                replay.feed(entry.kind, entry.round_id, entry.payload)
+            entries, replay = await asyncio.to_thread(_replayed, self._store, request.round_id)
         except (EntryError, ReplayError) as error:
             return audit_pb2.VerifyRoundResponse(
                 ok=False, failures=[str(error)], summary=f"round {request.round_id} FAILS: {error}"
@@ -301,10 +287,26 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         return audit_pb2.VerifyRoundResponse(
             ok=True,
             summary=(
-                f"round {request.round_id} verifies: {len(entries)} signed entries replayed, "
+                f"round {request.round_id} verifies: {entries} signed entries replayed, "
                 f"{state} (this is the service's own check; verify offline for the guarantee)"
             ),
         )
+
+
+def _replayed(store: Store, round_id: str) -> tuple[int, RoundReplay]:
+    """The round's entries, each checked against the log's keys and replayed in order, and how
+    many there were; raises EntryError or ReplayError at the first that fails. Blocking (it
+    reads the store and checks signatures): call it from a thread."""
+    entries = store.round_entries(round_id)
+    if not entries:
+        raise RoundNotFound(round_id)
+    keys = [Verifier.from_vkey(vkey) for vkey in store.public_keys()]
+    replay = RoundReplay()
+    for data in entries:
+        entry = decode_entry(data, *keys)
+        assert entry.round_id is not None
+        replay.feed(entry.kind, entry.round_id, entry.payload)
+    return len(entries), replay
 
 
 def _entries(start: int, data: list[bytes]) -> list[audit_pb2.Entry]:

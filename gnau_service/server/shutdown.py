@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Final
 
@@ -26,6 +27,7 @@ class Shutdown:
 
     def __init__(self) -> None:
         self.begun = False
+        self._began_at = 0.0
         self._running = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -45,6 +47,13 @@ class Shutdown:
     def begin(self) -> None:
         """Refuse new calls from now on."""
         self.begun = True
+        self._began_at = time.monotonic()
+
+    def left(self, seconds: float) -> float:
+        """What is left of a period of ``seconds`` (the grace, the notice) that began with the
+        shutdown; none once it is over."""
+        assert self.begun
+        return max(seconds - (time.monotonic() - self._began_at), 0)
 
     async def calls_finished(self, timeout: float) -> None:
         """Wait until the unary calls in flight have finished, or ``timeout`` seconds."""

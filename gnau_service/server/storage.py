@@ -40,12 +40,9 @@ class StorageHealth:
         self,
         store: Store,
         set_serving: Callable[[bool], Awaitable[None]],
-        *,
-        probe_seconds: float = PROBE_SECONDS,
     ) -> None:
         self._store = store
         self._set_serving = set_serving
-        self._probe_seconds = probe_seconds
         self._probe: asyncio.Task[None] | None = None
         self._began = 0.0
         self.refused = 0
@@ -72,7 +69,7 @@ class StorageHealth:
     async def _until_writable(self) -> None:
         await self._set_serving(False)
         while True:
-            await asyncio.sleep(self._probe_seconds)
+            await asyncio.sleep(PROBE_SECONDS)
             with contextlib.suppress(StoreUnavailable):
                 await self._store.run_async(touch_head)
                 break

@@ -50,12 +50,10 @@ class TokenReload:
         apply: Callable[[Credentials], None],
         *,
         read: FileVersion,
-        poll_seconds: float = POLL_SECONDS,
     ) -> None:
         self._path = path
         self._mtls_names = mtls_names
         self._apply = apply
-        self._poll_seconds = poll_seconds
         self._version = read
         self._task: asyncio.Task[None] | None = None
 
@@ -89,6 +87,6 @@ class TokenReload:
 
     async def _watch(self) -> None:
         while True:
-            await asyncio.sleep(self._poll_seconds)
+            await asyncio.sleep(POLL_SECONDS)
             if file_version(self._path) != self._version:
                 self.reload("file changed")

@@ -33,19 +33,14 @@ import structlog
 from aiohttp import web
 
 from gnau_service.server.config import split_host_port
+from gnau_service.server.dealer import Dealer
 from gnau_service.server.limits import MAX_ERROR_MESSAGE_BYTES
 from gnau_service.server.metrics import CONTENT_TYPE, Metrics
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
-from gnau_service.server.rounds import (
-    Dealer,
-    DealerError,
-    InvalidRequest,
-    OutOfRange,
-    RoundNotFound,
-    RoundView,
-)
+from gnau_service.server.refusals import DealerError, InvalidRequest, OutOfRange, RoundNotFound
+from gnau_service.server.round_view import RoundView
 from gnau_service.store import Store, StoreUnavailable
-from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
+from gnau_service.store.cosignatures import WitnessQuorum
 
 log = structlog.get_logger("gnau.web")
 
@@ -116,8 +111,8 @@ class WebServer:
         dealer: Dealer,
         store: Store,
         shutdown_timeout: float,
-        metrics: Metrics | None = None,
-        quorum: WitnessQuorum = NO_WITNESSES,
+        metrics: Metrics | None,
+        quorum: WitnessQuorum,
     ) -> None:
         await self.serve(web_application(dealer, store, metrics, quorum), shutdown_timeout)
 
@@ -145,10 +140,7 @@ class WebServer:
 
 
 def web_application(
-    dealer: Dealer,
-    store: Store,
-    metrics: Metrics | None = None,
-    quorum: WitnessQuorum = NO_WITNESSES,
+    dealer: Dealer, store: Store, metrics: Metrics | None, quorum: WitnessQuorum
 ) -> web.Application:
     app = web.Application(middlewares=[_edge])
     routes = _Routes(dealer, store, quorum)
@@ -300,11 +292,11 @@ def error_response(status: int, error: str, reason: str) -> web.Response:
     return _json_response(body, status)
 
 
-def _bounded(text: str, limit: int = MAX_ERROR_MESSAGE_BYTES) -> str:
+def _bounded(text: str) -> str:
     data = text.encode("utf-8", errors="replace")
-    if len(data) <= limit:
+    if len(data) <= MAX_ERROR_MESSAGE_BYTES:
         return text
-    return data[: limit - 3].decode("utf-8", errors="ignore") + "…"
+    return data[: MAX_ERROR_MESSAGE_BYTES - 3].decode("utf-8", errors="ignore") + "…"
 
 
 _HTTP_ERRORS: Final = {

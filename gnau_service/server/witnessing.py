@@ -139,12 +139,10 @@ class Witnessing:
         endpoints: Sequence[WitnessEndpoint],
         *,
         interval_seconds: float,
-        timeout_seconds: float = SUBMIT_TIMEOUT_SECONDS,
     ) -> None:
         self._store = store
         self._tail = tail
         self._interval = interval_seconds
-        self._timeout = timeout_seconds
         self.statuses = tuple(WitnessStatus(endpoint) for endpoint in endpoints)
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -160,7 +158,7 @@ class Witnessing:
                 status.cosigned_at = progress.timestamp
         # Keep-alive connections, as the spec asks of clients; a slow witness times out.
         self._session = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=self._timeout),
+            timeout=aiohttp.ClientTimeout(total=SUBMIT_TIMEOUT_SECONDS),
             headers={"User-Agent": "gnau-dealer"},
         )
         self._tasks = [

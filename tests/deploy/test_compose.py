@@ -32,7 +32,7 @@ from tests.identity import (
 (COMPOSE,) = yaml_documents(COMPOSE_FILE)
 SERVICES: dict[str, Any] = COMPOSE["services"]
 DEALERS = ["dealer-1", "dealer-2"]
-VARIABLES = {variable for _, variable, _ in SETTINGS.values()}
+VARIABLES = {setting.variable for setting in SETTINGS.values()}
 
 
 def image_environment() -> dict[str, str]:

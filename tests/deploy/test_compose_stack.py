@@ -30,7 +30,7 @@ from tests.postgres import fresh_database
 from tests.server.test_metrics import scrape
 from tests.serving import Served, free_port, gnau, served
 
-FLAGS = {variable: flag for flag, variable, _ in SETTINGS.values()}
+FLAGS = {setting.variable: setting.flag for setting in SETTINGS.values()}
 #: Set by tests.serving.served itself: the gRPC port (a free one) and the data directory.
 SET_BY_SERVED = {"GNAU_LISTEN", "GNAU_DATA_DIR"}
 

@@ -7,5 +7,5 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 
 def test_every_setting_is_documented_once() -> None:
     text = DOC.read_text()
-    for name, (flag, variable, _) in SETTINGS.items():
-        assert f"| `{flag}` | `{variable}` | `{name}` |" in text, name
+    for name, setting in SETTINGS.items():
+        assert f"| `{setting.flag}` | `{setting.variable}` | `{name}` |" in text, name

@@ -20,7 +20,7 @@ from gnau_service.server.limits import (
     MAX_FIELD_VIOLATIONS,
     MAX_TRAILER_BYTES,
 )
-from gnau_service.server.rounds import RoundNotFound, TableBusy, WrongState
+from gnau_service.server.refusals import RoundNotFound, TableBusy, WrongState
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 

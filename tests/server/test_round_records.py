@@ -7,8 +7,8 @@ import pytest
 
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
-from gnau_service.server import rounds
-from gnau_service.server.rounds import RoundRecord, RoundState
+from gnau_service.server import round_record
+from gnau_service.server.round_record import RoundRecord, RoundState, parsed_record, record_text
 
 SHUFFLED = RoundRecord(
     round_id="r-0123456789abcdef01234567",
@@ -43,17 +43,17 @@ VOIDED = replace(
 def test_a_record_reads_back_from_its_text_parsed_or_remembered(record: RoundRecord) -> None:
     text = record.to_json()
     assert RoundRecord.from_json(text) == record
-    rounds._RECORDS_BY_TEXT.clear()
-    assert rounds._parsed(text) == record  # parsed: nothing remembered
-    written = rounds._written(record)
+    round_record._RECORDS_BY_TEXT.clear()
+    assert parsed_record(text) == record  # parsed: nothing remembered
+    written = record_text(record)
     assert written == text
-    assert rounds._parsed(written) is record  # remembered
+    assert parsed_record(written) is record  # remembered
 
 
 def test_the_remembered_records_are_bounded() -> None:
-    rounds._RECORDS_BY_TEXT.clear()
-    for n in range(rounds._MAX_RECORDS_BY_TEXT + 10):
-        rounds._written(replace(SHUFFLED, log_indices=(n,)))
-    assert len(rounds._RECORDS_BY_TEXT) <= rounds._MAX_RECORDS_BY_TEXT
-    last = replace(SHUFFLED, log_indices=(rounds._MAX_RECORDS_BY_TEXT + 9,))
-    assert rounds._parsed(last.to_json()) == last
+    round_record._RECORDS_BY_TEXT.clear()
+    for n in range(round_record._MAX_RECORDS_BY_TEXT + 10):
+        record_text(replace(SHUFFLED, log_indices=(n,)))
+    assert len(round_record._RECORDS_BY_TEXT) <= round_record._MAX_RECORDS_BY_TEXT
+    last = replace(SHUFFLED, log_indices=(round_record._MAX_RECORDS_BY_TEXT + 9,))
+    assert parsed_record(last.to_json()) == last

@@ -16,7 +16,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
-from gnau_service.server.rounds import Dealer, RoundView
+from gnau_service.server.dealer import Dealer
+from gnau_service.server.round_view import RoundView
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_interceptors import error_info
 from tests.serving import served

@@ -17,8 +17,9 @@ from gnau_client.aio import AsyncGnauClient
 from gnau_service.audit.bundle import verify_bundle, write_bundle
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import Verifier
-from gnau_service.server.app import configure_logging, running
+from gnau_service.server.app import running
 from gnau_service.server.config import Settings
+from gnau_service.server.structured_logs import configure_logging
 from gnau_service.store import open_reader
 from tests.postgres import fresh_database
 from tests.serving import Served, served

@@ -17,8 +17,9 @@ import pytest
 from gnau.v1 import dealer_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gnau_service.server.app import configure_logging, running
+from gnau_service.server.app import running
 from gnau_service.server.config import Settings
+from gnau_service.server.structured_logs import configure_logging
 from tests.mounts import fill, tmpfs
 from tests.postgres import admin_url, fresh_database
 from tests.server.conftest import Service, write_tokens

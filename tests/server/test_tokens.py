@@ -154,7 +154,7 @@ async def test_a_change_between_the_start_s_read_and_the_watch_is_reread(tmp_pat
     read = file_version(path)  # what the start read
     _, late = add_token(path, Role.AUDITOR, "late")  # changed before the watch is made
     applied: list[Credentials] = []
-    reload = TokenReload(path, {}, applied.append, read=read, poll_seconds=0.01)
+    reload = TokenReload(path, {}, applied.append, read=read)
     reload.start()
     try:
         for _ in range(500):  # the first poll, within about 5 s at the most

@@ -181,7 +181,7 @@ async def test_the_port_is_read_only(web_service: WebService, method: str) -> No
 
 
 async def test_the_setting_is_checked() -> None:
-    assert SETTINGS["http_listen"][0] == "--http-listen"
+    assert SETTINGS["http_listen"].flag == "--http-listen"
     assert load_settings(None, {}, {}).http_listen == ""  # off unless set
     assert load_settings(None, {"GNAU_HTTP_LISTEN": "[::1]:8080"}, {}).http_listen == "[::1]:8080"
     for bad in ("8080", "localhost", "host:port", "127.0.0.1:70000"):
