@@ -5,21 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.store.base import (
-    Backend,
-    KeyNotCurrent,
-    KeySource,
-    LogReader,
-    PendingEntry,
-    Store,
-    StoreError,
-    StoreUnavailable,
-    Transaction,
-)
+from gnau_service.store.backend import Backend
+from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
 from gnau_service.store.postgres import PostgresBackend
+from gnau_service.store.reader import LogReader
 from gnau_service.store.sqlite import SqliteBackend
+from gnau_service.store.store import KeySource, Store
 from gnau_service.store.tail import LogTail
+from gnau_service.store.transaction import Transaction
 from gnau_service.store.urls import redacted_url
+from gnau_service.store.waiting import PendingEntry
 
 
 class DatabaseUrlError(ValueError):

@@ -8,8 +8,8 @@ the witness cosignatures the log holds for it (:mod:`.cosignatures`).
 
 from __future__ import annotations
 
-from gnau_service.store.base import LogReader
 from gnau_service.store.cosignatures import with_cosignatures_in
+from gnau_service.store.reader import LogReader
 
 
 def checkpoints_in(

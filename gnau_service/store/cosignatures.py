@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from gnau_service.store.base import LogReader, Transaction
+from gnau_service.store.reader import LogReader
+from gnau_service.store.transaction import Transaction
 
 
 @dataclass(frozen=True)

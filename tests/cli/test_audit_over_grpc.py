@@ -180,9 +180,8 @@ async def test_exports_show_a_progress_bar_on_long_logs(
     gnau: Gnau, service: Service, tmp_path: Path
 ) -> None:
     store = service.app.store
-    await asyncio.to_thread(
-        store.run,
-        lambda tx: [tx.append(EntryKind.CONFIG_CHANGED, {"n": n}) for n in range(10_050)],
+    await store.run_async(
+        lambda tx: [tx.append(EntryKind.CONFIG_CHANGED, {"n": n}) for n in range(10_050)]
     )
     size = store.size()
     for where in (database(service), remote(service)):

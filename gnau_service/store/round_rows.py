@@ -1,13 +1,13 @@
 """The service's round table and request (idempotency) table: rows in, rows out.
 
-The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed``
-its secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
-unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of
-its body and the response it got, in the same transaction as the change it made. Steps of
-different rounds run side by side (see :mod:`gnau_service.store.base`): a step reads its round's
-row with the transaction's row lock (:attr:`Transaction.row_lock`), so what it read of the round
-stays true until it commits; a race on the open-round guard or a request id between processes
-ends in a unique violation, and the store runs the losing step again.
+The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed`` its
+secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
+unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of its
+body and the response it got, in the same transaction as the change it made. Steps of different
+rounds run side by side (see :mod:`gnau_service.store.transaction`): a step reads its round's row
+with the transaction's row lock (:attr:`Transaction.row_lock`), so what it read of the round stays
+true until it commits; a race on the open-round guard or a request id between processes ends in a
+unique violation, and the store runs the losing step again.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from gnau_service.store.base import LogReader, Transaction
+from gnau_service.store.reader import LogReader
+from gnau_service.store.transaction import Transaction
 
 _COLUMNS = "round_id, table_id, state, record, server_seed, created_at, updated_at"
 #: The states of an unfinished round, as the rounds table spells them (and as its partial unique
