@@ -1,4 +1,19 @@
-"""Storage: one interface (:class:`Store`) over SQLite (embedded default) or PostgreSQL."""
+"""Storage: one interface (:class:`Store`) over SQLite (embedded default) or PostgreSQL.
+
+A round step travels down these modules, and its answer back up:
+
+- :mod:`~gnau_service.store.store`: the :class:`Store`; ``run_async`` takes a unit of work;
+- :mod:`~gnau_service.store.coordination`: how each backend gets steps' events into the log;
+- :mod:`~gnau_service.store.steps`: the step transaction (units in savepoints, group commit);
+- :mod:`~gnau_service.store.transaction`: what a unit may do (SQL, appending events);
+- :mod:`~gnau_service.store.in_step` (SQLite) or :mod:`~gnau_service.store.step_writers` and
+  :mod:`~gnau_service.store.sequencer` (PostgreSQL): the two coordinations;
+- :mod:`~gnau_service.store.waiting`: the callers waiting for integration, and their replies;
+- :mod:`~gnau_service.store.backend`, :mod:`~gnau_service.store.sqlite`,
+  :mod:`~gnau_service.store.postgres`: the databases (connections, dialect, errors);
+- :mod:`~gnau_service.store.reader`: reads of the log (:class:`LogReader`);
+- :mod:`~gnau_service.store.schema`, :mod:`~gnau_service.store.migrations`: the schema.
+"""
 
 from __future__ import annotations
 

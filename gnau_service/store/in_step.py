@@ -75,7 +75,7 @@ class InStepIntegration(Coordination):
         if self._loop_steps is None or self._loop_steps.loop is not loop:
             if self._loop_steps is not None:
                 self._loop_steps.close()
-            self._loop_steps = LoopSteps(self, loop)
+            self._loop_steps = LoopSteps(self._backend, self._store, self._begin_at_once, loop)
         self._loop_steps.add(unit)
 
     def close(self) -> None:
@@ -86,10 +86,16 @@ class InStepIntegration(Coordination):
 class LoopSteps:
     """The step transactions of one event loop, on one connection (see the module's text)."""
 
-    def __init__(self, coordination: InStepIntegration, loop: asyncio.AbstractEventLoop) -> None:
-        self._backend = coordination._backend
-        self._store = coordination._store
-        self._begin_at_once = coordination._begin_at_once
+    def __init__(
+        self,
+        backend: Backend,
+        store: WritingStore,
+        begin_at_once: BeginAtOnce,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._backend = backend
+        self._store = store
+        self._begin_at_once = begin_at_once
         self.loop = loop
         self._pending: list[QueuedUnit[Any]] = []
         self._draining: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
