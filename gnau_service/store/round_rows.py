@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gnau_service.store.reader import LogReader
 from gnau_service.store.transaction import Transaction
@@ -47,6 +47,13 @@ class StoredRequest:
     operation: str
     fingerprint: str
     response: str
+
+
+class RequestAndRound(NamedTuple):
+    """What a step reads first: its request id's record, and its round (None where missing)."""
+
+    request: StoredRequest | None
+    round: StoredRound | None
 
 
 class OpenRoundExists(Exception):  # noqa: N818  (a condition, not an error of the store)
@@ -126,9 +133,7 @@ def find_request(tx: Transaction, request_id: str) -> StoredRequest | None:
     return _request(rows[0]) if rows else None
 
 
-def find_request_and_round(
-    tx: Transaction, request_id: str, round_id: str
-) -> tuple[StoredRequest | None, StoredRound | None]:
+def find_request_and_round(tx: Transaction, request_id: str, round_id: str) -> RequestAndRound:
     """A request id's record and a round, the round locked for the step. The round first: a
     step of the same round in another process is waited for, and the request read after it
     sees that step's request if it was this one's first try."""
@@ -136,7 +141,7 @@ def find_request_and_round(
         (f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?{tx.row_lock}", (round_id,)),
         (_FIND_REQUEST, (request_id,)),
     )
-    return (
+    return RequestAndRound(
         _request(requests[0]) if requests else None,
         _round(rounds[0]) if rounds else None,
     )
