@@ -34,10 +34,11 @@ Target (issue 12): at least 10,000 entries/s on one core, on both backends.
 from __future__ import annotations
 
 import argparse
+import asyncio
+import inspect
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -235,7 +236,7 @@ def _sequencer(
             def integrate_all() -> int:
                 integrated = 0
                 while integrated < len(items):
-                    done = sequencer.sequence(store, connection)
+                    done = sequence_once(sequencer, store, connection)
                     if not done.indices:
                         raise AssertionError(f"{len(items) - integrated} events not integrated")
                     integrated += len(done.indices)
@@ -251,23 +252,27 @@ def _sequencer(
     return rate
 
 
+def sequence_once(sequencer: Any, store: Any, connection: Any) -> Any:
+    """One sequencer transaction (``sequence`` took the store itself before issue 20)."""
+    if next(iter(inspect.signature(sequencer.sequence).parameters)) == "store":
+        return sequencer.sequence(store, connection)
+    return sequencer.sequence(store.backend, connection, store.signer_for)
+
+
 def _unit_batches(url: str, signer: LogSigner, items: Sequence[Item], *, postgres: bool) -> Rate:
     """Before the sequencer (issue 12): the store sequenced inside its unit batches, so one unit
-    per event, all queued behind a gate, then the writer runs its batches."""
+    per event, all queued at once on one event loop, then the writer runs its batches."""
     with open_store(url, signer) as store:
-        store.append(EntryKind.SERVICE_STARTED, {"version": "bench"})  # connect, warm up
-        gate = threading.Event()
-        opened = store.submit(lambda tx: gate.wait())
-        futures = [store.submit(append_unit(*item)) for item in items]
 
-        def release() -> int:
-            gate.set()
-            opened.result()
-            for future in futures:
-                future.result()
+        async def run_all() -> int:
+            warm_up = store.run_async(  # connect, warm up
+                lambda tx: tx.append(EntryKind.SERVICE_STARTED, {"version": "bench"})
+            )
+            await warm_up
+            await asyncio.gather(*(store.run_async(append_unit(*item)) for item in items))
             return len(items)
 
-        rate = timed(release, postgres_cpu(url) if postgres else None)
+        rate = timed(lambda: asyncio.run(run_all()), postgres_cpu(url) if postgres else None)
         if store.size() != 1 + len(items):
             raise AssertionError(f"{store.size()} entries in the log, {1 + len(items)} expected")
     return rate

@@ -66,7 +66,7 @@ from gnau_service.server.round_record import RoundRecord, RoundState
 from gnau_service.server.round_view import view_of
 from gnau_service.server.validation import SeatRequest
 from gnau_service.store import open_store
-from gnau_service.store.base import utc_now
+from gnau_service.store.transaction import utc_now
 
 RPCS: Final = ("Shuffle", "Deal", "Reveal", "Settle")
 SHUFFLE, DEAL, REVEAL, SETTLE = range(4)

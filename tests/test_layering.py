@@ -180,4 +180,4 @@ def test_the_import_graph_sees_function_level_and_package_imports() -> None:
     graph = import_graph()
     # A function-level import, and a package's __init__ as a module of its own.
     assert "gnau_service.rules.par" in graph["gnau_service.rules.return_to_player"]
-    assert "gnau_service.store.base" in graph["gnau_service.store"]
+    assert "gnau_service.store.store" in graph["gnau_service.store"]

@@ -37,6 +37,7 @@ from gnau_service.store import (
     redacted_url,
     sqlite_path,
 )
+from gnau_service.store.backend import Backend
 from gnau_service.store.backup import (
     BackupFormat,
     backup_format,
@@ -46,9 +47,13 @@ from gnau_service.store.backup import (
     restore_postgres,
     restore_sqlite,
 )
-from gnau_service.store.base import Backend
-from gnau_service.store.migrations import read_history
-from gnau_service.store.schema import SchemaState, migrations_to_run
+from gnau_service.store.schema import (
+    SchemaState,
+    create_schema,
+    migrations_to_run,
+    read_history,
+    schema_state,
+)
 
 DATABASE_SETTINGS = ("data_dir", "database")
 
@@ -163,7 +168,7 @@ def _status(args: argparse.Namespace) -> int:
     url = _database_url(args)
     backend = _existing_backend(url)
     with _connection(backend) as connection:
-        state = backend.schema_state(connection)
+        state = schema_state(backend, connection)
         history = read_history(backend, connection)
         known = backend.migrations
         latest = known[-1].version
@@ -201,9 +206,9 @@ def _migrate(args: argparse.Namespace) -> int:
     url = _database_url(args)
     backend = _existing_backend(url)
     with _connection(backend) as connection:
-        before = backend.schema_state(connection)
-        applied = backend.create_schema(connection, migrate=True)
-        after = backend.schema_state(connection)
+        before = schema_state(backend, connection)
+        applied = create_schema(backend, connection, migrate=True)
+        after = schema_state(backend, connection)
     if not applied:
         print(f"{redacted_url(url)}: schema version {after.version} is up to date; nothing to do")
         return 0
@@ -290,7 +295,7 @@ def _read_expected(path: Path | None) -> bytes | None:
 def _schema_state(backend: Backend) -> SchemaState:
     connection = backend.connect()
     try:
-        return backend.schema_state(connection)
+        return schema_state(backend, connection)
     finally:
         connection.close()
 

@@ -60,7 +60,7 @@ from gnau_service.server.validation import (
     locked_seats,
 )
 from gnau_service.store import PendingEntry, Store, Transaction
-from gnau_service.store.rounds import (
+from gnau_service.store.round_rows import (
     OpenRoundExists,
     StoredRequest,
     find_request,

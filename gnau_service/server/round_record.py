@@ -19,7 +19,7 @@ from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat,
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
-from gnau_service.store.rounds import StoredRound
+from gnau_service.store.round_rows import StoredRound
 
 
 class RoundState(StrEnum):

@@ -1,25 +1,35 @@
-"""Storage: one interface (:class:`Store`) over SQLite (embedded default) or PostgreSQL."""
+"""Storage: one interface (:class:`Store`) over SQLite (embedded default) or PostgreSQL.
+
+A round step travels down these modules, and its answer back up:
+
+- :mod:`~gnau_service.store.store`: the :class:`Store`; ``run_async`` takes a unit of work;
+- :mod:`~gnau_service.store.coordination`: how each backend gets steps' events into the log;
+- :mod:`~gnau_service.store.steps`: the step transaction (units in savepoints, group commit);
+- :mod:`~gnau_service.store.transaction`: what a unit may do (SQL, appending events);
+- :mod:`~gnau_service.store.in_step` (SQLite) or :mod:`~gnau_service.store.step_writers` and
+  :mod:`~gnau_service.store.sequencer` (PostgreSQL): the two coordinations;
+- :mod:`~gnau_service.store.waiting`: the callers waiting for integration, and their replies;
+- :mod:`~gnau_service.store.backend`, :mod:`~gnau_service.store.sqlite`,
+  :mod:`~gnau_service.store.postgres`: the databases (connections, dialect, errors);
+- :mod:`~gnau_service.store.reader`: reads of the log (:class:`LogReader`);
+- :mod:`~gnau_service.store.schema`, :mod:`~gnau_service.store.migrations`: the schema.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.store.base import (
-    Backend,
-    KeyNotCurrent,
-    KeySource,
-    LogReader,
-    PendingEntry,
-    Store,
-    StoreError,
-    StoreUnavailable,
-    Transaction,
-)
+from gnau_service.store.backend import Backend
+from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
 from gnau_service.store.postgres import PostgresBackend
+from gnau_service.store.reader import LogReader
 from gnau_service.store.sqlite import SqliteBackend
+from gnau_service.store.store import KeySource, Store
 from gnau_service.store.tail import LogTail
+from gnau_service.store.transaction import Transaction
 from gnau_service.store.urls import redacted_url
+from gnau_service.store.waiting import PendingEntry
 
 
 class DatabaseUrlError(ValueError):

@@ -28,7 +28,7 @@ from typing import Final
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from gnau_service.store.base import StoreError
+from gnau_service.store.errors import StoreError
 from gnau_service.store.schema import first_line
 from gnau_service.store.urls import redacted_url
 

@@ -8,14 +8,14 @@ the witness cosignatures the log holds for it (:mod:`.cosignatures`).
 
 from __future__ import annotations
 
-from gnau_service.store.base import LogReader
-from gnau_service.store.cosignatures import with_cosignatures_in
+from gnau_service.store.cosignatures import CheckpointNote, with_cosignatures_in
+from gnau_service.store.reader import LogReader
 
 
 def checkpoints_in(
     reader: LogReader, first_size: int, last_size: int | None, limit: int
-) -> list[tuple[int, str]]:
-    """``(size, note)`` of the signed checkpoints with ``first_size <= size <= last_size`` (no
+) -> list[CheckpointNote]:
+    """The signed checkpoints with ``first_size <= size <= last_size`` (no
     upper bound if ``last_size`` is None), in increasing size, at most ``limit`` of them; each
     note with its cosignatures."""
     if last_size is None:
@@ -29,5 +29,6 @@ def checkpoints_in(
             " ORDER BY size LIMIT ?",
             (first_size, last_size, limit),
         )
-    notes = [(int(row[0]), str(row[1])) for row in rows]
-    return list(zip((size for size, _ in notes), with_cosignatures_in(reader, notes), strict=True))
+    notes = [CheckpointNote(int(row[0]), str(row[1])) for row in rows]
+    cosigned = with_cosignatures_in(reader, notes)
+    return [CheckpointNote(size, note) for (size, _), note in zip(notes, cosigned, strict=True)]

@@ -14,9 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
-from gnau_service.store.base import LogReader, Transaction
+from gnau_service.store.reader import LogReader
+from gnau_service.store.transaction import Transaction
+
+
+class CheckpointNote(NamedTuple):
+    """A signed checkpoint: the log size it signs, and its note (with cosignature lines, where
+    they are asked for)."""
+
+    size: int
+    note: str
 
 
 @dataclass(frozen=True)
@@ -82,15 +91,15 @@ def with_cosignatures(reader: LogReader, size: int, note: str) -> str:
 
 def served_checkpoint(
     reader: LogReader, quorum: WitnessQuorum, *, cosigned: bool, at_least: int = 0
-) -> tuple[int, str] | None:
-    """The checkpoint to serve, as ``(size, note with its cosignatures)``: the newest of at
+) -> CheckpointNote | None:
+    """The checkpoint to serve, its note with its cosignatures: the newest of at
     least ``at_least`` entries that ``quorum`` has cosigned if ``cosigned`` and there is one,
     else the latest; None if the log has signed none."""
     if cosigned and quorum.threshold > 0:
         size = cosigned_size(reader, quorum, at_least)
         note = None if size is None else reader.checkpoint(size)
         if size is not None and note is not None:
-            return size, with_cosignatures(reader, size, note)
+            return CheckpointNote(size, with_cosignatures(reader, size, note))
     # The latest and its cosignatures in one read (the path of every plain GetCheckpoint).
     rows = reader.query(
         "SELECT latest.size, latest.note, c.line FROM"
@@ -100,11 +109,11 @@ def served_checkpoint(
     if not rows:
         return None
     lines = "".join(f"{row[2]}\n" for row in rows if row[2] is not None)
-    return int(rows[0][0]), str(rows[0][1]) + lines
+    return CheckpointNote(int(rows[0][0]), str(rows[0][1]) + lines)
 
 
-def with_cosignatures_in(reader: LogReader, notes: Sequence[tuple[int, str]]) -> list[str]:
-    """Each ``(size, note)``'s note with its cosignature lines: one read for them all."""
+def with_cosignatures_in(reader: LogReader, notes: Sequence[CheckpointNote]) -> list[str]:
+    """Each checkpoint's note with its cosignature lines: one read for them all."""
     if not notes:
         return []
     rows = reader.query(

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from gnau_service.store.base import LogReader
-from gnau_service.store.rounds import IS_OPEN, OPEN_STATES
+from gnau_service.store.reader import LogReader
+from gnau_service.store.round_rows import IS_OPEN, OPEN_STATES
 
 
 @dataclass(frozen=True)

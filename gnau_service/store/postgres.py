@@ -1,12 +1,13 @@
 """PostgreSQL (psycopg 3): the backend for several service processes sharing one log.
 
-Round steps run on a few step writer threads, each with its own connection, and lock only the
-rows they change. Sequencers serialise on the one-row ``log_head`` (``SELECT ... FOR UPDATE``),
-which makes indices gap-free across processes; one process at a time is the sequencer, chosen
-by a session advisory lock on a dedicated connection (so the sequencer's connections must not
-go through a transaction-pooling proxy; steps and reads may). Steps tell the sequencer of new
-events with NOTIFY on :data:`PENDING_CHANNEL` (to which only the sequencer listens, so a step
-wakes one process, not all), and the sequencer tells every process the log's new size on
+Its coordination is an elected sequencer (:mod:`~gnau_service.store.step_writers`,
+:mod:`~gnau_service.store.sequencer`). Round steps run on a few step writer threads, each with its
+own connection, and lock only the rows they change. Sequencers serialise on the one-row ``log_head``
+(``SELECT ... FOR UPDATE``), which makes indices gap-free across processes; one process at a time is
+the sequencer, chosen by a session advisory lock on a dedicated connection (so the sequencer's
+connections must not go through a transaction-pooling proxy; steps and reads may). Steps tell the
+sequencer of new events with NOTIFY on :data:`PENDING_CHANNEL` (to which only the sequencer listens,
+so a step wakes one process, not all), and the sequencer tells every process the log's new size on
 :data:`HEAD_CHANNEL`.
 
 A process may start while others write. Its schema check is a plain SELECT of the version in
@@ -24,10 +25,14 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from gnau_service.store.base import Backend, Row, StoreError
+from gnau_service.store.backend import Backend, Row
+from gnau_service.store.coordination import Coordination, WritingStore
+from gnau_service.store.errors import StoreError
 from gnau_service.store.head_notices import HeadNotice
-from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration, record_applied
-from gnau_service.store.schema import SchemaState, first_line, migrations_to_run
+from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration
+from gnau_service.store.schema import first_line
+from gnau_service.store.sequencer import Notices
+from gnau_service.store.step_writers import ElectedSequencer
 from gnau_service.store.urls import redacted_url
 
 # Schema changes from several processes at once would race on the catalog: a transaction-level
@@ -39,8 +44,13 @@ HEAD_CHANNEL: Final = "gnau_log_head"
 PENDING_CHANNEL: Final = "gnau_log_pending"
 #: The session advisory lock whose holder is the log's sequencer.
 SEQUENCER_LOCK: Final = 0x676E6173  # "gnas"
-#: Step writer threads (and connections) per process.
-STEP_WRITERS: Final = 2
+# The outbox's first waiting rows are the start of the partial index log_pending_waiting.
+# With statistics older than a backlog (analysed when few rows waited), the planner would
+# rather scan the unique index on idx (idx IS NULL) as a bitmap and sort every waiting row:
+# each batch then costs in proportion to the backlog, and catching up after an outage is
+# quadratic (11 ms a batch with 7,700 waiting, against 0.9 ms). None of the sequencer's
+# other statements wants a bitmap scan.
+PENDING_PLAN_SQL: Final = "SET LOCAL enable_bitmapscan = off"
 
 SET_VERSION: Final = (
     "INSERT INTO gnau_schema (id, version) VALUES (1, %s)"
@@ -52,16 +62,10 @@ class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
-    # The outbox's first waiting rows are the start of the partial index log_pending_waiting.
-    # With statistics older than a backlog (analysed when few rows waited), the planner would
-    # rather scan the unique index on idx (idx IS NULL) as a bitmap and sort every waiting row:
-    # each batch then costs in proportion to the backlog, and catching up after an outage is
-    # quadratic (11 ms a batch with 7,700 waiting, against 0.9 ms). None of the sequencer's
-    # other statements wants a bitmap scan.
-    sequencer_plan_sql = "SET LOCAL enable_bitmapscan = off"
-    sequences_in_steps = False
-    step_writers = STEP_WRITERS
     row_lock = " FOR UPDATE"
+    driver_error = psycopg.Error
+    # The notice after a step's COMMIT, in a transaction of its own (see step_writers.py).
+    steps_notice_sql = f"NOTIFY {PENDING_CHANNEL}"
 
     def __init__(
         self, url: str, *, pool_size: int = 4, migrations: Sequence[Migration] = MIGRATIONS
@@ -90,6 +94,11 @@ class PostgresBackend(Backend):
         except psycopg.Error as error:
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
 
+    def coordinate(self, store: WritingStore) -> Coordination:
+        return ElectedSequencer(self, self, store)
+
+    # -- the election (gnau_service.store.sequencer.Election) ---------------------------------
+
     def try_lead(self, session: psycopg.Connection[Any]) -> bool:
         row = session.execute("SELECT pg_try_advisory_lock(%s)", (SEQUENCER_LOCK,)).fetchone()
         return bool(row and row[0])
@@ -100,7 +109,7 @@ class PostgresBackend(Backend):
     def listen_for_steps(self, session: psycopg.Connection[Any]) -> None:
         session.execute(f"LISTEN {PENDING_CHANNEL}".encode())
 
-    def notifications(self, session: psycopg.Connection[Any]) -> tuple[list[HeadNotice], bool]:
+    def notifications(self, session: psycopg.Connection[Any]) -> Notices:
         heads: list[HeadNotice] = []
         steps = False
         for notification in session.notifies(timeout=0):
@@ -108,13 +117,9 @@ class PostgresBackend(Backend):
                 steps = True
             elif (notice := HeadNotice.decode(notification.payload)) is not None:
                 heads.append(notice)
-        return heads, steps
+        return Notices(heads, steps)
 
-    def commit_statements(self, *, announce_pending: bool) -> list[str]:
-        # The NOTIFY after the COMMIT, in a transaction of its own: NOTIFY in the step's
-        # transaction would make every step's commit take PostgreSQL's one notification queue
-        # lock. Sent together (run_together), they cost one round trip.
-        return ["COMMIT", f"NOTIFY {PENDING_CHANNEL}"] if announce_pending else ["COMMIT"]
+    # -- statements -------------------------------------------------------------------------
 
     def run_together(
         self, connection: psycopg.Connection[Any], statements: Sequence[str]
@@ -144,47 +149,27 @@ class PostgresBackend(Backend):
         with self._pool.connection() as connection:
             yield connection
 
-    def schema_state(self, connection: psycopg.Connection[Any]) -> SchemaState:
-        # Emptiness first: a migration that makes the tables records the version in the same
-        # transaction, so once the tables are seen, so is the version (never "0, not empty").
-        empty = not table_exists(connection, "log_head")
-        return SchemaState(schema_version(connection), empty)
+    def schema_version(self, connection: psycopg.Connection[Any]) -> int:
+        return schema_version(connection)
 
     def has_table(self, connection: psycopg.Connection[Any], table: str) -> bool:
         return table_exists(connection, table)
 
-    def create_schema(
-        self, connection: psycopg.Connection[Any], *, migrate: bool = False
-    ) -> Sequence[Migration]:
-        try:
-            state = self.schema_state(connection)
-            if not migrations_to_run(state, str(self), migrate=migrate, known=self.migrations):
-                return ()
-            return self._migrate(connection, migrate=migrate)
-        except psycopg.Error as error:
-            raise StoreError(f"{self}: cannot set up the schema: {first_line(error)}") from error
-
-    def _migrate(
-        self, connection: psycopg.Connection[Any], *, migrate: bool
-    ) -> Sequence[Migration]:
-        """Apply what is pending in one transaction, taking turns with other starting
-        processes and holding off writers."""
+    @contextmanager
+    def schema_change(self, connection: psycopg.Connection[Any]) -> Iterator[None]:
         with connection.transaction():
+            # Starting processes take turns on a transaction-level advisory lock.
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
-            # Another process may have migrated while this one waited for the lock.
-            pending = migrations_to_run(
-                self.schema_state(connection), str(self), migrate=migrate, known=self.migrations
-            )
-            if pending and table_exists(connection, "log_head"):
+            if table_exists(connection, "log_head"):
                 # Sequencers lock the head row first, then the tables they write; the DDL locks
                 # those tables (CREATE INDEX, CREATE TRIGGER). Taking the head row first too
                 # makes sequencers wait for the DDL instead of deadlocking with it.
                 connection.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
-            for migration in pending:
-                connection.execute(migration.script(Dialect.POSTGRESQL).encode())
-                connection.execute(SET_VERSION, (migration.version,))
-                record_applied(self, connection, migration)
-        return pending
+            yield
+
+    def apply_migration(self, connection: psycopg.Connection[Any], migration: Migration) -> None:
+        connection.execute(migration.script(Dialect.POSTGRESQL).encode())
+        connection.execute(SET_VERSION, (migration.version,))
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")
@@ -207,6 +192,10 @@ class PostgresBackend(Backend):
             copy.set_types(list(columns.values()))
             for row in rows:
                 copy.write_row(row)
+
+    def read_pending(self, connection: psycopg.Connection[Any], limit: int) -> list[Row]:
+        self.run(connection, PENDING_PLAN_SQL)
+        return super().read_pending(connection, limit)
 
     def index_pending(
         self, connection: psycopg.Connection[Any], indices: Mapping[int, int]

@@ -11,16 +11,24 @@ them. The rules (:func:`migrations_to_run`):
 - an older schema is migrated only when asked (``gnau db migrate``, or ``gnau serve --migrate
   true``); otherwise start-up refuses, naming the command;
 - a newer schema is refused, never touched: this gnau does not know what it holds.
+
+:func:`create_schema` applies them, the same way on every backend: each backend gives only its
+schema-change transaction and how it runs a migration's script
+(:meth:`~gnau_service.store.backend.Backend.schema_change`,
+:meth:`~gnau_service.store.backend.Backend.apply_migration`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from gnau_service.store.base import StoreError
-from gnau_service.store.migrations import MIGRATIONS, Migration
+from gnau_service import __version__
+from gnau_service.store.backend import Backend
+from gnau_service.store.errors import StoreError
+from gnau_service.store.migrations import HISTORY_TABLE, MIGRATIONS, AppliedMigration, Migration
+from gnau_service.store.transaction import utc_now
 
 APPEND_ONLY_TABLES: Final = ("log_entries", "log_nodes", "log_checkpoints", "log_keys")
 
@@ -86,3 +94,59 @@ def first_line(error: BaseException) -> str:
     """An error's message on one line (libpq's run to several), for a one-line StoreError."""
     lines = str(error).strip().splitlines()
     return lines[0].strip() if lines else type(error).__name__
+
+
+def schema_state(backend: Backend, connection: Any) -> SchemaState:
+    """The schema version ``backend``'s database records, and whether it is empty (plain
+    reads)."""
+    # Emptiness first: a migration that makes the tables records the version in the same
+    # transaction, so once the tables are seen, so is the version (never "0, not empty").
+    empty = not backend.has_table(connection, "log_head")
+    return SchemaState(backend.schema_version(connection), empty)
+
+
+def create_schema(
+    backend: Backend, connection: Any, *, migrate: bool = False
+) -> Sequence[Migration]:
+    """Bring the schema up to date as :func:`migrations_to_run` says (an empty database gets it
+    all; an older one only if ``migrate``), or raise its refusal; the migrations applied, all in
+    one schema change."""
+    known = backend.migrations
+    try:
+        if not migrations_to_run(
+            schema_state(backend, connection), str(backend), migrate=migrate, known=known
+        ):
+            return ()
+        with backend.schema_change(connection):
+            # Another process may have migrated while this one waited for the lock.
+            pending = migrations_to_run(
+                schema_state(backend, connection), str(backend), migrate=migrate, known=known
+            )
+            for migration in pending:
+                backend.apply_migration(connection, migration)
+                record_applied(backend, connection, migration)
+        return pending
+    except backend.driver_error as error:
+        raise StoreError(f"{backend}: cannot set up the schema: {first_line(error)}") from error
+
+
+def record_applied(backend: Backend, connection: Any, migration: Migration) -> None:
+    """Add ``migration`` to the history, once the table for it exists (from migration 2 on)."""
+    if backend.has_table(connection, HISTORY_TABLE):
+        backend.run(
+            connection,
+            "INSERT INTO gnau_migrations (version, summary, applied_at, gnau_version)"
+            " VALUES (?, ?, ?, ?) ON CONFLICT (version) DO NOTHING",
+            (migration.version, migration.summary, utc_now(), __version__),
+        )
+
+
+def read_history(backend: Backend, connection: Any) -> list[AppliedMigration]:
+    """The migration history, oldest first; empty where there is none yet."""
+    if not backend.has_table(connection, HISTORY_TABLE):
+        return []
+    rows = backend.run(
+        connection,
+        "SELECT version, summary, applied_at, gnau_version FROM gnau_migrations ORDER BY version",
+    )
+    return [AppliedMigration(int(v), str(s), str(a), str(g)) for v, s, a, g in rows]

@@ -1,10 +1,10 @@
 """The sequencer: gives committed pending events their log indices, signs them, and checkpoints.
 
 A round step commits its events into the outbox (``log_pending``) without touching the log head
-(see :mod:`gnau_service.store.base`). The sequencer integrates them: in one transaction it
+(see :mod:`gnau_service.store.transaction`). The sequencer integrates them: in one transaction it
 
 1. locks the head row (PostgreSQL ``SELECT ... FOR UPDATE``; SQLite's write lock), and reads the
-   log's current key (refusing with :class:`~gnau_service.store.base.KeyNotCurrent` if this
+   log's current key (refusing with :class:`~gnau_service.store.errors.KeyNotCurrent` if this
    process cannot sign with it);
 2. reads, *after* taking that lock, the pending events not yet integrated, in id order, at most
    :data:`SEQUENCE_BATCH` of them;
@@ -21,9 +21,11 @@ began). The lock, not the election below, is what keeps the log correct; the ele
 one process do the work. docs/audit.md ("Sequencing") proves that a round's events enter the log
 in causal order.
 
-On SQLite (one writer at a time, in one process) the step writer integrates at the end of every
-step transaction, before its COMMIT: one fsync for both. On PostgreSQL one process per log is the
-sequencer, chosen by a session advisory lock (:class:`Sequencer`); every process tries to take
+Each backend runs this protocol its own way (:mod:`~gnau_service.store.coordination`). On SQLite
+(one writer at a time, in one process) each step transaction integrates its own events, before
+its COMMIT: one fsync for both (:mod:`~gnau_service.store.in_step`). On PostgreSQL one process per
+log is the sequencer, chosen by a session advisory lock (:class:`Sequencer`); every process tries
+to take
 it every :data:`ELECTION_SECONDS`, so when the sequencer's process dies (its session ends and
 PostgreSQL releases the lock), another takes over within that interval plus the time PostgreSQL
 takes to see the session gone (at once for a killed process on a live host; TCP keepalive for
@@ -39,18 +41,16 @@ import select
 import socket
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, NamedTuple, Protocol
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
+from gnau_service.audit.signing import LogSigner
+from gnau_service.store.backend import CURRENT_KEY_SQL, Backend
+from gnau_service.store.coordination import Integrated, WritingStore
 from gnau_service.store.errors import KeyNotCurrent
 from gnau_service.store.head_notices import HeadNotice
-
-if TYPE_CHECKING:
-    from gnau_service.audit.signing import LogSigner
-    from gnau_service.store.base import Backend, Store
 
 #: Pending events integrated in one transaction at most.
 SEQUENCE_BATCH: Final = 1024
@@ -70,56 +70,41 @@ RETRY_SECONDS: Final = (0.05, 0.5)
 
 log = logging.getLogger(__name__)
 
-#: The log's current key: the one whose ``since_size`` is the largest (a rotation's new key
-#: starts after the rotation entry). Read in its own statement after the head's lock is held: a
-#: subquery in the locking statement would read the table as it was before the lock was granted.
-CURRENT_KEY_SQL: Final = "SELECT vkey FROM log_keys ORDER BY since_size DESC, key_id LIMIT 1"
-
-#: The events waiting, in id order (see PostgresBackend.sequencer_plan_sql).
-PENDING_SQL: Final = (
-    "SELECT id, kind, round_id, payload, time FROM log_pending"
-    " WHERE idx IS NULL ORDER BY id LIMIT ?"
-)
-
 #: Appends a log-level entry (a key rotation) after the batch's pending events, in the same
 #: transaction, under the same head lock.
 LogLevelWork = Callable[[LogAppender, Any], AppendedEntry]
+#: Gives the signer of the log's current key (given that key), or raises KeyNotCurrent.
+SignerFor = Callable[[str | None], LogSigner]
 
 
-@dataclass(frozen=True)
-class Integrated:
-    """One sequencer transaction, once committed: the entries it appended, each pending event's
-    new index, the head after it and who signed, and how long it took."""
+class Integration(NamedTuple):
+    """What one integration wrote in its (still open) transaction: the entries it appended, each
+    pending event's new index, and the appender, which holds the new head and its signer."""
 
-    appended: tuple[AppendedEntry, ...]
+    appended: list[AppendedEntry]
     indices: dict[int, int]
     appender: LogAppender
-    seconds: float
-    commit_seconds: float
 
 
 def integrate(
     backend: Backend,
     connection: Any,
-    signer_for: Callable[[str | None], LogSigner],
+    signer_for: SignerFor,
     *,
-    limit: int = SEQUENCE_BATCH,
     log_level: LogLevelWork | None = None,
-) -> tuple[list[AppendedEntry], dict[int, int], LogAppender]:
-    """Integrate up to ``limit`` pending events inside the caller's open transaction (then a
-    ``log_level`` entry, if given); nothing is committed here. ``signer_for(current_key)`` gives
-    the signer of the log's current key, or raises KeyNotCurrent."""
+) -> Integration:
+    """Integrate up to :data:`SEQUENCE_BATCH` pending events inside the caller's open
+    transaction (then a ``log_level`` entry, if given); nothing is committed here."""
     head_rows, key_rows = backend.run_queries(
         connection, [(backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
     )
     head = LogHead.decode(*head_rows[0])
     appender = LogAppender(signer_for(str(key_rows[0][0]) if key_rows else None), head)
-    if backend.sequencer_plan_sql is not None:
-        backend.run(connection, backend.sequencer_plan_sql)
-    rows = backend.run(connection, PENDING_SQL, (limit,))
     appended: list[AppendedEntry] = []
     indices: dict[int, int] = {}
-    for pending_id, kind, round_id, payload, time in rows:
+    for pending_id, kind, round_id, payload, time in backend.read_pending(
+        connection, SEQUENCE_BATCH
+    ):
         # The payload is the canonical JSON that Transaction.append checked and wrote.
         entry = appender.append_event(
             EntryKind(kind), payload.encode("utf-8"), time=time, round_id=round_id
@@ -131,7 +116,7 @@ def integrate(
     if appended:
         write_log(backend, connection, appender, appended, indices)
         backend.index_pending(connection, indices)
-    return appended, indices, appender
+    return Integration(appended, indices, appender)
 
 
 def write_log(
@@ -139,10 +124,10 @@ def write_log(
     connection: Any,
     appender: LogAppender,
     appended: list[AppendedEntry],
-    indices: Mapping[int, int] | None = None,
+    indices: Mapping[int, int],
 ) -> None:
     """Write appended entries, their tree nodes, the new head and its signed checkpoint, and
-    announce the new head (with the pending events' ``indices``, if given)."""
+    announce the new head with the pending events' ``indices``."""
     backend.insert_rows(
         connection,
         "log_entries",
@@ -169,14 +154,19 @@ def write_log(
     )
 
 
-def sequence(store: Store, connection: Any, *, log_level: LogLevelWork | None = None) -> Integrated:
+def sequence(
+    backend: Backend,
+    connection: Any,
+    signer_for: SignerFor,
+    *,
+    log_level: LogLevelWork | None = None,
+) -> Integrated:
     """One sequencer transaction on its own connection: begin, integrate, commit."""
-    backend = store.backend
     started = perf_counter()
     backend.run(connection, backend.begin_sql)
     try:
         appended, indices, appender = integrate(
-            backend, connection, store.signer_for, log_level=log_level
+            backend, connection, signer_for, log_level=log_level
         )
         committing = perf_counter()
         backend.run(connection, "COMMIT")
@@ -187,6 +177,39 @@ def sequence(store: Store, connection: Any, *, log_level: LogLevelWork | None = 
     return Integrated(tuple(appended), indices, appender, now - started, now - committing)
 
 
+class Notices(NamedTuple):
+    """The notices a session has received: how the log grew, and whether steps committed
+    events."""
+
+    heads: list[HeadNotice]
+    steps: bool
+
+
+class Election(Protocol):
+    """How processes elect the log's sequencer and tell each other of its work: PostgreSQL's
+    advisory lock and LISTEN/NOTIFY (:class:`~gnau_service.store.postgres.PostgresBackend`)."""
+
+    #: Tells the sequencer, wherever it runs, that steps committed events: sent after a step's
+    #: COMMIT by a process that is not the sequencer.
+    steps_notice_sql: str
+
+    def try_lead(self, session: Any) -> bool:
+        """Try to become the log's sequencer on ``session`` (held until the session ends)."""
+        ...
+
+    def listen(self, session: Any) -> None:
+        """Hear, on ``session``, the log growing."""
+        ...
+
+    def listen_for_steps(self, session: Any) -> None:
+        """Hear, on ``session`` too, steps committing events (the sequencer alone does)."""
+        ...
+
+    def notifications(self, session: Any) -> Notices:
+        """The notices ``session`` has received."""
+        ...
+
+
 class Sequencer:
     """The PostgreSQL sequencer of one store, on a thread of its own: it keeps trying to take the
     log's advisory lock, and while it holds it integrates pending events whenever a step commits
@@ -195,7 +218,9 @@ class Sequencer:
     leading or not, hears the log grow (the head channel) and tells the store, whose waiting
     callers may be answered."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, backend: Backend, election: Election, store: WritingStore) -> None:
+        self._backend = backend
+        self._election = election
         self._store = store
         self._stopping = threading.Event()
         self._wake_reader, self._wake_writer = socket.socketpair()
@@ -220,7 +245,7 @@ class Sequencer:
         self._wake_writer.close()
 
     def _run(self) -> None:
-        backend = self._store.backend
+        backend, election = self._backend, self._election
         first_retry, last_retry = RETRY_SECONDS
         retry = first_retry
         while not self._stopping.is_set():
@@ -228,7 +253,7 @@ class Sequencer:
             try:
                 session = backend.connect(application_name=f"{APPLICATION_NAME}-{os.getpid()}")
                 work = backend.connect()
-                backend.listen(session)
+                election.listen(session)
                 retry = first_retry
                 self._serve(session, work)
             except Exception as error:
@@ -245,21 +270,21 @@ class Sequencer:
         self.leading = False
 
     def _serve(self, session: Any, work: Any) -> None:
-        backend = self._store.backend
+        election = self._election
         next_election = 0.0
         next_sweep = 0.0
         pending = True  # a new sequencer first integrates whatever is left
         while not self._stopping.is_set():
             now = perf_counter()
             if not self.leading and now >= next_election:
-                self.leading = backend.try_lead(session)
+                self.leading = election.try_lead(session)
                 next_election = now + ELECTION_SECONDS
                 if self.leading:
                     log.info("this process is now the log's sequencer")
                     # Only the sequencer hears steps' notices: every process listening would
                     # wake every replica at every step. Steps committed before this LISTEN are
                     # integrated at once below (``pending``), so none is missed.
-                    backend.listen_for_steps(session)
+                    election.listen_for_steps(session)
                     pending = True
             if self.leading and (pending or now >= next_sweep):
                 swept = now >= next_sweep
@@ -279,7 +304,7 @@ class Sequencer:
                 self._drain_wakes()
                 pending = True
             if session.fileno() in readable:
-                grown, steps = backend.notifications(session)
+                grown, steps = election.notifications(session)
                 pending = pending or steps
                 if grown and not self.leading:  # the sequencer's own callers are answered
                     self._store.notified(grown)
@@ -290,7 +315,7 @@ class Sequencer:
     def _integrate_all(self, work: Any) -> None:
         try:
             while not self._stopping.is_set():
-                done = sequence(self._store, work)
+                done = sequence(self._backend, work, self._store.signer_for)
                 self._store.integrated(done)
                 if len(done.indices) < SEQUENCE_BATCH:
                     return

@@ -1,5 +1,8 @@
 """SQLite: the embedded default. One file, WAL, ``synchronous=FULL``, append-only log tables.
 
+Its coordination is in-step integration (:mod:`~gnau_service.store.in_step`): one writer at a
+time, each step transaction integrating its own events before it commits.
+
 The file holds unrevealed server seeds, so it is private to its owner: created 0600 by this
 backend before SQLite opens it (SQLite gives the ``-wal`` and ``-shm`` files the database file's
 mode), and an existing one that group or others can read is tightened, with a warning.
@@ -19,9 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
-from gnau_service.store.base import Backend, StoreError
-from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration, record_applied
-from gnau_service.store.schema import SchemaState, first_line, migrations_to_run
+from gnau_service.store.backend import Backend
+from gnau_service.store.coordination import Coordination, WritingStore
+from gnau_service.store.errors import StoreError
+from gnau_service.store.in_step import InStepIntegration
+from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration
+from gnau_service.store.schema import first_line
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +93,7 @@ class SqliteBackend(Backend):
     beside, this one."""
 
     begin_sql = "BEGIN IMMEDIATE"
+    driver_error = sqlite3.Error
 
     def __init__(self, path: str | Path, *, migrations: Sequence[Migration] = MIGRATIONS) -> None:
         self.path = Path(path)
@@ -124,51 +131,38 @@ class SqliteBackend(Backend):
             connection = self._local.connection = self.connect()
         yield connection
 
-    def schema_state(self, connection: sqlite3.Connection) -> SchemaState:
-        # Emptiness first: a migration that makes the tables records the version in the same
-        # transaction, so once the tables are seen, so is the version (never "0, not empty").
-        empty = not self.has_table(connection, "log_head")
-        return SchemaState(user_version(connection), empty)
+    def coordinate(self, store: WritingStore) -> Coordination:
+        return InStepIntegration(self, store, self.begin_at_once)
+
+    def schema_version(self, connection: sqlite3.Connection) -> int:
+        return user_version(connection)
 
     def has_table(self, connection: sqlite3.Connection, table: str) -> bool:
         query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
         return connection.execute(query, (table,)).fetchone() is not None
 
-    def create_schema(
-        self, connection: sqlite3.Connection, *, migrate: bool = False
-    ) -> Sequence[Migration]:
-        try:
-            state = self.schema_state(connection)
-            if not migrations_to_run(state, str(self), migrate=migrate, known=self.migrations):
-                return ()
-            return self._migrate(connection, migrate=migrate)
-        except sqlite3.Error as error:
-            raise StoreError(f"{self}: cannot set up the schema: {first_line(error)}") from error
-
-    def _migrate(self, connection: sqlite3.Connection, *, migrate: bool) -> Sequence[Migration]:
-        """Apply what is pending in one transaction. ``BEGIN IMMEDIATE`` takes the write lock,
-        so starting processes take turns, and a live writer's batch is waited for (the busy
-        timeout)."""
+    @contextmanager
+    def schema_change(self, connection: sqlite3.Connection) -> Iterator[None]:
+        # BEGIN IMMEDIATE takes the write lock, so starting processes take turns, and a live
+        # writer's batch is waited for (the busy timeout).
         connection.execute("BEGIN IMMEDIATE")
         try:
-            # Another process may have migrated while this one waited for the lock.
-            pending = migrations_to_run(
-                self.schema_state(connection), str(self), migrate=migrate, known=self.migrations
-            )
-            for migration in pending:
-                for statement in split_statements(migration.script(Dialect.SQLITE)):
-                    connection.execute(statement)
-                connection.execute(f"PRAGMA user_version = {migration.version:d}")
-                record_applied(self, connection, migration)
+            yield
             connection.execute("COMMIT")
         except BaseException:
             # SQLite ends the transaction itself after some errors: the first error is the news.
             with contextlib.suppress(sqlite3.Error):
                 connection.execute("ROLLBACK")
             raise
-        return pending
+
+    def apply_migration(self, connection: sqlite3.Connection, migration: Migration) -> None:
+        for statement in split_statements(migration.script(Dialect.SQLITE)):
+            connection.execute(statement)
+        connection.execute(f"PRAGMA user_version = {migration.version:d}")
 
     def begin_at_once(self, connection: sqlite3.Connection) -> bool:
+        """Begin a step transaction if that needs no waiting (the write lock is free now);
+        whether it began."""
         # Without the busy handler: BEGIN IMMEDIATE takes the write lock if it is free (then it
         # does no I/O worth a thread) and says SQLITE_BUSY at once if another connection holds
         # it (then the caller waits for it on a thread, with the busy handler back on).

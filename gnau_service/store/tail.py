@@ -24,7 +24,8 @@ import logging
 from collections import deque
 from typing import Final
 
-from gnau_service.store.base import Store, StoreUnavailable
+from gnau_service.store.errors import StoreUnavailable
+from gnau_service.store.store import Store
 
 POLL_SECONDS: Final = 1.0
 #: Bytes of the newest entries kept in memory (about 8,000 entries of a round).

@@ -10,7 +10,7 @@ then hears of integrations in two ways, neither a poll:
 - another process's, from the log head's NOTIFY, which carries each event's index when they fit
   in a notice (:mod:`~gnau_service.store.head_notices`); when they do not, one query reads the
   indices of every event still awaited here (the store's
-  :meth:`~gnau_service.store.base.Store.check_waiters`).
+  :meth:`~gnau_service.store.store.Store.check_waiters`).
 
 A caller still waiting after :data:`INTEGRATION_SECONDS` is answered StoreUnavailable: its step
 is committed and will be integrated whenever a sequencer runs again, so a retry with the same
@@ -23,10 +23,9 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Iterable
-from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from time import monotonic
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.store.errors import StoreUnavailable
@@ -49,20 +48,22 @@ class PendingEntry:
 
 @dataclass(eq=False)
 class Waiting:
-    """A caller and what it waits for: its queued unit's future (and event loop), the value to
-    answer with, and the events not integrated yet."""
+    """A caller and what it waits for: its queued unit's future, the value to answer with, and
+    the events not integrated yet."""
 
-    future: Future[Any] | asyncio.Future[Any]
-    loop: asyncio.AbstractEventLoop | None
+    future: asyncio.Future[Any]
     value: Any
     entries: list[PendingEntry]
     missing: set[int] = field(default_factory=set)
     since: float = field(default_factory=monotonic)
 
 
-#: A caller's answer: who, and its value or what it raised.
-Outcome = tuple[Future[Any] | asyncio.Future[Any], asyncio.AbstractEventLoop | None, Any,
-                BaseException | None]  # fmt: skip
+class Reply(NamedTuple):
+    """A caller's answer: its future, and the value it gets or what it raised."""
+
+    future: asyncio.Future[Any]
+    value: Any
+    failure: BaseException | None
 
 
 #: Integrated events whose indices a process remembers (see :attr:`Waiters.recent`).
@@ -96,9 +97,9 @@ class Waiters:
         with self._lock:
             return list(self._by_id)
 
-    def resolve(self, indices: dict[int, int]) -> list[Outcome]:
+    def resolve(self, indices: dict[int, int]) -> list[Reply]:
         """Give events their indices; the answers of the callers that now have all of theirs."""
-        done: list[Outcome] = []
+        done: list[Reply] = []
         with self._lock:
             if len(self.recent) + len(indices) > RECENT_INDICES:
                 self.recent = {}
@@ -110,10 +111,10 @@ class Waiters:
                             entry.index = index
                     waiting.missing.discard(pending_id)
                     if not waiting.missing:
-                        done.append((waiting.future, waiting.loop, waiting.value, None))
+                        done.append(Reply(waiting.future, waiting.value, None))
         return done
 
-    def expire(self, failure: StoreUnavailable | None = None) -> list[Outcome]:
+    def expire(self, failure: StoreUnavailable | None = None) -> list[Reply]:
         """Refuse the callers that waited longer than INTEGRATION_SECONDS (every caller, with
         ``failure``, if it is given)."""
         limit = monotonic() - INTEGRATION_SECONDS if failure is None else float("inf")
@@ -127,7 +128,7 @@ class Waiters:
                 f" {INTEGRATION_SECONDS:.0f} s; it is committed, and a retry of the same request"
                 " gets its answer"
             )
-        return [(w.future, w.loop, None, failure) for w in old.values()]
+        return [Reply(w.future, None, failure) for w in old.values()]
 
     def _forget(self, waiting: Waiting) -> None:
         for pending_id in waiting.missing:
@@ -139,31 +140,23 @@ class Waiters:
                     del self._by_id[pending_id]
 
 
-def deliver(outcomes: Iterable[Outcome]) -> None:
-    """Answer every caller: threads directly, each event loop with one wake-up for all of its."""
-    per_loop: dict[asyncio.AbstractEventLoop, list[Outcome]] = {}
-    for outcome in outcomes:
-        loop = outcome[1]
-        if loop is None:
-            settle(outcome)
-        else:
-            per_loop.setdefault(loop, []).append(outcome)
+def deliver(replies: Iterable[Reply]) -> None:
+    """Answer every caller, with one wake-up of each event loop for all of its callers (the
+    callers are on event loops; the step writers and the sequencer may not be)."""
+    per_loop: dict[asyncio.AbstractEventLoop, list[Reply]] = {}
+    for reply in replies:
+        per_loop.setdefault(reply.future.get_loop(), []).append(reply)
     for loop, waiting in per_loop.items():
         # A closed loop has nobody left waiting.
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_settle_all, waiting)
 
 
-def _settle_all(outcomes: list[Outcome]) -> None:
-    for outcome in outcomes:
-        settle(outcome)
-
-
-def settle(outcome: Outcome) -> None:
-    future, _, value, failure = outcome
-    # Its caller may have stopped waiting (a cancelled call) meanwhile.
-    with contextlib.suppress(InvalidStateError, asyncio.InvalidStateError):
-        if failure is None:
-            future.set_result(value)
-        else:
-            future.set_exception(failure)
+def _settle_all(replies: list[Reply]) -> None:
+    for future, value, failure in replies:
+        # Its caller may have stopped waiting (a cancelled call) meanwhile.
+        with contextlib.suppress(asyncio.InvalidStateError):
+            if failure is None:
+                future.set_result(value)
+            else:
+                future.set_exception(failure)

@@ -15,6 +15,7 @@ from gnau_service.cli import audit_commands
 from gnau_service.store import Store, open_store
 from tests.audit.logs import new_signer, play_round
 from tests.cli.conftest import Run
+from tests.steps import append
 
 Gnau = Callable[..., Run]
 
@@ -29,13 +30,13 @@ def database(tmp_path: Path, signer: LogSigner) -> Iterator[tuple[str, Store]]:
     url = f"sqlite:///{tmp_path / 'gnau.db'}"
     with open_store(url, signer) as store:
 
-        def append(kind: EntryKind, payload: dict[str, JsonValue], round_id: str | None) -> None:
-            store.run(lambda tx: tx.append(kind, payload, round_id=round_id))
+        def log(kind: EntryKind, payload: dict[str, JsonValue], round_id: str | None) -> None:
+            append(store, kind, payload, round_id=round_id)
 
-        store.append(EntryKind.SERVICE_STARTED, {"version": "test"})
+        append(store, EntryKind.SERVICE_STARTED, {"version": "test"})
         for number in range(3):
-            play_round(append, f"round-{number}", table_id=f"table-{number % 2}")
-        play_round(append, "round-voided", void_after=EntryKind.ROUND_COMMITTED)
+            play_round(log, f"round-{number}", table_id=f"table-{number % 2}")
+        play_round(log, "round-voided", void_after=EntryKind.ROUND_COMMITTED)
         yield url, store
 
 
@@ -204,7 +205,7 @@ def test_an_unanchored_bundle_exits_1_unless_allowed(
     gnau: Gnau, database: tuple[str, Store], signer: LogSigner, tmp_path: Path
 ) -> None:
     url, store = database
-    store.append(EntryKind.CONFIG_CHANGED, {"change": "after the last round"})
+    append(store, EntryKind.CONFIG_CHANGED, {"change": "after the last round"})
     bundle = tmp_path / "log.jsonl"
     assert gnau("audit", "export", "--database", url, "--out", str(bundle)).status == 0
     unanchored = without_last_checkpoint(bundle)

@@ -92,7 +92,7 @@ async def varied_log(service: Service) -> Rounds:
         dealer_pb2.DealRequest(request_id=rid(), round_id=unfinished.round_id, seats=SEATS),
     )
     # More than a message of checkpoints (100), so the export reads several.
-    await asyncio.to_thread(commit_one_at_a_time, store, 120)
+    await commit_one_at_a_time(store, 120)
     last = await play(service, "table-1")
     return Rounds(
         early.round_id,
@@ -160,7 +160,7 @@ async def test_a_log_longer_than_one_call_of_each_stream_exports_identically(
     gnau: Gnau, settings: Settings, service: Service, tmp_path: Path
 ) -> None:
     store = service.app.store
-    await asyncio.to_thread(commit_one_at_a_time, store, 10_001)
+    await commit_one_at_a_time(store, 10_001)
     notes = await asyncio.to_thread(store.checkpoints)
     assert len(notes) > 10_000 and store.size() > 10_000
 
@@ -180,9 +180,8 @@ async def test_exports_show_a_progress_bar_on_long_logs(
     gnau: Gnau, service: Service, tmp_path: Path
 ) -> None:
     store = service.app.store
-    await asyncio.to_thread(
-        store.run,
-        lambda tx: [tx.append(EntryKind.CONFIG_CHANGED, {"n": n}) for n in range(10_050)],
+    await store.run_async(
+        lambda tx: [tx.append(EntryKind.CONFIG_CHANGED, {"n": n}) for n in range(10_050)]
     )
     size = store.size()
     for where in (database(service), remote(service)):

@@ -20,6 +20,7 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.store import open_reader, open_store
 from tests.server.test_interceptors import error_info
 from tests.serving import gnau, served
+from tests.steps import append
 
 ORIGIN = "gnau-dealer/local"  # gnau serve's default origin
 KEY_NAME = "log-signing-key.pem"
@@ -127,7 +128,7 @@ def started_log(tmp_path: Path) -> tuple[Path, str, LogSigner]:
     signer = LogSigner.from_private_key(ORIGIN, key)
     database = f"sqlite:///{data / 'gnau.db'}"
     with open_store(database, signer) as store:
-        store.append(EntryKind.CONFIG_CHANGED, {})
+        append(store, EntryKind.CONFIG_CHANGED, {})
     return data, database, signer
 
 

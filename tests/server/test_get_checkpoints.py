@@ -24,10 +24,12 @@ from tests.server.test_service import details, play, refusal
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def commit_one_at_a_time(store: Store, count: int) -> None:
+async def commit_one_at_a_time(store: Store, count: int) -> None:
     """``count`` writes, each its own batch, so each signs its own checkpoint."""
     for number in range(count):
-        store.append(EntryKind.CONFIG_CHANGED, {"write": number})
+        await store.run_async(
+            lambda tx, number=number: tx.append(EntryKind.CONFIG_CHANGED, {"write": number})
+        )
 
 
 async def get_checkpoints(
@@ -46,7 +48,7 @@ async def test_every_checkpoint_of_a_range_in_increasing_size(service: Service) 
     store = service.app.store
     for table in ("table-1", "table-2"):
         await play(service, table)
-    await asyncio.to_thread(commit_one_at_a_time, store, 5)
+    await commit_one_at_a_time(store, 5)
     notes = await asyncio.to_thread(store.checkpoints)  # the store's own list: every size
     sizes = [int(note.split("\n")[1]) for note in notes]
     assert len(notes) >= 14 and sizes == sorted(set(sizes))
@@ -79,7 +81,7 @@ async def test_the_clients_read_the_same_stream(service: Service) -> None:
 
 async def test_a_hundred_checkpoints_a_message(service: Service) -> None:
     store = service.app.store
-    await asyncio.to_thread(commit_one_at_a_time, store, 250)
+    await commit_one_at_a_time(store, 250)
     notes = await asyncio.to_thread(store.checkpoints)
     messages = await get_checkpoints(service, 0)
     assert [len(message) for message in messages] == [100, 100, len(notes) - 200]

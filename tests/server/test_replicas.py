@@ -3,8 +3,8 @@ every round's entries enter the log in causal order however the replicas interle
 the sequencer's process is killed another replica takes over within the stated bound.
 
 Two in-process services (one key, one token file, one database) stand for two replicas where a
-test needs to reach into one (the stall hook); two real ``gnau serve`` processes where one must
-die by SIGKILL.
+test needs to watch one closely (a stalled step); two real ``gnau serve`` processes where one
+must die by SIGKILL.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import io
 import os
 import random
 import signal
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -38,7 +37,7 @@ from tests.server.conftest import Service, write_tokens
 from tests.server.test_service import SEATS, rid
 from tests.serving import served
 
-#: How long the test hook holds replica A's step inside its transaction (seconds).
+#: How long replica A's step is held inside its transaction (seconds).
 STALL_SECONDS: Final = 4.0
 #: The bound on the p99 latency of replica B's calls meanwhile: far below the stall, wide enough
 #: for this noisy machine (a call takes some tens of milliseconds there).
@@ -94,26 +93,36 @@ async def step(service: Service, name: str, table: str, round_id: str) -> round_
 STEPS: Final = ("Shuffle", "Deal", "Reveal", "Settle")
 
 
+async def lock_waits(url: str) -> int:
+    """How many sessions of the database wait for a lock now."""
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as watcher:
+        cursor = await watcher.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
 async def test_a_stalled_step_on_one_replica_does_not_delay_rounds_on_another(
     tmp_path: Path,
 ) -> None:
     async with two_replicas(tmp_path) as (a, b):
-        armed = threading.Event()
-
-        def stall() -> None:  # the test hook: on replica A's step writer, inside its transaction
-            if armed.is_set():
-                armed.clear()
-                time.sleep(STALL_SECONDS)
-
-        a.app.store.step_hook = stall
-        armed.set()
+        url = a.settings.database
+        # Another session holds an open round of the table, uncommitted: replica A's Shuffle of
+        # it waits for that row inside its step transaction, as a slow step would.
+        holder = await psycopg.AsyncConnection.connect(url)
+        await holder.execute(
+            "INSERT INTO rounds (round_id, table_id, state, record, server_seed, created_at,"
+            " updated_at) VALUES ('holder', 'stalled-table', 'SHUFFLED', '{}', '', 't', 't')"
+        )
         stalled = asyncio.create_task(step(a, "Shuffle", "stalled-table", ""))
         for _ in range(200):  # a liveness bound: a first call may take a while to get there
-            if not armed.is_set():  # the stalled step is in its transaction now
+            if await lock_waits(url):  # the stalled step is in its transaction now
                 break
             await asyncio.sleep(0.05)
         began = time.monotonic()
-        assert not armed.is_set() and not stalled.done()
+        assert await lock_waits(url) >= 1 and not stalled.done()
         latencies: list[float] = []
         number = 0
         while not stalled.done() and time.monotonic() - began < STALL_SECONDS - 0.5:
@@ -126,6 +135,9 @@ async def test_a_stalled_step_on_one_replica_does_not_delay_rounds_on_another(
             assert answer.state == round_pb2.ROUND_STATE_SETTLED
             number += 1
         assert not stalled.done(), "the rounds on B did not all run during A's stall"
+        await asyncio.sleep(max(0.0, began + STALL_SECONDS - time.monotonic()))
+        await holder.rollback()  # A's step takes the table, and commits
+        await holder.close()
         shuffled = await stalled
         assert time.monotonic() - began >= STALL_SECONDS - 0.3
         assert len(shuffled.log_indices) == 1

@@ -14,6 +14,7 @@ from gnau_service.audit.entries import EntryError, EntryKind, decode_entry
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import KeyNotCurrent, StoreUnavailable, open_store
+from tests.steps import append, run_step
 
 
 def fresh(signer: LogSigner) -> LogSigner:
@@ -25,17 +26,17 @@ def test_a_store_whose_key_was_rotated_elsewhere_signs_nothing(
 ) -> None:
     new = fresh(signer)
     with open_store(database_url, signer) as rotator, open_store(database_url, signer) as stale:
-        stale.append(EntryKind.CONFIG_CHANGED, {"before": True})
+        append(stale, EntryKind.CONFIG_CHANGED, {"before": True})
         rotator.rotate_key(new)
         size = rotator.size()
         with pytest.raises(KeyNotCurrent) as refused:
-            stale.append(EntryKind.CONFIG_CHANGED, {"after": True})
+            append(stale, EntryKind.CONFIG_CHANGED, {"after": True})
         assert isinstance(refused.value, StoreUnavailable)  # a retryable refusal at the edge
         assert refused.value.held == signer.vkey and refused.value.current == new.vkey
         assert rotator.size() == size  # nothing of the refused batch was written
-        rotator.append(EntryKind.CONFIG_CHANGED, {"by": "new key"})
+        append(rotator, EntryKind.CONFIG_CHANGED, {"by": "new key"})
         with pytest.raises(KeyNotCurrent):  # and it stays refused: no silent fallback
-            stale.run(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {}))
+            run_step(stale, lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {}))
         last = rotator.entries(0, rotator.size())[-1]
         assert decode_entry(last, new.verifier).key_id == new.key_id.hex()
 
@@ -66,10 +67,10 @@ def test_a_store_with_a_key_source_takes_up_the_current_key(
         open_store(database_url, signer) as rotator,
         open_store(database_url, signer, key_source) as follower,
     ):
-        follower.append(EntryKind.CONFIG_CHANGED, {"n": 1})
+        append(follower, EntryKind.CONFIG_CHANGED, {"n": 1})
         assert asked == []  # its key is current: the source is not even asked
         rotator.rotate_key(new)
-        entry = follower.append(EntryKind.CONFIG_CHANGED, {"n": 2})
+        entry = append(follower, EntryKind.CONFIG_CHANGED, {"n": 2})
         assert asked == [new.vkey]
         assert follower.signer == new
         data = follower.entries(entry.index, entry.index + 1)[0]
@@ -89,7 +90,7 @@ def test_a_key_source_that_has_only_a_wrong_key_is_refused(
     ):
         rotator.rotate_key(new)
         with pytest.raises(KeyNotCurrent):
-            follower.append(EntryKind.CONFIG_CHANGED, {})
+            append(follower, EntryKind.CONFIG_CHANGED, {})
         assert follower.signer == signer
 
 
@@ -98,12 +99,12 @@ def test_a_key_that_never_signed_for_the_log_is_neither_registered_nor_used(
 ) -> None:
     stranger = fresh(signer)
     with open_store(database_url, signer) as first:
-        first.append(EntryKind.CONFIG_CHANGED, {})
+        append(first, EntryKind.CONFIG_CHANGED, {})
     with open_store(database_url, stranger) as other:
         assert other.public_keys() == [signer.vkey]
         assert other.current_key() == signer.vkey
         with pytest.raises(KeyNotCurrent):
-            other.append(EntryKind.CONFIG_CHANGED, {})
+            append(other, EntryKind.CONFIG_CHANGED, {})
 
 
 def test_the_current_key_follows_each_rotation(database_url: str, signer: LogSigner) -> None:

@@ -20,9 +20,9 @@ def test_statements_run_together_in_order_and_give_the_last_query_s_rows(
                     backend.begin_sql,
                     "SELECT 1",
                     "INSERT INTO log_checkpoints (size, note) VALUES (7, 'seven')",
-                    "SAVEPOINT step",
+                    "SAVEPOINT unit",
                     "SELECT size, note FROM log_checkpoints WHERE size = 7",
-                    "ROLLBACK TO SAVEPOINT step",
+                    "ROLLBACK TO SAVEPOINT unit",
                 ],
             )
             assert [tuple(row) for row in rows] == [(7, "seven")]

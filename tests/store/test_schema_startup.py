@@ -19,15 +19,17 @@ from gnau_service.audit.entries import EntryKind, check_chain
 from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import Store, StoreError, Transaction, open_store
-from gnau_service.store.base import Backend, utc_now
+from gnau_service.store.backend import Backend
 from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from gnau_service.store.postgres import PostgresBackend
 from gnau_service.store.schema import SchemaTooOld
 from gnau_service.store.sequencer import write_log
 from gnau_service.store.sqlite import SqliteBackend
+from gnau_service.store.transaction import utc_now
 from tests.audit.logs import new_signer
 from tests.postgres import admin_url, fresh_database, require_postgres
 from tests.serving import free_port
+from tests.steps import run_steps
 from tests.store.test_store import append_many
 
 
@@ -86,7 +88,7 @@ def append_as_older_gnau(store: Store, count: int) -> list[int]:
             appender.append(EntryKind.CONFIG_CHANGED, {"i": i}, time=utc_now())
             for i in range(count)
         ]
-        write_log(backend, connection, appender, appended)
+        write_log(backend, connection, appender, appended, {})
         backend.run(connection, "COMMIT")
     finally:
         connection.close()
@@ -241,7 +243,7 @@ def append_rounds(store: Store, count: int) -> list[int]:
         )
         return tx.append(EntryKind.CONFIG_CHANGED, {"round": round_id}).index
 
-    return [future.result() for future in [store.submit(unit) for _ in range(count)]]
+    return run_steps(store, [unit] * count)
 
 
 def deadlocks_in(url: str) -> int:

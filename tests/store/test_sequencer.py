@@ -18,15 +18,17 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.dealer import Dealer, Idempotency
 from gnau_service.store import Store, open_store
 from gnau_service.store import sequencer as sequencer_module
-from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.backend import PENDING_SQL
 from gnau_service.store.postgres import (
     HEAD_CHANNEL,
     PENDING_CHANNEL,
+    PENDING_PLAN_SQL,
     SEQUENCER_LOCK,
     PostgresBackend,
 )
-from gnau_service.store.sequencer import sequence
+from gnau_service.store.sequencer import Notices, Sequencer, sequence
 from tests.postgres import fresh_database
+from tests.steps import append, run_steps
 
 
 @pytest.fixture
@@ -96,11 +98,15 @@ def test_two_sequencers_at_once_integrate_each_event_once(
 ) -> None:
     outside = NoSequencer(postgres_url)
     with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
+        loop = asyncio.new_event_loop()
         futures = [
-            store.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
+            loop.create_task(
+                store.run_async(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
+            )
             for i in range(200)
             for store in (first, second)
         ]
+        loop.run_until_complete(asyncio.sleep(0))  # every unit is queued
         while len(pending_rows(postgres_url)) < len(futures):
             threading.Event().wait(0.05)
         # Both run a sequencer transaction at once, as a deposed sequencer and its successor
@@ -112,7 +118,7 @@ def test_two_sequencers_at_once_integrate_each_event_once(
             connection = store.backend.connect()
             try:
                 together.wait()
-                done.append(sequence(store, connection))
+                done.append(sequence(store.backend, connection, store.signer_for))
             finally:
                 connection.close()
 
@@ -125,8 +131,9 @@ def test_two_sequencers_at_once_integrate_each_event_once(
         for result in done:
             for store in (first, second):
                 store.integrated(result)
-        indices = sorted(future.result(timeout=10).index for future in futures)
-        assert indices == list(range(400))
+        answered = loop.run_until_complete(asyncio.wait_for(asyncio.gather(*futures), 10))
+        loop.close()
+        assert sorted(entry.index for entry in answered) == list(range(400))
         outside.release()
         entries = first.entries(0, 1000)
         assert len(entries) == first.size() == 400
@@ -135,16 +142,32 @@ def test_two_sequencers_at_once_integrate_each_event_once(
         assert payloads == sorted(list(range(200)) * 2)
 
 
+def sequencer_of(store: Store) -> Sequencer:
+    """The candidate for the log's sequencer of a store on PostgreSQL."""
+    return store._coordination.sequencer  # type: ignore[attr-defined, no-any-return]
+
+
 def elected(first: Store, second: Store) -> tuple[Store, Store]:
     """The two stores of one log once one of them is its sequencer: (that one, the other)."""
     for _ in range(200):  # a liveness bound: the election runs every ELECTION_SECONDS
-        if first._sequencer.leading or second._sequencer.leading:  # type: ignore[union-attr]
+        if sequencer_of(first).leading or sequencer_of(second).leading:
             break
         threading.Event().wait(0.05)
-    if first._sequencer.leading:  # type: ignore[union-attr]
+    if sequencer_of(first).leading:
         return first, second
-    assert second._sequencer.leading  # type: ignore[union-attr]
+    assert sequencer_of(second).leading
     return second, first
+
+
+def append_all(store: Store, count: int) -> list[int]:
+    """Queue ``count`` appends at once on ``store``; the indices they got, in order."""
+    return sorted(
+        entry.index
+        for entry in run_steps(
+            store,
+            [lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}) for i in range(count)],
+        )
+    )
 
 
 def test_only_the_sequencer_hears_that_steps_committed(
@@ -154,21 +177,16 @@ def test_only_the_sequencer_hears_that_steps_committed(
     processes do not listen to it (each would wake at every step of every replica)."""
     with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
         leader, follower = elected(first, second)
-        heard: list[tuple[list[HeadNotice], bool]] = []
-        notifications = follower.backend.notifications
+        heard: list[Notices] = []
+        notifications = follower.backend.notifications  # type: ignore[attr-defined]
 
-        def recording(session: object) -> tuple[list[HeadNotice], bool]:
+        def recording(session: object) -> Notices:
             result = notifications(session)
             heard.append(result)
             return result
 
         monkeypatch.setattr(follower.backend, "notifications", recording)
-        futures = [
-            follower.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
-            for i in range(20)
-        ]
-        indices = sorted(future.result(timeout=10).index for future in futures)
-        assert indices == list(range(20))
+        assert append_all(follower, 20) == list(range(20))
         assert leader.size() == 20
         # A step's notice and then a head notice, from outside: notices arrive in order, so once
         # the follower has heard the head notice, it has heard the step's if it listens to it.
@@ -196,7 +214,7 @@ def test_a_follower_answers_its_callers_from_the_head_notices_alone(
         leader, follower = elected(first, second)
         # Once a step is answered, the follower's sequencer thread is past its first sweep (on
         # connecting, for notices missed while it was not listening).
-        follower.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {})).result(timeout=10)
+        append(follower, EntryKind.CONFIG_CHANGED, {})
         asked: list[int] = []
         pending_indices = follower.pending_indices
 
@@ -206,16 +224,11 @@ def test_a_follower_answers_its_callers_from_the_head_notices_alone(
 
         monkeypatch.setattr(follower, "pending_indices", counting)
         for batch in range(5):
-            futures = [
-                follower.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i}))
-                for i in range(10)
-            ]
-            indices = sorted(future.result(timeout=10).index for future in futures)
-            assert indices == list(range(1 + 10 * batch, 11 + 10 * batch))
+            assert append_all(follower, 10) == list(range(1 + 10 * batch, 11 + 10 * batch))
         assert leader.size() == 51
         assert asked == []
         assert [(pending_id, index) for pending_id, index in pending_rows(postgres_url)] == [
-            (pending_id, follower._waiters.recent[pending_id])
+            (pending_id, follower.waiters.recent[pending_id])
             for pending_id, _ in pending_rows(postgres_url)
         ]
 
@@ -236,9 +249,8 @@ def test_the_sequencer_reads_a_backlog_in_id_order_whatever_the_statistics(
         backend = PostgresBackend(postgres_url)
         try:
             with connection.transaction():
-                assert backend.sequencer_plan_sql is not None
-                connection.execute(backend.sequencer_plan_sql)
-                query = backend.sql(sequencer_module.PENDING_SQL)
+                connection.execute(PENDING_PLAN_SQL)
+                query = backend.sql(PENDING_SQL)
                 plan = "\n".join(
                     str(row[0])
                     for row in connection.execute(f"EXPLAIN {query}", (1024,)).fetchall()

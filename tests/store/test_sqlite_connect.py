@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gnau_service.store.base import StoreError
+from gnau_service.store.errors import StoreError
 from gnau_service.store.sqlite import BUSY_SECONDS, SqliteBackend
 
 #: New files opened by racing connections: on a backend that does not wait for the switch,

@@ -27,18 +27,19 @@ from gnau_service.audit.merkle import (
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import DatabaseUrlError, Store, StoreError, Transaction, open_store
-from gnau_service.store.base import utc_now
+from gnau_service.store.transaction import utc_now
+from tests.steps import run_step, run_steps
 
 
 def append_many(store: Store, count: int, **payload: object) -> list[int]:
-    """Submit ``count`` appends at once; the indices they got, in increasing order (units
-    submitted together run side by side on PostgreSQL, so their events may enter the log in
-    any order: only a step that waits for another is ordered after it)."""
-    futures = [
-        store.submit(lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i, **payload}))
+    """Queue ``count`` appends at once; the indices they got, in increasing order (units
+    queued together run side by side on PostgreSQL, so their events may enter the log in any
+    order: only a step that waits for another is ordered after it)."""
+    units = [
+        lambda tx, i=i: tx.append(EntryKind.CONFIG_CHANGED, {"i": i, **payload})
         for i in range(count)
     ]
-    return sorted(future.result().index for future in futures)
+    return sorted(entry.index for entry in run_steps(store, units))
 
 
 def test_appends_get_gap_free_indices_and_read_back(database_url: str, signer: LogSigner) -> None:
@@ -131,17 +132,21 @@ def test_a_failing_unit_changes_nothing_and_spares_its_batch(
     database_url: str, signer: LogSigner, failing: Callable[[Transaction], None]
 ) -> None:
     with open_store(database_url, signer) as store:
-        gate = threading.Event()
-        # Hold the writer in a first batch so that the next units queue up as one batch.
-        blocker = store.submit(lambda tx: gate.wait(10))
-        before = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}))
-        doomed = store.submit(failing)
-        after = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 2}))
-        gate.set()
-        assert blocker.result() is True
-        with pytest.raises(Exception, match=FAILURES):
-            doomed.result()
-        assert sorted((before.result().index, after.result().index)) == [0, 1]
+        # Queued in one turn of the loop behind a first unit that writes nothing: one batch.
+        first, before, doomed, after = run_steps(
+            store,
+            [
+                lambda tx: True,
+                lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}),
+                failing,
+                lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 2}),
+            ],
+            return_exceptions=True,
+        )
+        assert first is True
+        assert isinstance(doomed, Exception)
+        assert re.search(FAILURES, str(doomed))
+        assert sorted((before.index, after.index)) == [0, 1]
         assert_only_the_neighbours_were_logged(store, signer)
 
 
@@ -184,7 +189,7 @@ def test_the_outbox_holds_each_payload_as_rfc8785_text_which_the_entry_carries(
         return row[0]
 
     with open_store(database_url, signer) as store:
-        stored = store.run(unit)
+        stored = run_step(store, unit)
         assert stored == rfc8785.dumps(payload).decode("utf-8")
         (data,) = store.entries(0, 1)
         assert rfc8785.dumps(payload) in data
@@ -200,14 +205,21 @@ def assert_only_the_neighbours_were_logged(store: Store, signer: LogSigner) -> N
 
 def test_a_unit_cancelled_before_its_batch_is_not_run(database_url: str, signer: LogSigner) -> None:
     with open_store(database_url, signer) as store:
-        gate = threading.Event()
-        blocker = store.submit(lambda tx: gate.wait(10))
-        cancelled = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 0}))
-        assert cancelled.cancel()
-        kept = store.submit(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}))
-        gate.set()
-        assert blocker.result() is True
-        assert kept.result().index == 0
+
+        async def cancel_one() -> Any:
+            cancelled = asyncio.ensure_future(
+                store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 0}))
+            )
+            kept = asyncio.ensure_future(
+                store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 1}))
+            )
+            await asyncio.sleep(0)  # both are queued; their batch has not started
+            assert cancelled.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await cancelled
+            return await kept
+
+        assert asyncio.run(cancel_one()).index == 0
         assert [decode_entry(d, signer.verifier).payload for d in store.entries(0, 10)] == [
             {"n": 1}
         ]
@@ -251,7 +263,7 @@ def test_log_tables_are_append_only(database_url: str, signer: LogSigner) -> Non
             "DELETE FROM log_keys",
         ):
             with pytest.raises(Exception, match="append-only"):
-                store.run(lambda tx, statement=statement: tx.execute(statement))
+                run_step(store, lambda tx, statement=statement: tx.execute(statement))
         assert store.size() == 3
         assert len(store.entries(0, 10)) == 3
 
@@ -291,8 +303,6 @@ def test_a_closed_store_refuses_work(database_url: str, signer: LogSigner) -> No
     asyncio.run(store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"n": 0})))
     store.close()
     with pytest.raises(StoreError, match="closed"):
-        store.submit(lambda tx: None)
-    with pytest.raises(StoreError, match="closed"):
         asyncio.run(store.run_async(lambda tx: None))
 
 
@@ -309,6 +319,7 @@ def test_timestamps_come_from_the_clock_in_utc() -> None:
 
 
 APPENDER = """
+import asyncio
 import sys
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
@@ -316,9 +327,16 @@ from gnau_service.store import open_store
 
 url, key_file, count, name = sys.argv[1:]
 store = open_store(url, LogSigner.from_key_file("gnau-dealer/test", key_file))
-for i in range(int(count)):
-    entry = store.append(EntryKind.CONFIG_CHANGED, {"worker": name, "i": i})
-    print(entry.index, flush=True)  # acknowledged: it must survive anything from here on
+
+
+async def append_all():
+    for i in range(int(count)):
+        payload = {"worker": name, "i": i}
+        entry = await store.run_async(lambda tx: tx.append(EntryKind.CONFIG_CHANGED, payload))
+        print(entry.index, flush=True)  # acknowledged: it must survive anything from here on
+
+
+asyncio.run(append_all())
 store.close()
 """
 
@@ -353,11 +371,12 @@ def test_writers_sharing_a_database_never_lose_an_update(
     # that changes a row it read locks it (Transaction.row_lock), as the round steps do: then
     # each sees every change committed before it, and the counter and the log agree.
     with open_store(database_url, signer) as first, open_store(database_url, signer) as second:
-        first.run(
+        run_step(
+            first,
             lambda tx: (
                 tx.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY, value INTEGER)"),
                 tx.execute("INSERT INTO counter (id, value) VALUES (1, 0)"),
-            )
+            ),
         )
 
         def advance(tx: Transaction) -> None:
@@ -365,9 +384,12 @@ def test_writers_sharing_a_database_never_lose_an_update(
             tx.execute("UPDATE counter SET value = ? WHERE id = 1", (value + 1,))
             tx.append(EntryKind.CONFIG_CHANGED, {"from": value})
 
-        futures = [store.submit(advance) for _ in range(100) for store in (first, second)]
-        for future in futures:
-            future.result()
+        async def both() -> None:
+            await asyncio.gather(
+                *(store.run_async(advance) for _ in range(100) for store in (first, second))
+            )
+
+        asyncio.run(both())
         entries = first.entries(0, 1000)
         assert sorted(decode_entry(d, signer.verifier).payload["from"] for d in entries) == list(
             range(200)

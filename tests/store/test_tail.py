@@ -24,8 +24,10 @@ def store(database_url: str, signer: LogSigner) -> Iterator[Store]:
         yield opened
 
 
-def append(store: Store, count: int) -> None:
-    store.run(lambda tx: [tx.append(EntryKind.CONFIG_CHANGED, {"n": n}) for n in range(count)])
+async def append(store: Store, count: int) -> None:
+    await store.run_async(
+        lambda tx: [tx.append(EntryKind.CONFIG_CHANGED, {"n": n}) for n in range(count)]
+    )
 
 
 async def test_this_processs_commits_arrive_with_their_entries(store: Store) -> None:
@@ -33,7 +35,7 @@ async def test_this_processs_commits_arrive_with_their_entries(store: Store) -> 
     await tail.start()
     try:
         size = tail.size
-        await asyncio.to_thread(append, store, 3)
+        await append(store, 3)
         assert await asyncio.wait_for(tail.wait_beyond(size + 2), 10) == size + 3
         reads_before = _database_reads(store)
         entries = await tail.read(size, size + 3)
@@ -57,7 +59,7 @@ async def test_another_processs_commits_arrive_without_waiting_for_the_poll(
         try:
             await asyncio.sleep(0.2)  # LISTEN is in place
             size = tail.size
-            await asyncio.to_thread(append, there, 2)  # another store: another "process"
+            await append(there, 2)  # another store: another "process"
             assert await asyncio.wait_for(tail.wait_beyond(size + 1), 10) == size + 2
             assert await tail.read(size, size + 2) == there.entries(size, size + 2)
         finally:
@@ -71,14 +73,14 @@ async def test_the_poll_finds_what_nobody_announced(tmp_path: Path, signer: LogS
         await tail.start()
         try:
             size = tail.size
-            await asyncio.to_thread(append, there, 1)
+            await append(there, 1)
             assert await asyncio.wait_for(tail.wait_beyond(size), 10) == size + 1
         finally:
             await tail.stop()
 
 
 async def test_readers_of_one_range_share_one_read(store: Store) -> None:
-    await asyncio.to_thread(append, store, 50)
+    await append(store, 50)
     tail = LogTail(store, poll_seconds=NEVER, cache_bytes=1)  # hardly anything in memory
     await tail.start()
     try:

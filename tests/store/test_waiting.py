@@ -3,27 +3,35 @@ order and grouping in which integrations are heard; refused when they wait too l
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+import asyncio
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gnau_service.store import StoreUnavailable
-from gnau_service.store.waiting import PendingEntry, Waiters, Waiting, deliver
+from gnau_service.store.waiting import PendingEntry, Reply, Waiters, Waiting, deliver
 
 #: Callers, each waiting for a few of the pending ids 1..40 (some ids shared by several).
 CALLERS = st.lists(st.sets(st.integers(1, 40), min_size=1, max_size=4), min_size=1, max_size=12)
+
+
+def answer(loop: asyncio.AbstractEventLoop, replies: list[Reply]) -> None:
+    """Deliver ``replies`` to their callers, on their (not running) loop, and let it settle
+    them."""
+    deliver(replies)
+    loop.run_until_complete(asyncio.sleep(0))
 
 
 @given(callers=CALLERS, data=st.data())
 def test_each_caller_is_answered_once_all_its_events_are_integrated(
     callers: list[set[int]], data: st.DataObject
 ) -> None:
+    loop = asyncio.new_event_loop()
     waiters = Waiters()
     waiting = []
     for number, ids in enumerate(callers):
         entries = [PendingEntry(pending_id) for pending_id in sorted(ids)]
-        each = Waiting(Future(), None, f"answer {number}", entries)
+        each = Waiting(loop.create_future(), f"answer {number}", entries)
         waiters.add(each)
         waiting.append(each)
     every_id = sorted(set().union(*callers))
@@ -37,7 +45,7 @@ def test_each_caller_is_answered_once_all_its_events_are_integrated(
     batches.append(repeats)
     resolved: set[int] = set()
     for batch in batches:
-        deliver(waiters.resolve({pending_id: index_of[pending_id] for pending_id in batch}))
+        answer(loop, waiters.resolve({pending_id: index_of[pending_id] for pending_id in batch}))
         resolved.update(batch)
         for ids, each in zip(callers, waiting, strict=True):
             assert each.future.done() == (ids <= resolved)
@@ -46,17 +54,20 @@ def test_each_caller_is_answered_once_all_its_events_are_integrated(
         assert [entry.index for entry in each.entries] == [index_of[e.id] for e in each.entries]
     assert waiters.awaited() == []
     assert all(waiters.recent[pending_id] == index_of[pending_id] for pending_id in every_id)
+    loop.close()
 
 
 def test_a_caller_that_waited_too_long_is_refused_and_forgotten() -> None:
+    loop = asyncio.new_event_loop()
     waiters = Waiters()
-    old = Waiting(Future(), None, "late", [PendingEntry(1), PendingEntry(2)], since=0.0)
-    fresh = Waiting(Future(), None, "on time", [PendingEntry(2)])
+    old = Waiting(loop.create_future(), "late", [PendingEntry(1), PendingEntry(2)], since=0.0)
+    fresh = Waiting(loop.create_future(), "on time", [PendingEntry(2)])
     waiters.add(old)
     waiters.add(fresh)
-    deliver(waiters.expire())
+    answer(loop, waiters.expire())
     assert isinstance(old.future.exception(), StoreUnavailable)
     assert "a retry of the same request gets its answer" in str(old.future.exception())
     assert not fresh.future.done() and waiters.awaited() == [2]
-    deliver(waiters.resolve({1: 7, 2: 8}))
+    answer(loop, waiters.resolve({1: 7, 2: 8}))
     assert fresh.future.result() == "on time"
+    loop.close()

@@ -25,10 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
-from typing import Any, Final
-
-from gnau_service import __version__
-from gnau_service.store.base import Backend, utc_now
+from typing import Final
 
 
 class Dialect(StrEnum):
@@ -102,7 +99,8 @@ MIGRATIONS: Final = parse_migrations(_packaged_files())
 #: The schema version this gnau reads and writes: its last migration's.
 SCHEMA_VERSION: Final = MIGRATIONS[-1].version
 
-#: The table where each migration from version 2 on records when it ran (migration 2 makes it).
+#: The table where each migration from version 2 on records when it ran (migration 2 makes it;
+#: see :func:`gnau_service.store.schema.record_applied`).
 HISTORY_TABLE: Final = "gnau_migrations"
 
 
@@ -114,25 +112,3 @@ class AppliedMigration:
     summary: str
     applied_at: str
     gnau_version: str
-
-
-def record_applied(backend: Backend, connection: Any, migration: Migration) -> None:
-    """Add ``migration`` to the history, once the table for it exists (from migration 2 on)."""
-    if backend.has_table(connection, HISTORY_TABLE):
-        backend.run(
-            connection,
-            "INSERT INTO gnau_migrations (version, summary, applied_at, gnau_version)"
-            " VALUES (?, ?, ?, ?) ON CONFLICT (version) DO NOTHING",
-            (migration.version, migration.summary, utc_now(), __version__),
-        )
-
-
-def read_history(backend: Backend, connection: Any) -> list[AppliedMigration]:
-    """The migration history, oldest first; empty where there is none yet."""
-    if not backend.has_table(connection, HISTORY_TABLE):
-        return []
-    rows = backend.run(
-        connection,
-        "SELECT version, summary, applied_at, gnau_version FROM gnau_migrations ORDER BY version",
-    )
-    return [AppliedMigration(int(v), str(s), str(a), str(g)) for v, s, a, g in rows]

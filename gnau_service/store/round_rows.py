@@ -1,22 +1,23 @@
 """The service's round table and request (idempotency) table: rows in, rows out.
 
-The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed``
-its secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
-unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of
-its body and the response it got, in the same transaction as the change it made. Steps of
-different rounds run side by side (see :mod:`gnau_service.store.base`): a step reads its round's
-row with the transaction's row lock (:attr:`Transaction.row_lock`), so what it read of the round
-stays true until it commits; a race on the open-round guard or a request id between processes
-ends in a unique violation, and the store runs the losing step again.
+The store does not interpret a round: ``record`` is the round's public JSON and ``server_seed`` its
+secret, kept apart so that no read of ``record`` can leak it. At most one round per table is
+unfinished (a partial unique index); a request id is stored with its operation, a fingerprint of its
+body and the response it got, in the same transaction as the change it made. Steps of different
+rounds run side by side (see :mod:`gnau_service.store.transaction`): a step reads its round's row
+with the transaction's row lock (:attr:`Transaction.row_lock`), so what it read of the round stays
+true until it commits; a race on the open-round guard or a request id between processes ends in a
+unique violation, and the store runs the losing step again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
-from gnau_service.store.base import LogReader, Transaction
+from gnau_service.store.reader import LogReader
+from gnau_service.store.transaction import Transaction
 
 _COLUMNS = "round_id, table_id, state, record, server_seed, created_at, updated_at"
 #: The states of an unfinished round, as the rounds table spells them (and as its partial unique
@@ -46,6 +47,13 @@ class StoredRequest:
     operation: str
     fingerprint: str
     response: str
+
+
+class RequestAndRound(NamedTuple):
+    """What a step reads first: its request id's record, and its round (None where missing)."""
+
+    request: StoredRequest | None
+    round: StoredRound | None
 
 
 class OpenRoundExists(Exception):  # noqa: N818  (a condition, not an error of the store)
@@ -125,9 +133,7 @@ def find_request(tx: Transaction, request_id: str) -> StoredRequest | None:
     return _request(rows[0]) if rows else None
 
 
-def find_request_and_round(
-    tx: Transaction, request_id: str, round_id: str
-) -> tuple[StoredRequest | None, StoredRound | None]:
+def find_request_and_round(tx: Transaction, request_id: str, round_id: str) -> RequestAndRound:
     """A request id's record and a round, the round locked for the step. The round first: a
     step of the same round in another process is waited for, and the request read after it
     sees that step's request if it was this one's first try."""
@@ -135,7 +141,7 @@ def find_request_and_round(
         (f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?{tx.row_lock}", (round_id,)),
         (_FIND_REQUEST, (request_id,)),
     )
-    return (
+    return RequestAndRound(
         _request(requests[0]) if requests else None,
         _round(rounds[0]) if rounds else None,
     )

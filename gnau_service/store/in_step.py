@@ -1,0 +1,155 @@
+"""In-step integration, SQLite's coordination: the event loop runs each batch of units and
+integrates their events in the same transaction, before its one COMMIT (one fsync for both).
+
+SQLite has one writer at a time, so nothing is gained by a sequencer apart from the steps: the
+step transaction takes the write lock (``BEGIN IMMEDIATE``), runs its units, then runs the
+sequencer's protocol (:func:`~gnau_service.store.sequencer.integrate`) on the outbox rows it has
+just written. Even a second process on the same file appends after, never beside, this one.
+
+Units queue while a batch commits; the next batch takes them all. The loop runs the units and
+the integration itself; what may block runs on a thread of its own: COMMIT and its fsync, and
+taking the write lock while another connection holds it (the loop takes it itself when it is
+free, as it nearly always is). A writer thread would give up the GIL at every SQLite statement
+and wait for the busy loop to hand it back, which costs more than the statements; and the loop
+hands a thread its BEGIN only to wait for it to get the GIL back (about 5 ms a batch under load:
+the interpreter's switch interval), so it does not when it need not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from time import perf_counter
+from typing import Any, TypeVar
+
+from gnau_service.store.backend import Backend
+from gnau_service.store.coordination import Coordination, Integrated, QueuedUnit, WritingStore
+from gnau_service.store.sequencer import SEQUENCE_BATCH, Integration, integrate
+from gnau_service.store.steps import MAX_BATCH, StepBatch
+
+T = TypeVar("T")
+
+#: Begins a step transaction on a connection if that needs no waiting (the write lock is free
+#: now); whether it began.
+BeginAtOnce = Callable[[Any], bool]
+
+
+class InStepBatch(StepBatch):
+    """A step transaction that integrates its own events before it commits."""
+
+    def __init__(self, backend: Backend, store: WritingStore, batch: list[QueuedUnit[Any]]):
+        super().__init__(backend, store, batch)
+        self.integrations: list[Integration] = []
+
+    def integrate(self, connection: Any) -> None:
+        integrations = self.integrations
+        while not integrations or len(integrations[-1].indices) == SEQUENCE_BATCH:
+            integrations.append(integrate(self.backend, connection, self.store.signer_for))
+
+    def commit_statements(self) -> list[str]:
+        return ["COMMIT"]
+
+    def announce(self) -> None:
+        now = perf_counter()
+        seconds, commit_seconds = now - self.started, now - self.committing
+        for appended, indices, appender in self.integrations:
+            self.store.integrated(
+                Integrated(tuple(appended), indices, appender, seconds, commit_seconds)
+            )
+
+
+class InStepIntegration(Coordination):
+    """SQLite's coordination: the steps of each event loop, on one connection (a loop that is
+    not the last one's gets a writer of its own; the server has one loop)."""
+
+    def __init__(self, backend: Backend, store: WritingStore, begin_at_once: BeginAtOnce):
+        self._backend = backend
+        self._store = store
+        self._begin_at_once = begin_at_once
+        self._loop_steps: LoopSteps | None = None
+
+    def enqueue(self, unit: QueuedUnit[Any]) -> None:
+        loop = unit.future.get_loop()
+        if self._loop_steps is None or self._loop_steps.loop is not loop:
+            if self._loop_steps is not None:
+                self._loop_steps.close()
+            self._loop_steps = LoopSteps(self._backend, self._store, self._begin_at_once, loop)
+        self._loop_steps.add(unit)
+
+    def close(self) -> None:
+        if self._loop_steps is not None:
+            self._loop_steps.close()
+
+
+class LoopSteps:
+    """The step transactions of one event loop, on one connection (see the module's text)."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        store: WritingStore,
+        begin_at_once: BeginAtOnce,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._backend = backend
+        self._store = store
+        self._begin_at_once = begin_at_once
+        self.loop = loop
+        self._pending: list[QueuedUnit[Any]] = []
+        self._draining: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
+        self._closing = False
+        self._connection: Any = None
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="gnau-store-commit")
+
+    def close(self) -> None:
+        """Let the connection go: now if idle, else when the batch in hand ends."""
+        self._closing = True
+        if self._draining is None:
+            self._release()
+
+    def _release(self) -> None:
+        if self._connection is not None:
+            self._backend.close_quietly(self._connection)
+            self._connection = None
+        self._thread.shutdown(wait=False)
+
+    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+        return await self.loop.run_in_executor(self._thread, functools.partial(function, *args))
+
+    def add(self, unit: QueuedUnit[Any]) -> None:
+        self._pending.append(unit)
+        if self._draining is None:
+            self._draining = self.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+                # A caller that stopped waiting before its unit started (a cancelled call) gets
+                # nothing done; a retry with the same request runs it then.
+                await self._commit([unit for unit in batch if not unit.future.done()])
+        finally:
+            self._draining = None
+            if self._closing:
+                self._release()
+
+    async def _commit(self, batch: list[QueuedUnit[Any]]) -> None:
+        if not batch:
+            return
+        steps = InStepBatch(self._backend, self._store, batch)
+        try:
+            if self._connection is None:
+                self._connection = await self._blocking(self._backend.connect)
+            if self._begin_at_once(self._connection):
+                steps.begin(self._connection, begun=True)
+            else:
+                await self._blocking(steps.begin, self._connection)
+            steps.run(self._connection)
+            await self._blocking(steps.commit, self._connection)
+        except Exception as error:
+            steps.fail(self._connection, error)
+            self._connection = None
+            return
+        steps.finish()

@@ -1,0 +1,224 @@
+"""The store's write side: the log and the service's tables in one SQL database.
+
+A round step is a *unit of work* (:data:`~gnau_service.store.transaction.Work`): the server
+awaits :meth:`Store.run_async`, which hands the unit to the backend's coordination
+(:mod:`~gnau_service.store.coordination`) and returns once the unit's events are durable, signed
+log entries covered by a signed checkpoint. The store then hears of each integration
+(:meth:`Store.integrated`, :meth:`Store.notified`) and answers the callers waiting for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.log import AppendedEntry, LogAppender
+from gnau_service.audit.signing import KeyRotation, LogSigner
+from gnau_service.store.backend import Backend
+from gnau_service.store.batches import BatchObserver, CommittedBatch
+from gnau_service.store.coordination import Integrated, QueuedUnit
+from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
+from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.reader import LogReader
+from gnau_service.store.schema import create_schema
+from gnau_service.store.sequencer import sequence
+from gnau_service.store.transaction import Work, utc_now
+from gnau_service.store.waiting import Waiters, deliver
+
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
+
+#: Looks for the signer of the log's current key, given that key's verifier key string; None if
+#: it has none (for a server: its key file, reread).
+KeySource = Callable[[str], LogSigner | None]
+#: Told of each durable batch that grows the log: its first entry's index, and every entry.
+CommitListener = Callable[[int, list[bytes]], None]
+
+
+class Store(LogReader):
+    """The log and the service's tables in one SQL database: round steps, and their integration
+    into the log as the backend coordinates it."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        signer: LogSigner,
+        *,
+        migrate: bool = False,
+        key_source: KeySource | None = None,
+    ) -> None:
+        super().__init__(backend)
+        self.signer = signer
+        self._key_source = key_source
+        self._closed = False
+        self._listeners: list[CommitListener] = []
+        self._observers: list[BatchObserver] = []
+        #: The callers of this process waiting for their events to be integrated.
+        self.waiters = Waiters()
+        # The backends raise a StoreError naming their database if they cannot connect or set
+        # up the schema; the rest of start-up is wrapped the same way.
+        try:
+            connection = backend.connect()
+            try:
+                #: The migrations this start applied (only a new database's, unless ``migrate``).
+                self.migrated = create_schema(backend, connection, migrate=migrate)
+                # The first key of a new log; later keys come only by rotation (a store with any
+                # other key signs nothing: see KeyNotCurrent).
+                backend.run(
+                    connection,
+                    "INSERT INTO log_keys (key_id, vkey, since_size)"
+                    " SELECT ?, ?, size FROM log_head"
+                    " WHERE id = 1 AND NOT EXISTS (SELECT 1 FROM log_keys) ON CONFLICT DO NOTHING",
+                    (signer.key_id.hex(), signer.vkey),
+                )
+            finally:
+                backend.close_quietly(connection)
+        except StoreError:
+            backend.close()
+            raise
+        except Exception as error:
+            backend.close()
+            message = str(error).strip().partition("\n")[0]
+            raise StoreError(f"{backend}: cannot register the log key: {message}") from error
+        self._coordination = backend.coordinate(self)
+
+    # -- writing ----------------------------------------------------------------------------
+
+    async def run_async(self, work: Work[T]) -> T:
+        """Run a unit of work from an event loop and await the integration of its events. A
+        unit whose caller stops waiting before its step transaction starts is not run."""
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._coordination.enqueue(QueuedUnit(work, future))
+        return await future
+
+    def rotate_key(self, new: LogSigner) -> AppendedEntry:
+        """Hand the log over to a new key and wait until that is durable. A log-level entry, so
+        the sequencer's own transaction appends it, under the head lock: first the events
+        committed before it (signed by the old key), then a KEY_ROTATED entry signed by the old
+        key that carries the rotation note (signed by both); the checkpoint, and every later
+        entry, use the new key."""
+
+        def rotation(appender: LogAppender, connection: Any) -> AppendedEntry:
+            old, time = appender.signer, utc_now()
+            note = KeyRotation(old.verifier, new.verifier, time).sign(old.signer, new.signer)
+            entry = appender.append(EntryKind.KEY_ROTATED, {"rotation": str(note)}, time=time)
+            self.backend.run(
+                connection,
+                "INSERT INTO log_keys (key_id, vkey, since_size) VALUES (?, ?, ?)",
+                (new.key_id.hex(), new.vkey, entry.index + 1),
+            )
+            appender.signer = new
+            return entry
+
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        with self.backend.unavailable_as_store_error():
+            connection = self.backend.connect()
+            try:
+                done = sequence(self.backend, connection, self.signer_for, log_level=rotation)
+            finally:
+                self.backend.close_quietly(connection)
+        self.integrated(done)
+        return done.appended[-1]
+
+    def listen(self, listener: CommitListener) -> None:
+        """Call ``listener(first_index, entries)`` after each transaction of this process that
+        grows the log is durable, with the index of its first entry and every entry's bytes. It
+        is called on the thread that committed (the event loop, a step writer, or the
+        sequencer), so it must only hand them on."""
+        self._listeners.append(listener)
+
+    def observe(self, observer: BatchObserver) -> None:
+        """Call ``observer`` with the measurements of each transaction of this process that
+        grows the log (see :mod:`~gnau_service.store.batches`), on the thread that committed."""
+        self._observers.append(observer)
+
+    def close(self) -> None:
+        """Finish the queued work, stop the writers and the sequencer (after integrating what
+        this process committed, if it leads) and release the connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self._coordination.close()
+        failure = StoreUnavailable("the store closed before its change was integrated")
+        deliver(self.waiters.expire(failure))
+        self.backend.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    # -- the key ----------------------------------------------------------------------------
+
+    def signer_for(self, current_key: str | None) -> LogSigner:
+        """This store's signer if it holds the log's current key, after asking the key source
+        for it if need be; else KeyNotCurrent."""
+        if current_key is None or current_key == self.signer.vkey:
+            return self.signer
+        found = None
+        if self._key_source is not None:
+            try:
+                found = self._key_source(current_key)
+            except Exception as error:  # an unreadable key file: the refusal below says enough
+                log.warning("cannot reload the log key: %s", error)
+        if found is None or found.vkey != current_key:
+            raise KeyNotCurrent(self.signer.vkey, current_key)
+        log.warning("log key reloaded: now signing with %s", found.vkey)
+        self.signer = found
+        return found
+
+    # -- integration ------------------------------------------------------------------------
+
+    def integrated(self, done: Integrated) -> None:
+        """What follows a durable integration of this process: a rotation in it takes effect;
+        waiting callers, listeners and observers hear of it."""
+        self.signer = done.appender.signer
+        deliver(self.waiters.resolve(done.indices))
+        if done.appended:
+            entries = [entry.data for entry in done.appended]
+            for listener in self._listeners:
+                listener(done.appended[0].index, entries)
+            if self._observers:
+                measured = CommittedBatch(
+                    units=len(done.appended),
+                    kinds=tuple(entry.kind for entry in done.appended),
+                    size=done.appender.head.size,
+                    seconds=done.seconds,
+                    commit_seconds=done.commit_seconds,
+                )
+                for observer in self._observers:
+                    observer(measured)
+
+    def notified(self, notices: Sequence[HeadNotice]) -> None:
+        """After another process's sequencer grew the log: answer the callers whose events it
+        integrated, from the notices if they carry the indices, else from the database."""
+        carried: dict[int, int] = {}
+        for notice in notices:
+            if notice.indices is None:
+                self.check_waiters()
+                return
+            carried.update(notice.indices)
+        deliver(self.waiters.resolve(carried))
+        self.expire_waiters()
+
+    def check_waiters(self) -> None:
+        """After another process's sequencer grew the log: answer the callers whose events it
+        integrated (one query for all of them), and refuse those that waited too long."""
+        awaited = self.waiters.awaited()
+        if awaited:
+            try:
+                indices = self.pending_indices(awaited)
+            except StoreError as error:
+                log.warning("cannot read which pending events are integrated: %s", error)
+            else:
+                deliver(self.waiters.resolve(indices))
+        self.expire_waiters()
+
+    def expire_waiters(self) -> None:
+        """Refuse the callers that waited too long for integration (see waiting.py)."""
+        deliver(self.waiters.expire())
