@@ -1,7 +1,8 @@
 import io
 import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -25,14 +26,23 @@ class Run:
 
 @pytest.fixture
 def gnau(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., Run]:
-    """Run ``gnau ARGS`` in-process, with ``stdin`` as its standard input."""
+    """Run ``gnau ARGS`` in-process, with ``stdin`` as its standard input and ``env`` added to
+    the environment for the call. The process-wide state a command sets (the umask of those
+    that write private files) is put back after each call."""
 
-    def run(*args: str, stdin: str = "") -> Run:
-        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        try:
-            status = main(list(args))
-        except SystemExit as exit_:  # argparse's own usage errors
-            status = int(exit_.code or 0)
+    def run(*args: str, stdin: str = "", env: Mapping[str, str] | None = None) -> Run:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        with monkeypatch.context() as patched:
+            patched.setattr(sys, "stdin", io.StringIO(stdin))
+            for name, value in (env or {}).items():
+                patched.setenv(name, value)
+            try:
+                status = main(list(args))
+            except SystemExit as exit_:  # argparse's own usage errors
+                status = int(exit_.code or 0)
+            finally:
+                os.umask(umask)
         captured = capsys.readouterr()
         return Run(status, captured.out, captured.err)
 
