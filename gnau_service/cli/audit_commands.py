@@ -190,6 +190,8 @@ def _with_log(
 def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
     # GNAU_TARGET is only a default: a --database given on the command line wins over it.
     if args.target is None or args.database is not None:
+        # Imported here, as the store's other names below: the store (psycopg with it) is slow to
+        # import, and a command reading over --target does not need it.
         from gnau_service.store import DatabaseUrlError, StoreError, open_reader  # noqa: PLC0415
 
         try:

@@ -8,7 +8,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.server.test_tls_and_config import _certificate, _key_pem, _pem
 from tests.serving import free_port, served
 from tests.serving import gnau as gnau_process

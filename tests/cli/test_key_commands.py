@@ -19,7 +19,7 @@ from gnau_service.audit.key_handover import staged_key_path, write_key_file
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import open_reader, open_store
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.server.test_interceptors import error_info
 from tests.serving import gnau as gnau_process
 from tests.serving import served

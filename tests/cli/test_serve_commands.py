@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.postgres import fresh_database
 from tests.serving import REPO, free_port, served
 from tests.serving import gnau as gnau_process

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gnau_service.cli.main import build_parser
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.serving import gnau as gnau_process
 from tests.serving import served
 
