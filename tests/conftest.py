@@ -8,7 +8,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -19,6 +19,16 @@ from gnau_service.cli.main import main
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(autouse=True)
+def _umask_put_back() -> Iterator[None]:
+    """A command run in-process may set the process's umask (those that write private files
+    set 0077): no later test inherits it, whatever ran the command."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)
 
 
 @dataclass
