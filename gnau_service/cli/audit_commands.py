@@ -33,15 +33,6 @@ from typing import TYPE_CHECKING, Final, TypeAlias
 import grpc
 from gnau_client import EntryOrderError
 
-from gnau_service.audit.bundle import (
-    CannotVerifyError,
-    ExportError,
-    LogSource,
-    Progress,
-    Verdict,
-    verify_bundle,
-    write_bundle,
-)
 from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
@@ -68,6 +59,7 @@ from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_si
 from gnau_service.cli.witness_options import add_witness_options, witness_policy
 
 if TYPE_CHECKING:
+    from gnau_service.audit.bundle import LogSource, Progress
     from gnau_service.store import LogReader
 
 PROGRESS_FROM = 10_000
@@ -222,6 +214,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(log: AuditLog, args: argparse.Namespace) -> int:
+    # Imported here, as in run_verify: bundles (their replay of rounds with them) are slow to
+    # import, and the commands that read rounds for people do not write or verify one.
+    from gnau_service.audit.bundle import ExportError, write_bundle  # noqa: PLC0415
+
     first_index, end = 0, log.size()
     if args.from_round:
         span = log.round_span(args.from_round)
@@ -337,6 +333,12 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from gnau_service.audit.bundle import (  # noqa: PLC0415  (see _export)
+        CannotVerifyError,
+        Verdict,
+        verify_bundle,
+    )
+
     try:
         keys = [read_vkey(text) for text in args.key]
         witnessed = witness_policy(args)
