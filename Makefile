@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer fairness-evidence dieharder-evidence clean
+	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -37,7 +37,7 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer
+	bench-failover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -93,6 +93,10 @@ bench-replicas: $(INSTALLED)
 ## PostgreSQL, on one core, beside raw Ed25519 signing (about a minute)
 bench-sequencer: $(INSTALLED)
 	$(BIN)/python bench/bench_sequencer.py
+
+## bench-cli: each gnau command's start-up as a whole process, beside `python -c pass` (half a minute)
+bench-cli: $(INSTALLED)
+	$(BIN)/python bench/bench_cli_startup.py
 
 ## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
 ## run; needs the postgresql-15 server binaries)

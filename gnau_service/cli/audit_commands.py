@@ -28,20 +28,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import grpc
 from gnau_client import EntryOrderError
 
-from gnau_service.audit.bundle import (
-    CannotVerifyError,
-    ExportError,
-    LogSource,
-    Progress,
-    Verdict,
-    verify_bundle,
-    write_bundle,
-)
 from gnau_service.audit.checkpoint import CheckpointError, open_checkpoint
 from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
@@ -66,26 +57,24 @@ from gnau_service.cli.remote import (
 )
 from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_size
 from gnau_service.cli.witness_options import add_witness_options, witness_policy
-from gnau_service.store import (
-    DEFAULT_DATABASE_URL,
-    DatabaseUrlError,
-    LogReader,
-    StoreError,
-    open_reader,
-)
-from gnau_service.store.checkpoints import checkpoints_in
-from gnau_service.store.cosignatures import keeps_cosignatures
+
+if TYPE_CHECKING:
+    from gnau_service.audit.bundle import LogSource, Progress
+    from gnau_service.store import LogReader
 
 PROGRESS_FROM = 10_000
 #: No limit, as SQL spells it: the largest LIMIT a 64-bit signed integer holds.
 _EVERY = 2**63 - 1
 
+#: The store's own default (a test holds them equal), for ``--database``'s help: the store is
+#: imported only by a command that reads a database.
+DEFAULT_DATABASE_URL: Final = "sqlite:///gnau-data/gnau.db"
+
 #: Where the audit commands read the log: its database, or a service over gRPC.
-AuditLog: TypeAlias = LogReader | RemoteLog
+AuditLog: TypeAlias = "LogReader | RemoteLog"
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    audit = subparsers.add_parser("audit", help="export, verify and read the audit log")
+def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
     commands = audit.add_subparsers(dest="audit_command", required=True, metavar="COMMAND")
 
     export = commands.add_parser("export", help="write the log to a portable bundle")
@@ -193,6 +182,10 @@ def _with_log(
 def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
     # GNAU_TARGET is only a default: a --database given on the command line wins over it.
     if args.target is None or args.database is not None:
+        # Imported here, as the store's other names below: the store (psycopg with it) is slow to
+        # import, and a command reading over --target does not need it.
+        from gnau_service.store import DatabaseUrlError, StoreError, open_reader  # noqa: PLC0415
+
         try:
             reader = open_reader(args.database or DEFAULT_DATABASE_URL)
         except DatabaseUrlError as error:
@@ -221,6 +214,10 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def _export(log: AuditLog, args: argparse.Namespace) -> int:
+    # Imported here, as in run_verify: bundles (their replay of rounds with them) are slow to
+    # import, and the commands that read rounds for people do not write or verify one.
+    from gnau_service.audit.bundle import ExportError, write_bundle  # noqa: PLC0415
+
     first_index, end = 0, log.size()
     if args.from_round:
         span = log.round_span(args.from_round)
@@ -266,6 +263,9 @@ class _CosignedSource:
         return self.reader.iter_entries(start, end)
 
     def checkpoints(self) -> list[str]:
+        from gnau_service.store.checkpoints import checkpoints_in  # noqa: PLC0415
+        from gnau_service.store.cosignatures import keeps_cosignatures  # noqa: PLC0415
+
         if not keeps_cosignatures(self.reader):  # a schema from before migration 4
             return self.reader.checkpoints()
         return [note for _, note in checkpoints_in(self.reader, 0, None, _EVERY)]
@@ -333,6 +333,12 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from gnau_service.audit.bundle import (  # noqa: PLC0415  (see _export)
+        CannotVerifyError,
+        Verdict,
+        verify_bundle,
+    )
+
     try:
         keys = [read_vkey(text) for text in args.key]
         witnessed = witness_policy(args)

@@ -66,12 +66,10 @@ class CommandError(Exception):
         self.status = status
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    db = subparsers.add_parser(
-        "db",
-        help="the database: schema status and migrations, backup and restore",
-        description="The service's database, found as `gnau serve` finds it (see "
-        "docs/operations.md: Schema migrations, Backup and restore).",
+def add_db_arguments(db: argparse.ArgumentParser) -> None:
+    db.description = (
+        "The service's database, found as `gnau serve` finds it (see "
+        "docs/operations.md: Schema migrations, Backup and restore)."
     )
     commands = db.add_subparsers(dest="db_command", required=True, metavar="COMMAND")
 

@@ -24,16 +24,11 @@ EXIT_BAD_INPUT: Final = 2
 STDIN: Final = "-"
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``verify-round`` to the ``gnau`` command."""
-    parser = subparsers.add_parser(
-        "verify-round",
-        help="verify a revealed round: commitment, lock, deck and every hand",
-        description=(
-            "Recompute a revealed round from its server seed and check the commitment, the "
-            "lock (transcript hash), the deck and every hand. Exit 0 if it verifies, 1 if it "
-            "does not, 2 if the file cannot be used. docs/fairness.md describes the JSON form."
-        ),
+def add_verify_round_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Recompute a revealed round from its server seed and check the commitment, the "
+        "lock (transcript hash), the deck and every hand. Exit 0 if it verifies, 1 if it "
+        "does not, 2 if the file cannot be used. docs/fairness.md describes the JSON form."
     )
     parser.add_argument(
         "file", metavar="FILE", help=f"the revealed round as JSON, or {STDIN} for standard input"

@@ -21,25 +21,22 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2
 
-from gnau_service.cli.remote import add_target_option
-from gnau_service.server.config import Settings, split_host_port
+from gnau_service.cli.remote import DEFAULT_TARGET, add_target_option
 
 DEFAULT_TIMEOUT_SECONDS = 3.0
 # A listen address on every interface is reached, from this machine, at the loopback address.
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1"}  # noqa: S104
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = subparsers.add_parser(
-        "health",
-        help="ask a running service whether it is serving (exit 0 if SERVING)",
-        description="One gRPC health Check. Exit 0: SERVING; 1: any other answer; 2: no answer.",
+def add_health_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "One gRPC health Check. Exit 0: SERVING; 1: any other answer; 2: no answer."
     )
     add_target_option(
         parser,
         fallback=None,  # run_health finds this machine's own service (GNAU_LISTEN's port)
         meaning="host:port of the service (without it and GNAU_TARGET: this machine, at the port "
-        f"of GNAU_LISTEN, else {Settings().listen})",
+        f"of GNAU_LISTEN, else {DEFAULT_TARGET})",
     )
     parser.add_argument(
         "--service",
@@ -62,15 +59,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def default_target(environ: Mapping[str, str]) -> str:
-    """This machine's service: the port of ``GNAU_LISTEN``, on loopback for a wildcard host.
+    """This machine's service: the port of ``GNAU_LISTEN``, on loopback for a wildcard host;
+    without it, where the service listens by default (:data:`~.remote.DEFAULT_TARGET`).
 
     >>> default_target({"GNAU_LISTEN": "0.0.0.0:6000"}), default_target({})
     ('127.0.0.1:6000', '127.0.0.1:50051')
     >>> default_target({"GNAU_LISTEN": "[::]:6000"}), default_target({"GNAU_LISTEN": "10.1.2.3:1"})
     ('[::1]:6000', '10.1.2.3:1')
     """
-    listen = environ.get("GNAU_LISTEN", Settings().listen)
-    host, port = split_host_port(listen)
+    if "GNAU_LISTEN" not in environ:
+        return DEFAULT_TARGET
+    # Imported here: the server's settings are slow to import, and a probe given its
+    # --target (or without GNAU_LISTEN) does not need them.
+    from gnau_service.server.config import split_host_port  # noqa: PLC0415
+
+    host, port = split_host_port(environ["GNAU_LISTEN"])
     host = _WILDCARDS.get(host, host)
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 

@@ -49,8 +49,7 @@ class RotationRefused(Exception):  # noqa: N818  (a refusal, reported in one lin
     """Nothing was rotated, for the reason in the message."""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    key = subparsers.add_parser("key", help="manage the audit log's signing key")
+def add_key_arguments(key: argparse.ArgumentParser) -> None:
     commands = key.add_subparsers(dest="key_command", required=True, metavar="COMMAND")
     rotate = commands.add_parser(
         "rotate",

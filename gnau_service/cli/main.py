@@ -1,77 +1,124 @@
 """Entry point of the ``gnau`` command.
 
-Each command module exposes ``register(subparsers)``, which adds its parsers and sets
-``run=<function(args) -> exit status>`` as their default. Exit statuses: 0 success, 1 the
+:data:`COMMANDS` lists every command with its line in ``gnau --help`` and the function that adds
+its arguments, ``add_<command>_arguments(parser)`` in the command's module, which sets
+``run=<function(args) -> exit status>`` as the parser's default. Exit statuses: 0 success, 1 the
 input was read but something in it is bad or does not verify, 2 the input could not be used.
 
-The rules commands (``gnau evaluate 3C 6S 8H 4H 8C``) are parsed without importing the other
-command modules, whose imports (grpc, aiohttp, psycopg, the server) take most of a second.
+A command's module is imported only when that command is parsed: ``gnau --help`` and
+``gnau --version`` import none, and each command imports only what it runs (the server, grpc,
+cryptography and psycopg take most of a second between them; ``bench/bench_cli_startup.py``
+measures it).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from collections.abc import Sequence
-from types import ModuleType
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from gnau_service import __version__
-from gnau_service.cli import rules_commands
 
 
-def build_parser(*, only: Sequence[ModuleType] | None = None) -> argparse.ArgumentParser:
-    """The ``gnau`` parser with every command, or ``only`` those of these modules."""
+@dataclass(frozen=True)
+class Command:
+    """A ``gnau`` command: its ``name``, its line in ``gnau --help``, and ``arguments``, the
+    ``module:function`` (in this package) that adds its arguments to its parser."""
+
+    name: str
+    help: str
+    arguments: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        module, function = self.arguments.split(":")
+        getattr(importlib.import_module(f"gnau_service.cli.{module}"), function)(parser)
+
+
+#: Every command, in the order ``gnau --help`` lists them.
+COMMANDS: Final = (
+    Command("evaluate", "evaluate five-card hands", "rules_commands:add_evaluate_arguments"),
+    Command("settle", "settle tables given as JSON lines", "rules_commands:add_settle_arguments"),
+    Command("stats", "exact count of every hand rank", "rules_commands:add_stats_arguments"),
+    Command(
+        "par",
+        "exact PAR sheet (RTP, house edge, every outcome) of a rule set",
+        "par_commands:add_par_arguments",
+    ),
+    Command(
+        "verify-round",
+        "verify a revealed round: commitment, lock, deck and every hand",
+        "fairness_commands:add_verify_round_arguments",
+    ),
+    Command("audit", "export, verify and read the audit log", "audit_commands:add_audit_arguments"),
+    Command("receipt", "fetch a round's receipt", "receipt_commands:add_receipt_arguments"),
+    Command(
+        "verify-receipt",
+        "verify a round's receipt offline, with the log's public key",
+        "receipt_commands:add_verify_receipt_arguments",
+    ),
+    Command("round", "fetch rounds from a running service", "receipt_commands:add_round_arguments"),
+    Command("serve", "run the dealer service", "serve_commands:add_serve_arguments"),
+    Command(
+        "play",
+        "play rounds against a running service, show and verify them",
+        "play_commands:add_play_arguments",
+    ),
+    Command(
+        "health",
+        "ask a running service whether it is serving (exit 0 if SERVING)",
+        "health_commands:add_health_arguments",
+    ),
+    Command(
+        "db",
+        "the database: schema status and migrations, backup and restore",
+        "db_commands:add_db_arguments",
+    ),
+    Command("key", "manage the audit log's signing key", "key_commands:add_key_arguments"),
+    Command("token", "add, list and revoke bearer tokens", "token_commands:add_token_arguments"),
+    Command(
+        "witness",
+        "run a transparency-log witness that cosigns consistent checkpoints",
+        "witness_commands:add_witness_arguments",
+    ),
+)
+
+
+def build_parser(*, only: Collection[str] | None = None) -> argparse.ArgumentParser:
+    """The ``gnau`` parser: every command listed, with the arguments of every command, or
+    ``only`` of those named (the others' modules are not imported).
+
+    >>> build_parser(only=()).parse_args(["stats"]).command
+    'stats'
+    """
     parser = argparse.ArgumentParser(
         prog="gnau", description="Gnau Dealer: a provably fair, audited dealer for Gnau."
     )
     parser.add_argument("--version", action="version", version=f"gnau {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in only if only is not None else _all_modules():
-        module.register(subparsers)
+    for command in COMMANDS:
+        command_parser = subparsers.add_parser(command.name, help=command.help)
+        if only is None or command.name in only:
+            command.add_arguments(command_parser)
     return parser
 
 
-def _all_modules() -> tuple[ModuleType, ...]:
-    from gnau_service.cli import (  # noqa: PLC0415  (imported only when needed: see above)
-        audit_commands,
-        db_commands,
-        fairness_commands,
-        health_commands,
-        key_commands,
-        receipt_commands,
-        serve_commands,
-        token_commands,
-        witness_commands,
-    )
+def named_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (``gnau`` itself takes
+    only ``--help`` and ``--version``, neither with a value).
 
-    return (
-        rules_commands,
-        fairness_commands,
-        audit_commands,
-        receipt_commands,
-        serve_commands,
-        health_commands,
-        db_commands,
-        key_commands,
-        token_commands,
-        witness_commands,
-    )
-
-
-def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
-    """The rules commands' parser alone if ``argv`` names one of them, else the whole one."""
-    light = build_parser(only=(rules_commands,))
-    commands = next(
-        action.choices
-        for action in light._actions
-        if isinstance(action, argparse._SubParsersAction)
-    )
-    return light if argv and argv[0] in commands else build_parser()
+    >>> named_command(["--help"]), named_command(["audit", "show", "--last", "2"])
+    (None, 'audit')
+    """
+    return next((word for word in argv if not word.startswith("-")), None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser_for(argv).parse_args(argv)
+    command = named_command(argv)
+    args = build_parser(only=() if command is None else (command,)).parse_args(argv)
     try:
         status: int = args.run(args)
     except KeyboardInterrupt:

@@ -1,5 +1,4 @@
-"""``gnau par``: the exact PAR sheet of a rule set, as text, JSON or Markdown (its options are
-registered with the other rules commands in :mod:`gnau_service.cli.rules_commands`).
+"""``gnau par``: the exact PAR sheet of a rule set, as text, JSON or Markdown.
 
 ``--markdown`` writes the sheets published under docs/par/ (``make par-sheets`` regenerates
 them all, and a test fails on any difference). Figures are exact fractions with their
@@ -18,6 +17,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Final
 
+from gnau_service.cli.rules_commands import add_rule_option
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.par import ParSheet, max_seats, par_sheet
@@ -49,6 +49,26 @@ difference. The plot `house-edge.png` is drawn by `make par-plot`.
 
 """
 DIGITS: Final = 12
+
+
+def add_par_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Count every heads-up deal of the decks in play exactly and print each settlement "
+        "outcome's probability and price, the RTP, house edge, variance, standard "
+        "deviation, hit and push frequencies per unit stake."
+    )
+    add_rule_option(parser)
+    parser.add_argument(
+        "--seats",
+        type=int,
+        default=1,
+        metavar="N",
+        help="seats at the table, for the dealer's expected result and its standard deviation",
+    )
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object")
+    output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
+    parser.set_defaults(run=run_par)
 
 
 def run_par(args: argparse.Namespace) -> int:

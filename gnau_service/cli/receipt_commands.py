@@ -21,7 +21,6 @@ from gnau.v1 import round_pb2
 
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.note import NoteError, SignedNote
-from gnau_service.audit.receipts import Receipt, ReceiptFormatError, verify_receipt
 from gnau_service.cli.file_errors import problem
 from gnau_service.cli.remote import (
     TargetError,
@@ -33,12 +32,9 @@ from gnau_service.cli.remote import (
     refusal,
 )
 from gnau_service.cli.witness_options import add_witness_options, witness_policy
-from gnau_service.fairness.errors import FairnessError
-from gnau_service.server.convert import revealed_round_from_proto
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    receipt = subparsers.add_parser("receipt", help="fetch a round's receipt")
+def add_receipt_arguments(receipt: argparse.ArgumentParser) -> None:
     receipt_commands = receipt.add_subparsers(dest="receipt_command", required=True)
     get = receipt_commands.add_parser(
         "get", help="fetch the receipt of a revealed, settled or voided round"
@@ -54,9 +50,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     get.add_argument("--out", type=Path, help="file to write (default: standard output)")
     get.set_defaults(run=run_receipt_get)
 
-    verify = subparsers.add_parser(
-        "verify-receipt", help="verify a round's receipt offline, with the log's public key"
-    )
+
+def add_verify_receipt_arguments(verify: argparse.ArgumentParser) -> None:
     verify.add_argument("receipt", type=Path, metavar="FILE")
     verify.add_argument(
         "--key",
@@ -69,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_witness_options(verify)
     verify.set_defaults(run=run_verify_receipt)
 
-    round_ = subparsers.add_parser("round", help="fetch rounds from a running service")
+
+def add_round_arguments(round_: argparse.ArgumentParser) -> None:
     round_commands = round_.add_subparsers(dest="round_command", required=True)
     round_get = round_commands.add_parser("get", help="one round, as the service holds it")
     round_get.add_argument("round_id", metavar="ROUND_ID")
@@ -122,6 +118,14 @@ def run_receipt_get(args: argparse.Namespace) -> int:
 
 
 def run_verify_receipt(args: argparse.Namespace) -> int:
+    # Imported here: a receipt's checks (the rounds' replay) are slow to import, and only this
+    # command of the module's makes them.
+    from gnau_service.audit.receipts import (  # noqa: PLC0415
+        Receipt,
+        ReceiptFormatError,
+        verify_receipt,
+    )
+
     try:
         keys = [read_vkey(text) for text in args.key]
         witnessed = witness_policy(args)
@@ -160,6 +164,11 @@ def run_round_get(args: argparse.Namespace) -> int:
             "round get",
             f"round {args.round_id} is not revealed yet: its verifiable form exists once it is",
         )
+    # Imported here: the server's and the fairness core's modules are slow to import, and only
+    # --json needs them.
+    from gnau_service.fairness.errors import FairnessError  # noqa: PLC0415
+    from gnau_service.server.convert import revealed_round_from_proto  # noqa: PLC0415
+
     try:
         revealed = revealed_round_from_proto(round_)
     except (FairnessError, ValueError) as error:

@@ -24,7 +24,8 @@ from gnau_service.audit.entries import clip
 from gnau_service.audit.note import Verifier
 from gnau_service.cli.file_errors import problem
 
-#: Where a command calls the service when neither --target nor GNAU_TARGET says.
+#: Where a command calls the service when neither --target nor GNAU_TARGET says: where it
+#: listens by default (``Settings().listen``, which a test holds equal to it).
 DEFAULT_TARGET: Final = "127.0.0.1:50051"
 TARGET_VARIABLE: Final = "GNAU_TARGET"
 

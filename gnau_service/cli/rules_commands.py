@@ -1,5 +1,5 @@
-"""``gnau evaluate``, ``gnau settle``, ``gnau stats`` and ``gnau par``: the rules core on the
-command line (``par`` runs in :mod:`gnau_service.cli.par_commands`).
+"""``gnau evaluate``, ``gnau settle`` and ``gnau stats``: the rules core on the command line
+(``gnau par`` is :mod:`gnau_service.cli.par_commands`).
 
 ``evaluate`` and ``settle`` read one item per line. A bad line is reported with its number
 and the reason (in ``--json`` mode as ``{"line": N, "error": "..."}`` in place of its result),
@@ -27,70 +27,31 @@ class LineError(ValueError):
     """One input line that cannot be used; the message names the problem."""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    evaluate = subparsers.add_parser(
-        "evaluate",
-        help="evaluate five-card hands",
-        description="Evaluate one hand given as five cards, or one hand per line of stdin.",
+def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Evaluate one hand given as five cards, or one hand per line of stdin."
+    add_rule_option(parser)
+    parser.add_argument("--json", action="store_true", help="one JSON object per hand")
+    parser.add_argument("cards", nargs="*", metavar="CARD", help="five cards, e.g. KD 4C 3S AS QC")
+    parser.set_defaults(run=run_evaluate)
+
+
+def add_settle_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        'Read JSON lines {"dealer": "KD 4C 3S 8D 5D", "players": [{"seat": 1, '
+        '"cards": "...", "stake": 10}]} and print each table settled.'
     )
-    _add_rule_option(evaluate)
-    evaluate.add_argument("--json", action="store_true", help="one JSON object per hand")
-    evaluate.add_argument(
-        "cards", nargs="*", metavar="CARD", help="five cards, e.g. KD 4C 3S AS QC"
-    )
-    evaluate.set_defaults(run=run_evaluate)
-
-    settle_parser = subparsers.add_parser(
-        "settle",
-        help="settle tables given as JSON lines",
-        description=(
-            'Read JSON lines {"dealer": "KD 4C 3S 8D 5D", "players": [{"seat": 1, '
-            '"cards": "...", "stake": 10}]} and print each table settled.'
-        ),
-    )
-    _add_rule_option(settle_parser)
-    settle_parser.set_defaults(run=run_settle)
-
-    stats = subparsers.add_parser(
-        "stats",
-        help="exact count of every hand rank",
-        description="Count every category and value over all hands of the configured decks.",
-    )
-    _add_rule_option(stats)
-    stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.set_defaults(run=run_stats)
-
-    par = subparsers.add_parser(
-        "par",
-        help="exact PAR sheet (RTP, house edge, every outcome) of a rule set",
-        description=(
-            "Count every heads-up deal of the decks in play exactly and print each settlement "
-            "outcome's probability and price, the RTP, house edge, variance, standard "
-            "deviation, hit and push frequencies per unit stake."
-        ),
-    )
-    _add_rule_option(par)
-    par.add_argument(
-        "--seats",
-        type=int,
-        default=1,
-        metavar="N",
-        help="seats at the table, for the dealer's expected result and its standard deviation",
-    )
-    output = par.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="print one JSON object")
-    output.add_argument("--markdown", action="store_true", help="print the sheet as Markdown")
-    par.set_defaults(run=run_par)
+    add_rule_option(parser)
+    parser.set_defaults(run=run_settle)
 
 
-def run_par(args: argparse.Namespace) -> int:
-    # Imported here: the PAR code is not needed by the other rules commands' quick start.
-    from gnau_service.cli import par_commands  # noqa: PLC0415
+def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = "Count every category and value over all hands of the configured decks."
+    add_rule_option(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(run=run_stats)
 
-    return par_commands.run_par(args)
 
-
-def _add_rule_option(parser: argparse.ArgumentParser) -> None:
+def add_rule_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rule",
         action="append",

@@ -1,4 +1,5 @@
-"""``gnau serve`` runs the dealer service; ``gnau play`` plays and verifies rounds against one."""
+"""``gnau serve`` runs the dealer service (``gnau play`` plays rounds against one:
+:mod:`gnau_service.cli.play_commands`)."""
 
 from __future__ import annotations
 
@@ -6,58 +7,25 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Iterable
-from pathlib import Path
 
-import grpc
 import structlog
-from gnau.v1 import round_pb2
-from gnau_client import GnauClient, Seat  # the client package, as other teams use it
 
-from gnau_service.audit.round_events import settle_round
-from gnau_service.audit.signing import KeyFileError, read_private_file
-from gnau_service.cli.amounts import signed_amount
-from gnau_service.cli.remote import add_target_option
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
-from gnau_service.fairness.errors import FairnessError
-from gnau_service.fairness.verifier import verify_revealed_round
-from gnau_service.rules.cards import parse_card
 from gnau_service.server.app import App, serve
 from gnau_service.server.config import ConfigError, Settings
-from gnau_service.server.convert import revealed_round_from_proto
 from gnau_service.server.structured_logs import configure_logging
 from gnau_service.store import redacted_url
-
-SUIT_WIDTH = 4
 
 log = structlog.get_logger("gnau.serve")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve_parser = subparsers.add_parser(
-        "serve",
-        help="run the dealer service",
-        description="Run the gRPC dealer service. Settings: flags > GNAU_* environment > "
-        "--config file > defaults (see docs/configuration.md).",
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Run the gRPC dealer service. Settings: flags > GNAU_* environment > "
+        "--config file > defaults (see docs/configuration.md)."
     )
-    add_settings_flags(serve_parser)
-    serve_parser.set_defaults(run=run_serve)
-
-    play = subparsers.add_parser(
-        "play", help="play rounds against a running service, show and verify them"
-    )
-    add_target_option(play)
-    play.add_argument("--token", help="operator token (default: GNAU_TOKEN or the local file)")
-    play.add_argument(
-        "--token-file",
-        type=Path,
-        default=Settings().operator_token_path,
-        help="a file holding the token (default: the one a first start writes)",
-    )
-    play.add_argument("--tables", type=int, default=1, help="tables to play on")
-    play.add_argument("--rounds", type=int, default=1, help="rounds per table")
-    play.add_argument("--seats", type=int, default=3, help="players per round")
-    play.set_defaults(run=run_play)
+    add_settings_flags(parser)
+    parser.set_defaults(run=run_serve)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -120,81 +88,3 @@ def _announce(app: App) -> None:
             f"gnau: new local operator token written to {settings.operator_token_path}",
             flush=True,
         )
-
-
-def run_play(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get("GNAU_TOKEN") or _local_operator_token(args.token_file)
-    if token is None:
-        print("gnau play: no operator token: pass --token or set GNAU_TOKEN", file=sys.stderr)
-        return 2
-    failures = 0
-    try:
-        with GnauClient(args.target, token=token) as client:
-            for number in range(args.rounds):
-                for table in range(1, args.tables + 1):
-                    seats = [
-                        Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n)
-                        for n in range(1, args.seats + 1)
-                    ]
-                    played = client.play_round(f"table-{table}", seats)
-                    problem = _verify(played)
-                    failures += problem is not None
-                    print(_render(played, number + 1, problem))
-    except grpc.RpcError as error:
-        print(f"gnau play: {error.code().name}: {error.details()}", file=sys.stderr)
-        return 2
-    except ValueError as error:  # the client refuses a token in clear text to another host
-        print(f"gnau play: {error}", file=sys.stderr)
-        return 2
-    total = args.tables * args.rounds
-    print(f"{total - failures} of {total} rounds verified independently")
-    return 1 if failures else 0
-
-
-def _local_operator_token(path: Path) -> str | None:
-    """The operator token a first start wrote for the local command line, if it is there."""
-    try:
-        return read_private_file(path, "token file").decode("utf-8").strip() or None
-    except (KeyFileError, UnicodeDecodeError):
-        return None
-
-
-def _verify(played: round_pb2.Round) -> str | None:
-    """Recompute the round from what the service returned; None if it all checks out."""
-    try:
-        revealed = revealed_round_from_proto(played)
-    except (FairnessError, ValueError) as error:
-        return f"cannot read the round: {error}"
-    report = verify_revealed_round(revealed)
-    if not report.ok:
-        return str(report.first_failure)
-    expected = [seat.delta for seat in settle_round(revealed).seats]
-    got = [result.delta for result in played.settlement.seat_results]
-    return None if expected == got else f"settlement {got} does not follow from the hands"
-
-
-def _render(played: round_pb2.Round, number: int, problem: str | None) -> str:
-    settlement = played.settlement
-    lines = [f"{played.table_id}  round {number}  {played.round_id}"]
-    for hand, result in zip(played.hands, settlement.seat_results, strict=True):
-        outcome = round_pb2.Outcome.Name(result.outcome).removeprefix("OUTCOME_")
-        lines.append(
-            f"  seat {hand.seat_number}  {_symbols(hand.cards)}  "
-            f"{result.evaluation.description.split('  ')[0]:<22} {outcome:<4} "
-            f"{signed_amount(result.delta)}"
-        )
-    lines.append(
-        f"  dealer  {_symbols(played.dealer_hand)}  "
-        f"{settlement.dealer_evaluation.description.split('  ')[0]:<22} {'':<4} "
-        f"{signed_amount(settlement.dealer_delta)}"
-    )
-    lines.append(
-        "  verified: seed, commitment, deck, hands, settlement"
-        if problem is None
-        else f"  NOT VERIFIED: {problem}"
-    )
-    return "\n".join(lines)
-
-
-def _symbols(cards: Iterable[str]) -> str:
-    return " ".join(parse_card(card).symbol.rjust(3) for card in cards)

@@ -39,8 +39,7 @@ from gnau_service.server.tokens import (
 TOKEN_SETTINGS = ("data_dir", "tokens")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    token = subparsers.add_parser("token", help="add, list and revoke bearer tokens")
+def add_token_arguments(token: argparse.ArgumentParser) -> None:
     commands = token.add_subparsers(dest="token_command", required=True, metavar="COMMAND")
 
     add = commands.add_parser(

@@ -36,10 +36,7 @@ class WitnessSetupError(Exception):
     """A setting the witness cannot use; the message says which and why."""
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    witness = subparsers.add_parser(
-        "witness", help="run a transparency-log witness that cosigns consistent checkpoints"
-    )
+def add_witness_arguments(witness: argparse.ArgumentParser) -> None:
     commands = witness.add_subparsers(dest="witness_command", required=True, metavar="COMMAND")
 
     keygen = commands.add_parser(

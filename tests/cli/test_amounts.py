@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gnau_service.cli.amounts import signed_amount
+from gnau_service.cli.play_commands import _render
 from gnau_service.cli.recall import _signed
-from gnau_service.cli.serve_commands import _render
 from gnau_service.rules.cards import parse_cards
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import Outcome, PlayerHand, settle

@@ -14,7 +14,7 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.cli import audit_commands
 from gnau_service.store import Store, open_store
 from tests.audit.logs import new_signer, play_round
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.steps import append
 
 Gnau = Callable[..., Run]

@@ -21,7 +21,7 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.remote_log import RemoteLog
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_get_checkpoints import commit_one_at_a_time
 from tests.server.test_service import SEATS, play, rid, shuffle

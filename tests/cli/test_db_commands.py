@@ -29,10 +29,11 @@ from gnau_service.store import Store, open_reader, open_store
 from gnau_service.store.migrations import SCHEMA_VERSION
 from gnau_service.store.schema import APPEND_ONLY_TABLES
 from tests.audit.logs import new_signer
-from tests.cli.conftest import Run
+from tests.conftest import Run
 from tests.postgres import fresh_database
 from tests.server.test_start_beside_writers import SEATS, Load
-from tests.serving import REPO, Served, gnau, served
+from tests.serving import REPO, Served, served
+from tests.serving import gnau as gnau_process
 from tests.store.test_schema_startup import append_as_older_gnau, older_gnau, set_version
 from tests.store.test_store import append_many
 
@@ -153,7 +154,7 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
     v1_database(
         f"sqlite:///{data / 'gnau.db'}", signer=LogSigner.from_key_file(Settings().origin, key)
     )
-    refused = gnau("serve", "--data-dir", str(data), "--log-format", "console", "--listen",
+    refused = gnau_process("serve", "--data-dir", str(data), "--log-format", "console", "--listen",
                    "127.0.0.1:0")  # fmt: skip
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     why = refused.stderr.splitlines()[-1]
@@ -300,7 +301,9 @@ def play(service: Served, rounds: int, table: str) -> None:
             client.play_round(table, SEATS)
 
 
-def backup_under_load(tmp_path: Path, backend: str, *, players: int, backups: int) -> None:
+def backup_under_load(
+    gnau: Gnau, tmp_path: Path, backend: str, *, players: int, backups: int
+) -> None:
     """A real server plays rounds (``players`` clients at once) while ``gnau db backup`` runs
     ``backups`` times; each backup is restored into a new database, served again (with the same
     key), played on, and its log verified against the last checkpoint before that backup."""
@@ -322,7 +325,9 @@ def backup_under_load(tmp_path: Path, backend: str, *, players: int, backups: in
                     pinned = tmp_path / f"checkpoint-{number}.txt"
                     pinned.write_text(latest_checkpoint(url))
                     out = tmp_path / f"backup-{number}"
-                    result = gnau("db", "backup", str(out), "--database", url)
+                    # A process of its own, as an operator runs it beside the service: in
+                    # this one it would hold the interpreter's lock from the players' threads.
+                    result = gnau_process("db", "backup", str(out), "--database", url)
                     assert result.returncode == 0, result.stderr
                     assert stat.S_IMODE(out.stat().st_mode) == 0o600
                     taken.append((out, pinned))
@@ -344,11 +349,11 @@ def backup_under_load(tmp_path: Path, backend: str, *, players: int, backups: in
                 "db", "restore", str(backup), "--database", target,
                 "--expect-checkpoint", str(pinned), "--key", writer.vkey,
             )  # fmt: skip
-            assert restored.returncode == 0, restored.stdout + restored.stderr
-            assert "result: VALID" in restored.stdout
-            assert f"consistent with the expected checkpoint {pinned}" in restored.stdout
+            assert restored.status == 0, restored.out + restored.err
+            assert "result: VALID" in restored.out
+            assert f"consistent with the expected checkpoint {pinned}" in restored.out
             size = int(
-                re.findall(r"^log: ([\d,]+) entries$", restored.stdout, re.M)[0].replace(",", "")
+                re.findall(r"^log: ([\d,]+) entries$", restored.out, re.M)[0].replace(",", "")
             )
             assert checkpoint_size(pinned.read_text()) <= size < checkpoint_size(final)
 
@@ -360,9 +365,9 @@ def backup_under_load(tmp_path: Path, backend: str, *, players: int, backups: in
                     "db", "restore", str(backup), "--database", elsewhere,
                     "--expect-checkpoint", str(newest),
                 )  # fmt: skip
-                assert rolled_back.returncode == 1
-                assert "the log was truncated or rolled back" in rolled_back.stdout
-                assert "does not verify: do not serve it" in rolled_back.stderr
+                assert rolled_back.status == 1
+                assert "the log was truncated or rolled back" in rolled_back.out
+                assert "does not verify: do not serve it" in rolled_back.err
 
             # Steps the backup caught committed but not yet integrated are in its outbox: the
             # restored service integrates them first, then logs its start.
@@ -409,11 +414,13 @@ def assert_log_extends(
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_a_backup_under_load_restores_verifies_and_carries_on(tmp_path: Path, backend: str) -> None:
-    backup_under_load(tmp_path, backend, players=1, backups=1)
+def test_a_backup_under_load_restores_verifies_and_carries_on(
+    gnau: Gnau, tmp_path: Path, backend: str
+) -> None:
+    backup_under_load(gnau, tmp_path, backend, players=1, backups=1)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
-def test_backups_under_heavy_load_all_restore(tmp_path: Path, backend: str) -> None:
-    backup_under_load(tmp_path, backend, players=4, backups=5)
+def test_backups_under_heavy_load_all_restore(gnau: Gnau, tmp_path: Path, backend: str) -> None:
+    backup_under_load(gnau, tmp_path, backend, players=4, backups=5)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.audit.logs import new_signer
-from tests.cli.conftest import Run
 from tests.cli.test_audit_commands import Gnau
+from tests.conftest import Run
 
 
 def once(run: Run, path: Path) -> str:

@@ -6,6 +6,7 @@ import shutil
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import grpc
@@ -18,9 +19,13 @@ from gnau_service.audit.key_handover import staged_key_path, write_key_file
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import open_reader, open_store
+from tests.conftest import Run
 from tests.server.test_interceptors import error_info
-from tests.serving import gnau, served
+from tests.serving import gnau as gnau_process
+from tests.serving import served
 from tests.steps import append
+
+Gnau = Callable[..., Run]
 
 ORIGIN = "gnau-dealer/local"  # gnau serve's default origin
 KEY_NAME = "log-signing-key.pem"
@@ -47,7 +52,9 @@ def wait_for(condition: object, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_a_rotation_while_servers_deal_leaves_a_log_that_verifies(tmp_path: Path) -> None:
+def test_a_rotation_while_servers_deal_leaves_a_log_that_verifies(
+    gnau: Gnau, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     with served(data) as service:
         old_copy = tmp_path / "old-key.pem"  # a second process that keeps the old key
@@ -63,7 +70,7 @@ def test_a_rotation_while_servers_deal_leaves_a_log_that_verifies(tmp_path: Path
             player.start()
             try:
                 wait_for(lambda: len(played) >= 3 or errors, "rounds before the rotation")
-                rotated = gnau("key", "rotate", "--data-dir", str(data))
+                rotated = gnau_process("key", "rotate", "--data-dir", str(data))
                 at_rotation = len(played)
                 wait_for(lambda: len(played) >= at_rotation + 3 or errors, "rounds after it")
             finally:
@@ -96,10 +103,10 @@ def test_a_rotation_while_servers_deal_leaves_a_log_that_verifies(tmp_path: Path
 
     bundle = tmp_path / "log.bundle"
     exported = gnau("audit", "export", "--database", service.database, "--out", str(bundle))
-    assert exported.returncode == 0, exported.stderr
+    assert exported.status == 0, exported.err
     verified = gnau("audit", "verify", str(bundle), "--key", service.vkey)
-    assert verified.returncode == 0, verified.stdout + verified.stderr
-    assert "result: VALID" in verified.stdout
+    assert verified.status == 0, verified.out + verified.err
+    assert "result: VALID" in verified.out
 
     old, new = Verifier.from_vkey(service.vkey), Verifier.from_vkey(new_vkey)
     with open_reader(service.database) as reader:
@@ -132,32 +139,34 @@ def started_log(tmp_path: Path) -> tuple[Path, str, LogSigner]:
     return data, database, signer
 
 
-def test_a_dry_run_checks_and_changes_nothing(tmp_path: Path) -> None:
+def test_a_dry_run_checks_and_changes_nothing(gnau: Gnau, tmp_path: Path) -> None:
     data, database, signer = started_log(tmp_path)
     key_bytes = (data / KEY_NAME).read_bytes()
     dry = gnau("key", "rotate", "--dry-run", "--data-dir", str(data))
-    assert dry.returncode == 0, dry.stderr
-    assert f"old {signer.vkey}" in dry.stdout.splitlines()
+    assert dry.status == 0, dry.err
+    assert f"old {signer.vkey}" in dry.out.splitlines()
     assert (data / KEY_NAME).read_bytes() == key_bytes
     assert not staged_key_path(data / KEY_NAME).exists()
     with open_reader(database) as reader:
         assert reader.size() == 1 and reader.public_keys() == [signer.vkey]
 
 
-def test_a_key_file_without_the_current_key_is_refused_in_one_line(tmp_path: Path) -> None:
+def test_a_key_file_without_the_current_key_is_refused_in_one_line(
+    gnau: Gnau, tmp_path: Path
+) -> None:
     data, database, _ = started_log(tmp_path)
     retired = tmp_path / "retired.pem"
     shutil.copy(data / KEY_NAME, retired)
-    assert gnau("key", "rotate", "--data-dir", str(data)).returncode == 0
+    assert gnau("key", "rotate", "--data-dir", str(data)).status == 0
     again = gnau("key", "rotate", "--data-dir", str(data), "--key", str(retired))
-    assert again.returncode == 2
-    assert again.stdout == ""
-    assert again.stderr.count("\n") == 1 and "does not hold the log's current key" in again.stderr
+    assert again.status == 2
+    assert again.out == ""
+    assert again.err.count("\n") == 1 and "does not hold the log's current key" in again.err
     with open_reader(database) as reader:
         assert len(reader.public_keys()) == 2
 
 
-def test_a_rotation_interrupted_before_its_rename_is_finished(tmp_path: Path) -> None:
+def test_a_rotation_interrupted_before_its_rename_is_finished(gnau: Gnau, tmp_path: Path) -> None:
     data, database, signer = started_log(tmp_path)
     new_key = Ed25519PrivateKey.generate()
     write_key_file(staged_key_path(data / KEY_NAME), new_key)
@@ -165,35 +174,37 @@ def test_a_rotation_interrupted_before_its_rename_is_finished(tmp_path: Path) ->
     with open_store(database, signer) as store:
         store.rotate_key(new)  # the crash comes after this, before the rename
     finished = gnau("key", "rotate", "--data-dir", str(data))
-    assert finished.returncode == 0, finished.stderr
-    assert finished.stdout.splitlines()[-1] == f"new {new.vkey}"
+    assert finished.status == 0, finished.err
+    assert finished.out.splitlines()[-1] == f"new {new.vkey}"
     assert LogSigner.from_key_file(ORIGIN, data / KEY_NAME).vkey == new.vkey
     with open_reader(database) as reader:
         assert reader.public_keys() == [signer.vkey, new.vkey]  # no second rotation
 
 
-def test_new_key_rotates_to_a_delivered_key_and_leaves_the_key_file(tmp_path: Path) -> None:
+def test_new_key_rotates_to_a_delivered_key_and_leaves_the_key_file(
+    gnau: Gnau, tmp_path: Path
+) -> None:
     data, database, _ = started_log(tmp_path)
     key_bytes = (data / KEY_NAME).read_bytes()
     delivered = tmp_path / "next.pem"
     rotated = gnau("key", "rotate", "--data-dir", str(data), "--new-key", str(delivered))
-    assert rotated.returncode == 0, rotated.stderr
+    assert rotated.status == 0, rotated.err
     assert stat.S_IMODE(delivered.stat().st_mode) == 0o600
     new = LogSigner.from_key_file(ORIGIN, delivered)
-    assert rotated.stdout.splitlines()[-1] == f"new {new.vkey}"
+    assert rotated.out.splitlines()[-1] == f"new {new.vkey}"
     assert (data / KEY_NAME).read_bytes() == key_bytes
     with open_reader(database) as reader:
         assert reader.current_key() == new.vkey
 
 
-def test_a_server_with_a_retired_key_refuses_to_start(tmp_path: Path) -> None:
+def test_a_server_with_a_retired_key_refuses_to_start(gnau: Gnau, tmp_path: Path) -> None:
     data, _, signer = started_log(tmp_path)
     retired = tmp_path / "retired.pem"
     shutil.copy(data / KEY_NAME, retired)
     rotated = gnau("key", "rotate", "--data-dir", str(data))
-    assert rotated.returncode == 0, rotated.stderr
-    new_vkey = rotated.stdout.splitlines()[-1].removeprefix("new ")
-    started = gnau(
+    assert rotated.status == 0, rotated.err
+    new_vkey = rotated.out.splitlines()[-1].removeprefix("new ")
+    started = gnau_process(
         "serve", "--data-dir", str(data), "--key", str(retired), "--listen", "127.0.0.1:0",
         "--log-format", "json", timeout=60,
     )  # fmt: skip

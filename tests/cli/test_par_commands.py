@@ -16,7 +16,7 @@ from gnau_service.cli.par_commands import (
     published_sheets,
     summary_markdown,
 )
-from tests.cli.conftest import Run
+from tests.conftest import Run
 
 Gnau = Callable[..., Run]
 ROOT = Path(__file__).resolve().parents[2]

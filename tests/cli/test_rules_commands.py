@@ -4,7 +4,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from tests.cli.conftest import Run
+from tests.conftest import Run
 
 Gnau = Callable[..., Run]
 

@@ -12,30 +12,36 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from tests.conftest import Run
 from tests.postgres import fresh_database
-from tests.serving import REPO, free_port, gnau, served
+from tests.serving import REPO, free_port, served
+from tests.serving import gnau as gnau_process
+
+Gnau = Callable[..., Run]
 
 
-def test_a_session_plays_verifies_and_leaves_a_log_that_verifies(tmp_path: Path) -> None:
+def test_a_session_plays_verifies_and_leaves_a_log_that_verifies(
+    gnau: Gnau, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     with served(data) as service:
         played = gnau(
             "play", "--target", service.target, f"--token={service.token}",
             "--tables", "2", "--rounds", "2",
         )  # fmt: skip
-        assert played.returncode == 0, played.stderr
-        assert "4 of 4 rounds verified independently" in played.stdout
-        assert any(symbol in played.stdout for symbol in "♣♦♥♠")
+        assert played.status == 0, played.err
+        assert "4 of 4 rounds verified independently" in played.out
+        assert any(symbol in played.out for symbol in "♣♦♥♠")
     bundle = tmp_path / "session.jsonl"
-    assert (
-        gnau("audit", "export", "--database", service.database, "--out", str(bundle)).returncode
-        == 0
-    )
+    assert gnau("audit", "export", "--database", service.database, "--out", str(bundle)).status == 0
     verified = gnau("audit", "verify", str(bundle), "--key", service.vkey)
-    assert verified.returncode == 0, verified.stdout
-    assert "rounds: 4 settled and replayed" in verified.stdout
+    assert verified.status == 0, verified.out
+    assert "rounds: 4 settled and replayed" in verified.out
 
     # One stored byte changed (by someone who can drop the trigger) is caught.
     with sqlite3.connect(data / "gnau.db") as connection:
@@ -50,42 +56,43 @@ def test_a_session_plays_verifies_and_leaves_a_log_that_verifies(tmp_path: Path)
             + entry[position + 1 :]
         )
         connection.execute("UPDATE log_entries SET data = ? WHERE idx = ?", (changed, index))
-    assert (
-        gnau("audit", "export", "--database", service.database, "--out", str(bundle)).returncode
-        == 0
-    )
+    assert gnau("audit", "export", "--database", service.database, "--out", str(bundle)).status == 0
     tampered = gnau("audit", "verify", str(bundle), "--key", service.vkey)
-    assert tampered.returncode == 1
-    assert f"result: INVALID: entry {index}:" in tampered.stdout
+    assert tampered.status == 1
+    assert f"result: INVALID: entry {index}:" in tampered.out
 
 
 def test_serve_refuses_to_start_with_a_key_others_can_read(tmp_path: Path) -> None:
     key = tmp_path / "key.pem"
     key.write_text("not even a key")
     os.chmod(key, 0o644)
-    started = gnau("serve", "--data-dir", str(tmp_path / "data"), "--key", str(key), timeout=60)
+    started = gnau_process(
+        "serve", "--data-dir", str(tmp_path / "data"), "--key", str(key), timeout=60
+    )
     assert started.returncode == 2
     assert "cannot start" in started.stderr and str(key) in started.stderr
     assert "Traceback" not in started.stderr
 
 
 def test_serve_refuses_bad_settings_by_name(tmp_path: Path) -> None:
-    started = gnau("serve", "--max-stake", "-5", "--data-dir", str(tmp_path), timeout=60)
+    started = gnau_process("serve", "--max-stake", "-5", "--data-dir", str(tmp_path), timeout=60)
     assert started.returncode == 2
     assert "max_stake" in started.stderr and "Traceback" not in started.stderr
 
 
-def test_play_without_a_token_says_so(tmp_path: Path) -> None:
-    env = {key: value for key, value in os.environ.items() if key != "GNAU_TOKEN"}
-    played = gnau("play", "--token-file", str(tmp_path / "none"), env=env)
-    assert played.returncode == 2
-    assert "no operator token" in played.stderr
+def test_play_without_a_token_says_so(
+    gnau: Gnau, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GNAU_TOKEN", raising=False)
+    played = gnau("play", "--token-file", str(tmp_path / "none"))
+    assert played.status == 2
+    assert "no operator token" in played.err
 
 
 # -- secrets hygiene and honest start-up failures ------------------------------------------------
 
 
-def test_every_file_the_service_creates_is_private(tmp_path: Path) -> None:
+def test_every_file_the_service_creates_is_private(gnau: Gnau, tmp_path: Path) -> None:
     # The database outside the (0700) data directory, as the tester had it, and the test's own
     # umask permissive: the service must not rely on either.
     database = tmp_path / "elsewhere" / "gnau.db"
@@ -93,7 +100,7 @@ def test_every_file_the_service_creates_is_private(tmp_path: Path) -> None:
     try:
         with served(tmp_path / "data", "--database", f"sqlite:///{database}") as service:
             played = gnau("play", "--target", service.target, f"--token={service.token}")
-            assert played.returncode == 0, played.stderr
+            assert played.status == 0, played.err
             modes = {
                 path.name: stat.S_IMODE(path.stat().st_mode)
                 for path in [
@@ -164,7 +171,7 @@ def test_a_database_password_never_shows(tmp_path: Path) -> None:
         assert "sekrit-pw" not in output
         serving = next(json.loads(line) for line in output.splitlines() if '"serving"' in line)
         assert serving["database"] == with_password.replace("sekrit-pw", "***")
-        console = gnau(
+        console = gnau_process(
             "serve", "--log-format", "console", "--data-dir", str(tmp_path / "data"),
             "--listen", "127.0.0.1:0", "--database", "mysql://u:sekrit-pw@h/db",
         )  # fmt: skip
@@ -177,7 +184,7 @@ def test_on_a_busy_port_nothing_is_created(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        started = gnau(
+        started = gnau_process(
             "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"),
             timeout=60,
         )  # fmt: skip
@@ -194,7 +201,7 @@ def test_json_mode_writes_only_json_even_when_it_cannot_start(tmp_path: Path) ->
         ["--key", str(tmp_path / "missing.pem")],
         ["--config", str(tmp_path / "missing.toml")],
     ):
-        started = gnau("serve", "--data-dir", str(tmp_path / "data"), *args, timeout=60)
+        started = gnau_process("serve", "--data-dir", str(tmp_path / "data"), *args, timeout=60)
         assert started.returncode == 2, args
         for line in (started.stdout + started.stderr).splitlines():
             assert json.loads(line)["level"] in ("error", "warning"), line

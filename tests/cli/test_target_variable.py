@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gnau_service.cli.main import build_parser
-from tests.serving import gnau, served
+from tests.conftest import Run
+from tests.serving import gnau as gnau_process
+from tests.serving import served
+
+Gnau = Callable[..., Run]
 
 
 def target_options(
@@ -55,30 +59,34 @@ def test_without_the_variable_only_the_audit_commands_read_a_database(
         assert action.default == expected, command
 
 
-def test_the_commands_find_a_served_process_through_the_variable(tmp_path: Path) -> None:
+def test_the_commands_find_a_served_process_through_the_variable(
+    gnau: Gnau, tmp_path: Path
+) -> None:
+    """``play`` and ``round get`` as processes of their own, the other commands in-process."""
     with served(tmp_path / "data") as service:
-        env = {**os.environ, "GNAU_TARGET": service.target}
+        variable = {"GNAU_TARGET": service.target}
+        env = {**os.environ, **variable}
         # The token in the environment: one that starts with "-" would read as an option.
-        played = gnau("play", env={**env, "GNAU_TOKEN": service.token})
+        played = gnau_process("play", env={**env, "GNAU_TOKEN": service.token})
         assert played.returncode == 0, played.stderr
         (round_id,) = re.findall(r"\br-[0-9a-f]+\b", played.stdout)
-        fetched = gnau("round", "get", round_id, "--json", env=env)
+        fetched = gnau_process("round", "get", round_id, "--json", env=env)
         assert fetched.returncode == 0, fetched.stderr
         assert round_id in fetched.stdout
         receipt = tmp_path / "r.json"
-        got = gnau("receipt", "get", round_id, "--out", str(receipt), env=env)
-        assert got.returncode == 0, got.stderr
+        got = gnau("receipt", "get", round_id, "--out", str(receipt), env=variable)
+        assert got.status == 0, got.err
         verified = gnau("verify-receipt", str(receipt), "--key", service.vkey)
-        assert verified.returncode == 0, verified.stdout
-        shown = gnau("audit", "show", env={**env, "GNAU_TOKEN": service.token})
-        assert shown.returncode == 0, shown.stderr
-        assert round_id in shown.stdout
+        assert verified.status == 0, verified.out
+        shown = gnau("audit", "show", env={**variable, "GNAU_TOKEN": service.token})
+        assert shown.status == 0, shown.err
+        assert round_id in shown.out
         # A --database on the command line wins over the variable.
-        stopped = {**env, "GNAU_TARGET": "127.0.0.1:9"}
+        stopped = {"GNAU_TARGET": "127.0.0.1:9"}
         local = gnau("audit", "show", "--database", service.database, env=stopped)
-        assert local.returncode == 0, local.stderr
-        assert round_id in local.stdout
+        assert local.status == 0, local.err
+        assert round_id in local.out
         # And the variable is really used: a target that does not answer is named.
         refused = gnau("round", "get", round_id, env=stopped)
-        assert refused.returncode == 2
-        assert refused.stderr.startswith("gnau round get: 127.0.0.1:9: UNAVAILABLE"), refused.stderr
+        assert refused.status == 2
+        assert refused.err.startswith("gnau round get: 127.0.0.1:9: UNAVAILABLE"), refused.err

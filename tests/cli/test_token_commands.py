@@ -19,7 +19,10 @@ import grpc
 from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
 
 from gnau_service.audit.private_files import write_private_file
-from tests.serving import REPO, gnau, served
+from tests.conftest import Run
+from tests.serving import REPO, served
+
+Gnau = Callable[..., Run]
 
 WAIT = 30.0  # seconds: a bound on waiting for a reload, never an assertion about speed
 
@@ -43,7 +46,9 @@ def eventually(call: Callable[[], object], code: grpc.StatusCode, what: str) -> 
         time.sleep(0.1)
 
 
-def test_tokens_change_under_a_running_server_and_streams_survive(tmp_path: Path) -> None:
+def test_tokens_change_under_a_running_server_and_streams_survive(
+    gnau: Gnau, tmp_path: Path
+) -> None:
     data = tmp_path / "data"
     with served(data) as service, grpc.insecure_channel(service.target) as channel:
         audit = audit_pb2_grpc.AuditServiceStub(channel)
@@ -57,9 +62,9 @@ def test_tokens_change_under_a_running_server_and_streams_survive(tmp_path: Path
         out = tmp_path / "ci.token"
         added = gnau("token", "add", "--role", "auditor", "--name", "ci", "--out", str(out),
                      "--data-dir", str(data))  # fmt: skip
-        assert added.returncode == 0, added.stderr
+        assert added.status == 0, added.err
         ci = out.read_text().strip()
-        assert ci not in added.stdout + added.stderr
+        assert ci not in added.out + added.err
         assert stat.S_IMODE(out.stat().st_mode) == 0o600
         eventually(read_checkpoint_entries(ci), grpc.StatusCode.OK, "the added token")
 
@@ -71,7 +76,7 @@ def test_tokens_change_under_a_running_server_and_streams_survive(tmp_path: Path
 
         # Revoked, then SIGHUP: refused from the next call.
         revoked = gnau("token", "revoke", "ci", "--data-dir", str(data))
-        assert revoked.returncode == 0, revoked.stderr
+        assert revoked.status == 0, revoked.err
         service.process.send_signal(signal.SIGHUP)
         eventually(read_checkpoint_entries(ci), grpc.StatusCode.UNAUTHENTICATED, "the revoked")
 
@@ -108,10 +113,10 @@ def test_tokens_change_under_a_running_server_and_streams_survive(tmp_path: Path
     assert ci not in output and service.token not in output
 
 
-def test_add_shows_a_token_only_on_a_terminal(tmp_path: Path) -> None:
+def test_add_shows_a_token_only_on_a_terminal(gnau: Gnau, tmp_path: Path) -> None:
     refused = gnau("token", "add", "--role", "public", "--data-dir", str(tmp_path))
-    assert refused.returncode == 2
-    assert "pass --out FILE" in refused.stderr
+    assert refused.status == 2
+    assert "pass --out FILE" in refused.err
     assert not (tmp_path / "tokens.json").exists()
 
     primary, secondary = pty.openpty()
@@ -136,13 +141,13 @@ def test_add_shows_a_token_only_on_a_terminal(tmp_path: Path) -> None:
     assert record["sha256"] == hashlib.sha256(token.encode()).hexdigest()
 
 
-def test_list_shows_names_and_roles_never_tokens(tmp_path: Path) -> None:
+def test_list_shows_names_and_roles_never_tokens(gnau: Gnau, tmp_path: Path) -> None:
     path = tmp_path / "tokens.json"
     write_private_file(path, json.dumps({"tokens": {"the-secret-token": "auditor"}}).encode())
     listed = gnau("token", "list", "--tokens", str(path))
-    assert listed.returncode == 0, listed.stderr
-    assert "the-secret-token" not in listed.stdout + path.read_text()
-    (line,) = listed.stdout.splitlines()
+    assert listed.status == 0, listed.err
+    assert "the-secret-token" not in listed.out + path.read_text()
+    (line,) = listed.out.splitlines()
     assert line.split()[1:] == ["auditor", "-"] and line.startswith("legacy-")
     missing = gnau("token", "revoke", "nobody", "--tokens", str(path))
-    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    assert missing.status == 1 and missing.err.count("\n") == 1

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import io
 import json
 import sys
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from gnau_service.cli import fairness_commands
+from gnau_service.cli.main import main
 
 from .conftest import FAIRNESS_VECTORS, load_json, sample_revealed_round
 
@@ -29,15 +29,11 @@ class Run:
 def verify_round(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., Run]:
-    """Run ``verify-round ARGS`` through a parser built the way ``gnau``'s main builds it."""
+    """Run ``gnau verify-round ARGS`` in-process."""
 
     def run(*args: str, stdin: str = "") -> Run:
-        parser = argparse.ArgumentParser(prog="gnau")
-        subparsers = parser.add_subparsers(dest="command", required=True)
-        fairness_commands.register(subparsers)
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        parsed = parser.parse_args(["verify-round", *args])
-        status: int = parsed.run(parsed)
+        status = main(["verify-round", *args])
         captured = capsys.readouterr()
         return Run(status, captured.out, captured.err)
 
@@ -142,9 +138,7 @@ def test_a_directory_is_bad_input(verify_round: Callable[..., Run], tmp_path: Pa
 
 
 def test_the_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = argparse.ArgumentParser(prog="gnau")
-    fairness_commands.register(parser.add_subparsers())
     with pytest.raises(SystemExit) as exited:
-        parser.parse_args(["verify-round", "--help"])
+        main(["verify-round", "--help"])
     assert exited.value.code == 0
     assert "or - for standard input" in capsys.readouterr().out

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import random
 import re
 import subprocess
@@ -30,7 +29,10 @@ from gnau_service.rules.cards import parse_cards, standard_deck
 from gnau_service.rules.evaluation import Evaluator, class_multisets, class_representative
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import PlayerHand, settle
+from tests.conftest import Run
 from tests.schemas.served import Served
+
+Gnau = Callable[..., Run]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS = ["fairness", "entries", "round", "outcome", "checkpoint", "inclusion", "consistency"]
@@ -152,7 +154,7 @@ def test_the_example_receipt_of_the_docs_is_valid_to_the_script(tmp_path: Path) 
 
 
 def test_gnau_verify_receipt_agrees_on_a_valid_and_a_tampered_receipt(
-    served: Served, tmp_path: Path
+    gnau: Gnau, served: Served, tmp_path: Path
 ) -> None:
     receipt = load(served, "settled")
     valid = tmp_path / "valid.json"
@@ -161,17 +163,9 @@ def test_gnau_verify_receipt_agrees_on_a_valid_and_a_tampered_receipt(
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(receipt), encoding="utf-8")
     outputs = []
-    command = [sys.executable, "-m", "gnau_service.cli.main", "verify-receipt"]
     for path in (valid, tampered):
-        result = subprocess.run(
-            [*command, str(path), "--key", served.vkey],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-        outputs.append((result.returncode, result.stdout))
+        result = gnau("verify-receipt", str(path), "--key", served.vkey)
+        outputs.append((result.status, result.out))
     assert outputs[0][0] == 0 and "VALID (settled)" in outputs[0][1]
     assert outputs[1][0] == 1 and "INVALID at step fairness: lock:" in outputs[1][1]
     status, output = run_script(tmp_path, receipt, served.vkey)

@@ -10,7 +10,7 @@ import dataclasses
 import json
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,16 +33,18 @@ from gnau_service.server.witnessing import (
 from gnau_service.store import Store
 from gnau_service.store.cosignatures import WitnessQuorum, cosigned_size
 from tests.audit.logs import new_signer
+from tests.conftest import Run
 from tests.schemas.test_receipt_script import docs_script
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_metrics import scrape, value
 from tests.server.test_service import play
 from tests.server.witnessed import WitnessSpec, down_witness, local_witness, log_vkey, until
-from tests.serving import gnau
 from tests.store.test_schema_startup import append_as_older_gnau, older_gnau
 
 ORIGIN = "gnau-dealer/witnessed"
 STEPS_WITHOUT_PIN = "fairness, entries, round, outcome, checkpoint, inclusion"
+
+Gnau = Callable[..., Run]
 
 
 @dataclass
@@ -139,7 +141,7 @@ async def test_get_checkpoint_serves_the_cosignatures_and_a_client_counts_them(
 # The command line reads any backend alike: SQLite is enough.
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 async def test_the_cli_refuses_a_receipt_only_one_of_three_witnesses_cosigned(
-    witnessed: Witnessed, tmp_path: Path
+    gnau: Gnau, witnessed: Witnessed, tmp_path: Path
 ) -> None:
     round_ = await play(witnessed.service, "t1")
     await witnessed.cosigned_by_up()
@@ -155,15 +157,15 @@ async def test_the_cli_refuses_a_receipt_only_one_of_three_witnesses_cosigned(
     witnesses = [arg for key in witnessed.keys for arg in ("--witness", key)]
     base = ["verify-receipt", str(path), "--key", vkey, *witnesses]
     refused = gnau(*base, "--quorum", "2")
-    assert refused.returncode == 1, refused.stderr
-    assert "INVALID at step checkpoint" in refused.stdout
-    assert "fewer than the quorum of 2" in refused.stdout
+    assert refused.status == 1, refused.err
+    assert "INVALID at step checkpoint" in refused.out
+    assert "fewer than the quorum of 2" in refused.out
     accepted = gnau(*base, "--quorum", "1")
-    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
-    assert f"cosigned by 1 witnesses ({witnessed.up.name})" in accepted.stdout
+    assert accepted.status == 0, accepted.out + accepted.err
+    assert f"cosigned by 1 witnesses ({witnessed.up.name})" in accepted.out
     unusable = gnau(*base, "--quorum", "4")
-    assert unusable.returncode == 2
-    assert "--quorum 4 is not between 0 and the 3 --witness" in unusable.stderr
+    assert unusable.status == 2
+    assert "--quorum 4 is not between 0 and the 3 --witness" in unusable.err
 
     # The standalone script of docs/receipts.md says the same, in an isolated interpreter.
     script = tmp_path / "verify_receipt.py"
@@ -247,14 +249,14 @@ def test_a_witness_is_its_submission_prefix_and_its_key() -> None:
 # The command line reads any backend alike: SQLite is enough.
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 async def test_audit_verify_anchors_only_on_checkpoints_the_quorum_cosigned(
-    witnessed: Witnessed, tmp_path: Path
+    gnau: Gnau, witnessed: Witnessed, tmp_path: Path
 ) -> None:
     await play(witnessed.service, "t1")
     await witnessed.cosigned_by_up()
     bundle = tmp_path / "bundle.jsonl"
     database = witnessed.service.settings.database_url
     exported = gnau("audit", "export", "--database", database, "--out", str(bundle))
-    assert exported.returncode == 0, exported.stderr
+    assert exported.status == 0, exported.err
     # The export carries the cosignatures: its last checkpoint has the log's and the witness's.
     last = json.loads(bundle.read_text().splitlines()[-1 - witnessed.log_size()])["checkpoint"]
     assert [s.name for s in SignedNote.parse(last).signatures] == [ORIGIN, witnessed.up.name]
@@ -263,15 +265,15 @@ async def test_audit_verify_anchors_only_on_checkpoints_the_quorum_cosigned(
     witnesses = [arg for key in witnessed.keys for arg in ("--witness", key)]
     base = ["audit", "verify", str(bundle), "--key", vkey, "--jobs", "1", *witnesses]
     unanchored = gnau(*base, "--quorum", "2")
-    assert unanchored.returncode == 1, unanchored.stdout + unanchored.stderr
-    assert "no checkpoint was verified" in unanchored.stdout
-    assert "result: UNANCHORED" in unanchored.stdout
+    assert unanchored.status == 1, unanchored.out + unanchored.err
+    assert "no checkpoint was verified" in unanchored.out
+    assert "result: UNANCHORED" in unanchored.out
     valid = gnau(*base, "--quorum", "1")
-    assert valid.returncode == 0, valid.stdout + valid.stderr
-    assert "result: VALID" in valid.stdout
+    assert valid.status == 0, valid.out + valid.err
+    assert "result: VALID" in valid.out
 
 
-def test_a_database_from_before_migration_4_still_exports(tmp_path: Path) -> None:
+def test_a_database_from_before_migration_4_still_exports(gnau: Gnau, tmp_path: Path) -> None:
     """The command line reads databases it does not migrate: one without the cosignatures'
     table exports its checkpoints as they are."""
     url = f"sqlite:///{tmp_path / 'v3.db'}"
@@ -280,6 +282,6 @@ def test_a_database_from_before_migration_4_still_exports(tmp_path: Path) -> Non
         notes = store.checkpoints()
     bundle = tmp_path / "bundle.jsonl"
     exported = gnau("audit", "export", "--database", url, "--out", str(bundle))
-    assert exported.returncode == 0, exported.stderr
+    assert exported.status == 0, exported.err
     lines = [json.loads(line) for line in bundle.read_text().splitlines()[1:]]
     assert [line["checkpoint"] for line in lines if "checkpoint" in line] == notes
