@@ -48,7 +48,8 @@ from gnau_service.server.streams import StreamSlots
 from gnau_service.server.token_reload import FileVersion, TokenReload, file_version
 from gnau_service.server.tokens import first_start_tokens, read_token_file
 from gnau_service.server.web import WebServer, metrics_application
-from gnau_service.server.witnessing import WitnessEndpoint, Witnessing
+from gnau_service.server.witness_endpoints import WitnessEndpoint
+from gnau_service.server.witnessing import Witnessing
 from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
 from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
 

@@ -27,7 +27,7 @@ from gnau_service.server.limits import (
     LARGEST_MAX_STAKE,
     MOST_SEATS,
 )
-from gnau_service.server.witnessing import WitnessEndpoint, WitnessSpecError
+from gnau_service.server.witness_endpoints import WitnessEndpoint, WitnessSpecError
 
 #: The values of ``--tracing``: off costs nothing (OpenTelemetry is not even imported).
 TRACING_MODES: Final = ("off", "console", "otlp")

@@ -39,12 +39,12 @@ import aiohttp
 import structlog
 
 from gnau_service.audit.checkpoint import Checkpoint
-from gnau_service.audit.cosignature import WitnessKey, verify_cosignature
+from gnau_service.audit.cosignature import verify_cosignature
 from gnau_service.audit.note import NoteError, NoteSignature, SignedNote
+from gnau_service.server.witness_endpoints import WitnessEndpoint
 from gnau_service.store import LogTail, Store, StoreError
 from gnau_service.store.cosignatures import add_cosignature, witness_progress
 from gnau_service.witness.protocol import (
-    ADD_CHECKPOINT_PATH,
     SIZE_CONTENT_TYPE,
     encode_add_checkpoint,
     parse_size_response,
@@ -62,10 +62,6 @@ MAX_CONFLICTS_IN_A_ROW: Final = 3
 log = structlog.get_logger("gnau.witnessing")
 
 
-class WitnessSpecError(ValueError):
-    """A ``--witness`` value that is not ``URL=VKEY``."""
-
-
 class Submission(StrEnum):
     """How one add-checkpoint request ended (the metric's ``result`` label)."""
 
@@ -75,39 +71,6 @@ class Submission(StrEnum):
     REFUSED = "refused"  # another 4xx (403: it does not trust the key; 422: bad proof ...)
     INVALID = "invalid"  # 200 without a valid cosignature from the pinned key
     UNREACHABLE = "unreachable"  # no answer in time, a network failure, or a 5xx
-
-
-@dataclass(frozen=True)
-class WitnessEndpoint:
-    """A witness: its submission prefix (``http(s)://host[:port][/path]``) and its key.
-
-    >>> endpoint = WitnessEndpoint.parse(
-    ...     "http://127.0.0.1:8080/w=remora.n621.de+da77ade7+BOvN63jn/bLvkieywe8R6UYAtVtNbZpXh34x7onlmtw2"
-    ... )
-    >>> endpoint.add_checkpoint_url, endpoint.key.name
-    ('http://127.0.0.1:8080/w/add-checkpoint', 'remora.n621.de')
-    """
-
-    url: str
-    key: WitnessKey
-
-    @classmethod
-    def parse(cls, text: str) -> WitnessEndpoint:
-        """``URL=VKEY``: the URL ends at the first ``=`` (a vkey's base64 may hold more)."""
-        url, equals, vkey = text.strip().partition("=")
-        if not equals or not url.startswith(("http://", "https://")) or url[-3:] == "://":
-            raise WitnessSpecError(
-                f"expected URL=VKEY with an http:// or https:// URL, got {text[:120]!r}"
-            )
-        try:
-            key = WitnessKey.from_vkey(vkey.strip())
-        except NoteError as error:
-            raise WitnessSpecError(f"witness {url}: {error}") from None
-        return cls(url.rstrip("/"), key)
-
-    @property
-    def add_checkpoint_url(self) -> str:
-        return self.url + ADD_CHECKPOINT_PATH
 
 
 @dataclass
