@@ -14,7 +14,6 @@ not a checkpoint, sizes out of order, a stream that ends early) with :class:`Rem
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
@@ -25,6 +24,7 @@ from gnau_client import GnauClient
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote
+from gnau_service.fairness.strict_json import JsonTextError, read_json
 
 #: Entries read per call while looking back from the end of the log for the latest rounds.
 TAIL_PAGE: Final = 100
@@ -220,7 +220,8 @@ def _round_id(data: bytes) -> str | None:
     """The round an entry names, read without verifying it, as the database's ``round_id``
     column is: the rounds found are then read in full and every entry of them verified."""
     try:
-        value = json.loads(data).get("round_id")
-    except (ValueError, AttributeError):
+        value = read_json(data)
+    except JsonTextError:
         return None
+    value = value.get("round_id") if isinstance(value, dict) else None
     return value if isinstance(value, str) else None

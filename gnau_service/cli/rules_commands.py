@@ -146,10 +146,13 @@ def _report_bad_line(number: int, error: str, *, as_json: bool) -> None:
 
 
 def _parse_table(line: str) -> tuple[tuple[Card, ...], list[PlayerHand]]:
+    # Here, not at the top: the fairness package is not the rules commands' to load.
+    from gnau_service.fairness.strict_json import JsonTextError, read_json  # noqa: PLC0415
+
     try:
-        table = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise LineError(f"not JSON: {error.msg} at column {error.colno}") from None
+        table = read_json(line)
+    except JsonTextError as error:
+        raise LineError(str(error)) from None
     if not isinstance(table, dict):
         raise LineError("a table must be a JSON object with 'dealer' and 'players'")
     _refuse_unknown_keys(table, {"dealer", "players"}, "table")
