@@ -58,7 +58,6 @@ from gnau_service.audit.entries import (
     clip,
     decode_entry,
     is_hash_hex,
-    quoted,
 )
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
@@ -71,6 +70,7 @@ from gnau_service.fairness.strict_json import (
     json_type,
     read_json,
 )
+from gnau_service.rules.errors import quoted
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
 HEADER_MEMBERS: Final = ("format", "origin", "public_keys", "first_index", "size", "left_frontier")

@@ -47,6 +47,7 @@ from gnau_service.fairness.strict_json import (
     NestingError,
     read_json,
 )
+from gnau_service.rules.errors import quoted
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 
@@ -112,20 +113,6 @@ class EntryError(ValueError):
         super().__init__(f"{label}: {reason}")
         self.reason = reason
         self.index = index
-
-
-def quoted(value: object, limit: int = 60) -> str:
-    """``repr(value)`` cut to about ``limit`` characters, for quoting hostile input in a message.
-
-    A message names the value without echoing all of it, and ``repr`` escapes what a terminal
-    should not receive raw (controls, lone surrogates).
-
-    >>> quoted("x" * 100, limit=5)
-    "'xxxxx'…(+95 chars)"
-    """
-    if isinstance(value, str) and len(value) > limit:
-        return f"{value[:limit]!r}…(+{len(value) - limit} chars)"
-    return clip(repr(value), limit)
 
 
 def clip(message: str, limit: int = 300) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gnau_service.audit.entries import EntryKind, JsonValue, clip, quoted
+from gnau_service.audit.entries import EntryKind, JsonValue, clip
 from gnau_service.audit.round_events import (
     COMMITTED_FIELDS,
     DEALT_FIELDS,
@@ -43,7 +43,7 @@ from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMAT, RevealedRound
 from gnau_service.fairness.verifier import verify_revealed_round
-from gnau_service.rules.errors import RulesError
+from gnau_service.rules.errors import RulesError, quoted
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
 

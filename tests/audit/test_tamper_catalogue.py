@@ -1005,7 +1005,7 @@ CATALOGUE = [
         "payload integer of 5000 digits (validly signed)",
         lambda: with_entry('{"n":' + "7" * 5000 + "}"),
         1,
-        "…(+4940 chars): every number",
+        "…(+4963 chars): every number",
     ),
     # -- what there is to read at all --------------------------------------------------------------
     Tamper("empty file", lambda: raw(b""), 2, "the bundle is empty"),
