@@ -97,10 +97,10 @@ def run_par(args: argparse.Namespace) -> int:
     return 0
 
 
-def decimal_text(value: Fraction, digits: int = DIGITS) -> str:
+def significant_text(value: Fraction, digits: int = DIGITS) -> str:
     """``value`` rounded to ``digits`` significant digits, never in exponent notation.
 
-    >>> decimal_text(Fraction(1, 3)), decimal_text(Fraction(-5, 100000000))
+    >>> significant_text(Fraction(1, 3)), significant_text(Fraction(-5, 100000000))
     ('0.333333333333', '-0.00000005')
     """
     context = decimal.Context(prec=digits, rounding=decimal.ROUND_HALF_EVEN)
@@ -109,7 +109,7 @@ def decimal_text(value: Fraction, digits: int = DIGITS) -> str:
 
 
 def _exact(value: Fraction) -> dict[str, str]:
-    return {"fraction": str(value), "decimal": decimal_text(value)}
+    return {"fraction": str(value), "decimal": significant_text(value)}
 
 
 def sheet_json(sheet: ParSheet) -> dict[str, object]:
@@ -150,16 +150,16 @@ def sheet_json(sheet: ParSheet) -> dict[str, object]:
 def _figures(sheet: ParSheet) -> list[tuple[str, str, str]]:
     """(name, exact fraction, decimal) of the headline figures."""
     rows = [
-        ("RTP", str(sheet.rtp), decimal_text(sheet.rtp)),
-        ("House edge", str(sheet.house_edge), decimal_text(sheet.house_edge)),
-        ("Variance", str(sheet.variance), decimal_text(sheet.variance)),
+        ("RTP", str(sheet.rtp), significant_text(sheet.rtp)),
+        ("House edge", str(sheet.house_edge), significant_text(sheet.house_edge)),
+        ("Variance", str(sheet.variance), significant_text(sheet.variance)),
         ("Standard deviation", "", f"{sheet.standard_deviation:.{DIGITS}g}"),
-        ("Hit frequency", str(sheet.hit_frequency), decimal_text(sheet.hit_frequency)),
-        ("Push frequency", str(sheet.push_frequency), decimal_text(sheet.push_frequency)),
+        ("Hit frequency", str(sheet.hit_frequency), significant_text(sheet.hit_frequency)),
+        ("Push frequency", str(sheet.push_frequency), significant_text(sheet.push_frequency)),
         (
             "Nothing moves (ties, and wins with No Ox)",
             str(sheet.zero_frequency),
-            decimal_text(sheet.zero_frequency),
+            significant_text(sheet.zero_frequency),
         ),
     ]
     if sheet.seats > 1:
@@ -167,7 +167,7 @@ def _figures(sheet: ParSheet) -> list[tuple[str, str, str]]:
             (
                 f"Dealer's expected result, {sheet.seats} seats",
                 str(sheet.dealer_expected),
-                decimal_text(sheet.dealer_expected),
+                significant_text(sheet.dealer_expected),
             ),
             (
                 f"Dealer's standard deviation, {sheet.seats} seats",
@@ -177,7 +177,7 @@ def _figures(sheet: ParSheet) -> list[tuple[str, str, str]]:
             (
                 "Covariance of two seats (approximate: see docs/par.md)",
                 "",
-                decimal_text(sheet.seat_covariance),
+                significant_text(sheet.seat_covariance),
             ),
         ]
     return rows
@@ -190,7 +190,7 @@ def sheet_text(sheet: ParSheet) -> str:
     lines += [f"  {name:<55} {dec:>22}  {exact}" for name, exact, dec in _figures(sheet)]
     lines += ["", f"  {'outcome':<72} {'probability':>16} {'pays':>5}"]
     lines += [
-        f"  {row.description:<72} {decimal_text(row.probability, 10):>16} {row.units:>5}"
+        f"  {row.description:<72} {significant_text(row.probability, 10):>16} {row.units:>5}"
         for row in sheet.outcomes
     ]
     return "\n".join(lines)
@@ -227,7 +227,7 @@ def sheet_markdown(sheet: ParSheet, assignments: Sequence[str]) -> str:
     ]
     lines += [
         f"| {row.description} | {row.deals} | {row.probability} | "
-        f"{decimal_text(row.probability)} | {row.units} |"
+        f"{significant_text(row.probability)} | {row.units} |"
         for row in sheet.outcomes
     ]
     return "\n".join(lines) + "\n"

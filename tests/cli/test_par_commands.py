@@ -12,8 +12,8 @@ import pytest
 from gnau_service.cli.par_commands import (
     INDEX_HEADER,
     PUBLISHED,
-    decimal_text,
     published_sheets,
+    significant_text,
     summary_markdown,
 )
 from tests.conftest import Run
@@ -125,6 +125,6 @@ def test_the_summary_table_is_regenerated_exactly() -> None:
 
 
 def test_decimals_are_rounded_not_cut() -> None:
-    assert decimal_text(Fraction(2, 3), 3) == "0.667"
-    assert decimal_text(Fraction(-1, 8), 2) == "-0.12"  # half to even
-    assert decimal_text(Fraction(10**15, 3), 4) == "333300000000000"
+    assert significant_text(Fraction(2, 3), 3) == "0.667"
+    assert significant_text(Fraction(-1, 8), 2) == "-0.12"  # half to even
+    assert significant_text(Fraction(10**15, 3), 4) == "333300000000000"
