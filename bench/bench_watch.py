@@ -180,7 +180,7 @@ async def bench_backend(
         log_size = int(client.get_checkpoint().split("\n")[1])
         watchers = subprocess.Popen(
             [
-                sys.executable, __file__, "--watchers", target, "--token", token,
+                sys.executable, __file__, "--watchers", target, f"--token={token}",
                 "--streams", str(arguments.streams), "--stalled", str(arguments.stalled),
             ],
             stdin=subprocess.PIPE,
