@@ -22,9 +22,10 @@ $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-
 serve: $(INSTALLED)
 	$(BIN)/gnau serve --log-format console
 
-## test: set up, then lint, type-check and run every test that is not marked slow
+## test: set up, then lint, type-check and run every test that is not marked slow, on every
+## core (one test file to a worker: a file's servers and databases are set up once)
 test: $(INSTALLED) lint
-	$(BIN)/python -m pytest -q tests gnau_service --doctest-modules
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests gnau_service --doctest-modules
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
