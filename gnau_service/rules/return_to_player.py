@@ -36,6 +36,10 @@ _FRACTION: Final = re.compile(r"(-?(?:0|[1-9][0-9]*))/([1-9][0-9]*)")
 #: Digits a numerator or denominator may have: far beyond any PAR sheet's (C(416, 5) x C(411, 5)
 #: deals with eight decks has 21), short enough that reading one costs nothing.
 _MAX_DIGITS: Final = 64
+#: The default rules' exact return to player, as their PAR sheet gives it (docs/par/default.md).
+#: Known without the sheet's second of CPU, since every server start and nearly every Shuffle
+#: asks for it; tests/rules/test_return_to_player.py recomputes it.
+DEFAULT_RULES_RTP: Final = Fraction(57273199987, 60403728840)
 
 
 class ReturnToPlayerError(RulesError):
@@ -67,7 +71,10 @@ class ReturnToPlayer:
 
     @classmethod
     def of_rules(cls, rules: HouseRules) -> ReturnToPlayer:
-        """The PAR sheet's figure for ``rules``: seconds the first time, cached after."""
+        """The PAR sheet's figure for ``rules``: seconds the first time, cached after (the
+        default rules' is known)."""
+        if rules == HouseRules():
+            return cls(DEFAULT_RULES_RTP)
         # Imported here: reading and checking figures (replay, receipts) needs none of it.
         from gnau_service.rules.par import par_sheet  # noqa: PLC0415
 
