@@ -64,6 +64,7 @@ from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.dealer import Dealer, Idempotency
 from gnau_service.server.round_record import RoundRecord, RoundState
 from gnau_service.server.round_view import view_of
+from gnau_service.server.tokens import new_token
 from gnau_service.server.validation import SeatRequest
 from gnau_service.store import open_store
 from gnau_service.store.transaction import utc_now
@@ -595,7 +596,7 @@ async def bench_bare(
     sizes: tuple[list[int], list[int]],
 ) -> RunResult:
     """The bare service, driven like the real one; the token only gives the same header size."""
-    token = secrets.token_urlsafe(32)
+    token = new_token()
     requests, responses = sizes
     port = free_port()
     server = ServerProcess(

@@ -189,8 +189,12 @@ def _existing(path: Path) -> tuple[TokenRecord, ...]:
 
 
 def new_token() -> str:
-    """A fresh bearer token: 256 random bits, URL-safe."""
-    return secrets.token_urlsafe(32)
+    """A fresh bearer token: 256 random bits, URL-safe, never starting with ``-``: a command
+    line's ``--token TOKEN`` would read such a token as an option (1 token in 64)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 def default_name(role: Role) -> str:

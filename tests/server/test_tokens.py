@@ -19,6 +19,7 @@ from gnau_service.server.tokens import (
     TokenNotFound,
     add_token,
     list_tokens,
+    new_token,
     read_token_file,
     revoke_token,
 )
@@ -165,3 +166,10 @@ async def test_a_change_between_the_start_s_read_and_the_watch_is_reread(tmp_pat
         await reload.stop()
     assert applied, "the change made before the watch began was never reread"
     assert applied[-1].token_hashes[sha256_hex(late)] == Role.AUDITOR
+
+
+def test_no_new_token_starts_with_a_dash() -> None:
+    """``--token -x...`` would be read as an option: one urlsafe token in 64 starts so."""
+    tokens = [new_token() for _ in range(2000)]
+    assert not [token for token in tokens if token.startswith("-")]
+    assert len(set(tokens)) == len(tokens) and all(len(token) == 43 for token in tokens)
