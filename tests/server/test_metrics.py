@@ -45,6 +45,23 @@ async def scrape(port: int | None) -> Samples:
     }
 
 
+async def scrape_settled(port: int | None) -> Samples:
+    """:func:`scrape`, once every call started has been counted as ended (for at most 5 s): a
+    call is counted as it ends, which may be just after its answer reached the client."""
+    for _ in range(50):
+        samples = await scrape(port)
+        if total(samples, "grpc_server_started_total") == total(
+            samples, "grpc_server_handled_total"
+        ):
+            break
+        await asyncio.sleep(0.1)
+    return samples
+
+
+def total(samples: Samples, name: str) -> float:
+    return sum(count for (sample, _), count in samples.items() if sample == name)
+
+
 def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
@@ -59,10 +76,10 @@ def rpc(method: str, **more: str) -> dict[str, str]:
 
 async def test_rounds_move_the_counters_by_exactly_what_was_done(metered: Service) -> None:
     port = metered.app.http_port
-    before = await scrape(port)
+    before = await scrape_settled(port)
     for table in ("t1", "t2", "t3", "t4"):
         await play(metered, table)
-    after = await scrape(port)
+    after = await scrape_settled(port)
 
     for method in ("Shuffle", "Deal", "Reveal", "Settle"):
         assert moved(before, after, "grpc_server_started_total", **rpc(method)) == 4
@@ -92,7 +109,7 @@ async def test_rounds_move_the_counters_by_exactly_what_was_done(metered: Servic
 async def test_refusals_are_counted_under_their_code_and_reason(metered: Service) -> None:
     port = metered.app.http_port
     await shuffle(metered, "busy")
-    before = await scrape(port)
+    before = await scrape_settled(port)
     request = dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id="busy")
     unknown_token = metered.dealer.Shuffle(
         request, metadata=(("authorization", "Bearer not-a-token"),)
@@ -101,7 +118,7 @@ async def test_refusals_are_counted_under_their_code_and_reason(metered: Service
     assert (await refusal(shuffle(metered, "busy"))).code() == grpc.StatusCode.FAILED_PRECONDITION
     undecodable = raw_method(metered.channel, f"/{DEALER}/Shuffle")(b"\xff\xff\xff")
     assert (await refusal(undecodable)).code() == grpc.StatusCode.INVALID_ARGUMENT
-    after = await scrape(port)
+    after = await scrape_settled(port)
 
     expected = {
         ("UNAUTHENTICATED", "UNAUTHENTICATED"): 1,
@@ -171,12 +188,12 @@ async def test_storage_errors_are_counted_and_serving_drops(tmp_path: Path) -> N
         ):
             service = Service(app, settings, channel)
             await play(service, "before")
-            before = await scrape(app.http_port)
+            before = await scrape_settled(app.http_port)
             filler = fill(disk)
             for _ in range(3):
                 error = await refusal(shuffle(service, "full"))
                 assert error.code() == grpc.StatusCode.UNAVAILABLE
-            during = await scrape(app.http_port)
+            during = await scrape_settled(app.http_port)
             filler.unlink()
     assert moved(before, during, "gnau_storage_errors_total") == 3
     refused = {"grpc_service": DEALER, "grpc_method": "Shuffle", "grpc_code": "UNAVAILABLE"}
@@ -199,17 +216,12 @@ def test_the_metrics_and_tracing_settings_are_checked() -> None:
 
 
 async def test_a_servicers_own_abort_is_counted_under_its_code(metered: Service) -> None:
-    before = await scrape(metered.app.http_port)
+    before = await scrape_settled(metered.app.http_port)
     unknown = health_pb2_grpc.HealthStub(metered.channel).Check(
         health_pb2.HealthCheckRequest(service="no.such.Service")
     )
     assert (await refusal(unknown)).code() == grpc.StatusCode.NOT_FOUND
+    after = await scrape_settled(metered.app.http_port)
     health = {"grpc_type": "unary", "grpc_service": "grpc.health.v1.Health", "grpc_method": "Check"}
-    # The call is counted as it ends, which may be just after its answer reached the client.
-    for _ in range(50):
-        after = await scrape(metered.app.http_port)
-        if moved(before, after, "grpc_server_handled_total", **health, grpc_code="NOT_FOUND"):
-            break
-        await asyncio.sleep(0.1)
     assert moved(before, after, "grpc_server_handled_total", **health, grpc_code="NOT_FOUND") == 1
     assert moved(before, after, "grpc_server_handled_total", **health, grpc_code="OK") == 0
