@@ -46,16 +46,31 @@ async def scrape(port: int | None) -> Samples:
 
 
 async def scrape_settled(port: int | None) -> Samples:
-    """:func:`scrape`, once every call started has been counted as ended (for at most 5 s): a
-    call is counted as it ends, which may be just after its answer reached the client."""
+    """:func:`scrape`, once the service's counters have settled (for at most 5 s): every call
+    started is counted as ended, and two scrapes 0.1 s apart agree. A call is counted as it ends
+    and a step's entries as the store reports its batch, either of which may come just after the
+    answer reached the client."""
+    samples = await scrape(port)
     for _ in range(50):
-        samples = await scrape(port)
-        if total(samples, "grpc_server_started_total") == total(
-            samples, "grpc_server_handled_total"
-        ):
-            break
         await asyncio.sleep(0.1)
+        again = await scrape(port)
+        calls_ended = total(again, "grpc_server_started_total") == total(
+            again, "grpc_server_handled_total"
+        )
+        if calls_ended and counted(again) == counted(samples):
+            return again
+        samples = again
     return samples
+
+
+def counted(samples: Samples) -> Samples:
+    """The service's own samples that only events move (not the ages, which time moves)."""
+    return {
+        key: count
+        for key, count in samples.items()
+        if key[0].startswith(("gnau_", "grpc_"))
+        and not key[0].endswith(("age_seconds", "idle_seconds"))
+    }
 
 
 def total(samples: Samples, name: str) -> float:
