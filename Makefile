@@ -32,9 +32,10 @@ lint: $(INSTALLED)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict gnau_service clients/python/src
 
-## test-slow: the exhaustive and statistical runs
+## test-slow: the exhaustive, statistical and long runs, and every property under Hypothesis's
+## "thorough" profile (500 examples where a test names no number; `make test` gives 50)
 test-slow: $(INSTALLED)
-	$(BIN)/python -m pytest -q tests -m slow
+	GNAU_HYPOTHESIS=thorough $(BIN)/python -m pytest -q tests -m "slow or hypothesis"
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \

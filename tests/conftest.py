@@ -16,9 +16,14 @@ from hypothesis import settings
 
 from gnau_service.cli.main import main
 
-settings.register_profile("dev", deadline=None)
-settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+# `make test` must stay within four minutes on two cores: a property gets half Hypothesis's
+# default examples there, unless it names its own number; `make test-slow` runs every property
+# again under GNAU_HYPOTHESIS=thorough.
+settings.register_profile("dev", deadline=None, max_examples=50)
+settings.register_profile("ci", deadline=None, max_examples=50, derandomize=True, print_blob=True)
+settings.register_profile("thorough", deadline=None, max_examples=500, print_blob=True)
+_DEFAULT_PROFILE = "ci" if os.environ.get("CI") else "dev"
+settings.load_profile(os.environ.get("GNAU_HYPOTHESIS") or _DEFAULT_PROFILE)
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ values = st.recursive(
 )
 
 
-@settings(max_examples=500)
+@settings(max_examples=150)
 @given(st.dictionaries(keys, values, max_size=6))
 def test_fast_path_bytes_equal_rfc8785(value: dict[str, Any]) -> None:
     try:

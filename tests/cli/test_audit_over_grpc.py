@@ -156,6 +156,7 @@ async def test_export_over_grpc_is_byte_identical_to_the_database_export(
 
 
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
+@pytest.mark.slow  # a log of over 10,000 entries
 async def test_a_log_longer_than_one_call_of_each_stream_exports_identically(
     gnau: Gnau, settings: Settings, service: Service, tmp_path: Path
 ) -> None:
@@ -176,6 +177,7 @@ async def test_a_log_longer_than_one_call_of_each_stream_exports_identically(
     assert sum(line.startswith(b'{"checkpoint"') for line in lines) == len(notes)
 
 
+@pytest.mark.slow  # a log of over 10,000 entries
 async def test_exports_show_a_progress_bar_on_long_logs(
     gnau: Gnau, service: Service, tmp_path: Path
 ) -> None:

@@ -268,7 +268,7 @@ def whole_table(rules: HouseRules) -> tuple[dict[int, Reading], dict[int, HandRa
     return readings, {key: reading.rank for key, reading in readings.items()}
 
 
-@settings(max_examples=300)
+@settings(max_examples=100)
 @given(hands(), HOUSE_RULES)
 def test_one_hand_searched_alone_reads_as_the_whole_table_does(
     cards: list[Card], rules: HouseRules

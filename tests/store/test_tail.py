@@ -102,19 +102,21 @@ def test_memory_holds_the_newest_entries_within_its_budget(store: Store) -> None
     assert (tail._first, len(tail._entries)) == (10, 2)
 
 
-_reads: dict[int, int] = {}
-
-
 def _database_reads(store: Store) -> int:
-    """How many times entries were read from the database, counted by wrapping the reader."""
-    key = id(store)
-    if key not in _reads:
-        _reads[key] = 0
+    """How many times entries were read from the database, counted by wrapping the reader once.
+
+    The count lives on the store itself: a table keyed by ``id(store)`` would hand a new store
+    the count (and the missing wrapper) of a freed one whose id it reuses.
+    """
+    counter: list[int] | None = getattr(store, "_test_database_reads", None)
+    if counter is None:
+        counter = [0]
         original = store.entries
 
         def counted(start: int, end: int) -> list[bytes]:
-            _reads[key] += 1
+            counter[0] += 1
             return original(start, end)
 
         store.entries = counted  # type: ignore[method-assign]
-    return _reads[key]
+        store._test_database_reads = counter  # type: ignore[attr-defined]
+    return counter[0]
