@@ -118,6 +118,9 @@ class SqliteBackend(Backend):
             use_wal(connection)
             connection.execute("PRAGMA synchronous = FULL")
             connection.execute("PRAGMA foreign_keys = ON")
+            # A deleted row's bytes are overwritten, not left in a free page: forgetting a
+            # player (store/players.py) leaves no trace of their key in the file or a backup.
+            connection.execute("PRAGMA secure_delete = ON")
         except sqlite3.Error as error:
             if connection is not None:
                 connection.close()

@@ -67,13 +67,17 @@ RELEASED = {
         "9037e77ac9c9e4fa93ecaf2e01c812c6d995632dfb69a3d59c7885c354027c9d"
     ),
     "0005_outbox.sqlite.sql": "712a44a51c05225219041d7c1c40adfb67fb11af039170c0839a4e1bc8af7290",
+    "0006_players.postgresql.sql": (
+        "ad32fe00ce0e962659a81f2197338b1ede8d58d82de788d088dc17dfb2a4fe87"
+    ),
+    "0006_players.sqlite.sql": ("692080f0051a96b02662e38c0ba6a2194e10090b86559c96961b2af68882a681"),
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5] and SCHEMA_VERSION == 5
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6] and SCHEMA_VERSION == 6
 
 
 @pytest.mark.parametrize(
@@ -105,7 +109,7 @@ def schema_of(url: str) -> list[tuple[object, ...]]:
     )
 
 
-@pytest.mark.parametrize("start", [0, 1, 2, 3])
+@pytest.mark.parametrize("start", [0, 1, 2, 3, 5])
 def test_a_migrated_database_has_the_schema_of_a_new_one(
     database_url: str, signer: LogSigner, tmp_path: Path, start: int
 ) -> None:
@@ -215,7 +219,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 5" in out
+    assert "migrated from version 1 to version 6" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
@@ -251,7 +255,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(2,), (3,), (4,), (5,)]
+    assert history == [(2,), (3,), (4,), (5,), (6,)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)

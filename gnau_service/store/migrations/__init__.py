@@ -13,9 +13,9 @@ written to be safe to apply again (``IF NOT EXISTS``), so a database whose recor
 lost can still be brought up to date.
 
 >>> [migration.name for migration in MIGRATIONS]
-['tables', 'history', 'requests_by_time', 'checkpoint_cosignatures', 'outbox']
+['tables', 'history', 'requests_by_time', 'checkpoint_cosignatures', 'outbox', 'players']
 >>> SCHEMA_VERSION
-5
+6
 """
 
 from __future__ import annotations

@@ -1,0 +1,149 @@
+"""The private player tables: each player's secret key, and which player each seat names.
+
+A seat of a round holds a *player reference* (``p-`` and 32 hex digits), an HMAC under its
+player's secret key of the round id and the seat number; the log, the round records, receipts
+and exports hold the reference only. These two tables are what links references back to the
+platform's ``player_id``, and they are private: nothing of the log, no export and no bundle
+reads them (a backup copies them like every table). The store does not compute a reference: it
+keeps the keys and the links (the server computes, and re-checks, the HMAC).
+
+- ``player_keys(player_id, secret, created_at)``: one 32-byte key per player, made the first
+  time the player is seated (:func:`player_key`, inside Deal's unit of work);
+- ``player_seats(player_ref, player_id, round_id, seat_number)``: one row per seat dealt
+  (:func:`link_seats`, in the same unit), indexed by ``player_id``.
+
+:func:`forget_player` deletes a player's key and every link of theirs in one unit of work
+(crypto-shredding): once it commits, nothing the store holds links their references to them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gnau_service.store.backend import Row
+from gnau_service.store.reader import LogReader
+from gnau_service.store.transaction import Transaction
+
+#: The length of a player's secret key, in bytes.
+PLAYER_KEY_BYTES: Final = 32
+
+_SEAT_COLUMNS = "player_ref, player_id, round_id, seat_number"
+
+
+@dataclass(frozen=True)
+class PlayerSeat:
+    """One link: the seat ``seat_number`` of ``round_id``, named ``player_ref``, is
+    ``player_id``'s."""
+
+    player_ref: str
+    player_id: str
+    round_id: str
+    seat_number: int
+
+
+@dataclass(frozen=True)
+class ForgottenPlayer:
+    """What forgetting a player deleted: whether they had a key, and how many seat links."""
+
+    key_deleted: bool
+    seats_unlinked: int
+
+
+def _fresh_key() -> bytes:
+    return secrets.token_bytes(PLAYER_KEY_BYTES)
+
+
+def player_key(tx: Transaction, player_id: str, new_key: Callable[[], bytes] = _fresh_key) -> bytes:
+    """``player_id``'s secret key, made with ``new_key()`` (32 bytes) and kept if the player has
+    none yet. Two processes seating a new player at once keep one key: the loser of the insert
+    reads the winner's (on PostgreSQL the insert waits for the other transaction to end)."""
+    rows = tx.execute("SELECT secret FROM player_keys WHERE player_id = ?", (player_id,))
+    if rows:
+        return _secret(rows[0])
+    key = new_key()
+    if len(key) != PLAYER_KEY_BYTES:
+        raise ValueError(f"a player key is {PLAYER_KEY_BYTES} bytes, not {len(key)}")
+    tx.execute(
+        "INSERT INTO player_keys (player_id, secret, created_at) VALUES (?, ?, ?)"
+        " ON CONFLICT (player_id) DO NOTHING",
+        (player_id, key, tx.time),
+    )
+    rows = tx.execute("SELECT secret FROM player_keys WHERE player_id = ?", (player_id,))
+    return _secret(rows[0])
+
+
+def link_seats(tx: Transaction, seats: Sequence[PlayerSeat]) -> None:
+    """Record which player each of ``seats`` names (in the unit of work that deals them)."""
+    for seat in seats:
+        tx.execute(
+            f"INSERT INTO player_seats ({_SEAT_COLUMNS}) VALUES (?, ?, ?, ?)",
+            (seat.player_ref, seat.player_id, seat.round_id, seat.seat_number),
+        )
+
+
+def forget_player(tx: Transaction, player_id: str) -> ForgottenPlayer:
+    """Delete ``player_id``'s key and every link of theirs; what was deleted."""
+    keys, links = tx.query_all(
+        (f"SELECT player_id FROM player_keys WHERE player_id = ?{tx.row_lock}", (player_id,)),
+        ("SELECT COUNT(*) FROM player_seats WHERE player_id = ?", (player_id,)),
+    )
+    tx.execute("DELETE FROM player_seats WHERE player_id = ?", (player_id,))
+    tx.execute("DELETE FROM player_keys WHERE player_id = ?", (player_id,))
+    return ForgottenPlayer(key_deleted=bool(keys), seats_unlinked=int(links[0][0]))
+
+
+# -- reads (of the operator's and the auditor's answers) --------------------------------------
+
+
+def read_player_key(reader: LogReader, player_id: str) -> bytes | None:
+    """``player_id``'s secret key, or None if they have none (never seated, or forgotten)."""
+    rows = reader.query("SELECT secret FROM player_keys WHERE player_id = ?", (player_id,))
+    return _secret(rows[0]) if rows else None
+
+
+def seats_of_player(reader: LogReader, player_id: str) -> list[PlayerSeat]:
+    """Every seat linked to ``player_id``, by round id and seat number."""
+    rows = reader.query(
+        f"SELECT {_SEAT_COLUMNS} FROM player_seats WHERE player_id = ?"
+        " ORDER BY round_id, seat_number",
+        (player_id,),
+    )
+    return [_seat(row) for row in rows]
+
+
+def seat_of_ref(reader: LogReader, player_ref: str) -> PlayerSeat | None:
+    """The seat ``player_ref`` names, or None if nothing links it to a player."""
+    rows = reader.query(
+        f"SELECT {_SEAT_COLUMNS} FROM player_seats WHERE player_ref = ?", (player_ref,)
+    )
+    return _seat(rows[0]) if rows else None
+
+
+def players_of_refs(
+    source: LogReader | Transaction, player_refs: Collection[str]
+) -> dict[str, str]:
+    """The player id of each of ``player_refs`` still linked to one, in one query, read by a
+    reader or inside a unit of work (a reference of a forgotten player, or of no seat, is left
+    out)."""
+    if not player_refs:
+        return {}
+    wanted = sorted(set(player_refs))
+    marks = ", ".join("?" for _ in wanted)
+    text = f"SELECT player_ref, player_id FROM player_seats WHERE player_ref IN ({marks})"
+    rows = (
+        source.query(text, wanted)
+        if isinstance(source, LogReader)
+        else source.execute(text, wanted)
+    )
+    return {str(ref): str(player) for ref, player in rows}
+
+
+def _secret(row: Row) -> bytes:
+    return bytes(row[0])
+
+
+def _seat(row: tuple[Any, ...]) -> PlayerSeat:
+    return PlayerSeat(str(row[0]), str(row[1]), str(row[2]), int(row[3]))
