@@ -666,6 +666,9 @@ class _Verification:
             except (NoteError, RotationError) as error:
                 return f"key rotation refused: {error}"
             return None
+        if entry.kind is EntryKind.PLAYER_FORGOTTEN and entry.payload:
+            # The event names no one: a member here could only be a player or a reference.
+            return "PLAYER_FORGOTTEN must have an empty payload (it names no player)"
         round_id = entry.round_id
         if not entry.kind.is_round_event or round_id is None or round_id in self.partial_rounds:
             return None

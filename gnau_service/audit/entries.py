@@ -79,7 +79,9 @@ def is_hash_hex(value: object) -> TypeGuard[str]:
 
 
 class EntryKind(StrEnum):
-    """What happened. ``ROUND_*`` events belong to a round and carry its ``round_id``."""
+    """What happened. ``ROUND_*`` events belong to a round and carry its ``round_id``; the others
+    have ``round_id`` null. ``PLAYER_FORGOTTEN``: a player's key was deleted (crypto-shredding);
+    its payload is ``{}``, naming neither the player nor any of their references."""
 
     ROUND_COMMITTED = "ROUND_COMMITTED"
     ROUND_DEALT = "ROUND_DEALT"
@@ -89,6 +91,7 @@ class EntryKind(StrEnum):
     SERVICE_STARTED = "SERVICE_STARTED"
     CONFIG_CHANGED = "CONFIG_CHANGED"
     KEY_ROTATED = "KEY_ROTATED"
+    PLAYER_FORGOTTEN = "PLAYER_FORGOTTEN"
 
     @property
     def is_round_event(self) -> bool:

@@ -6,6 +6,9 @@
   [--witness VKEY ... [--quorum K]]`` (with witnesses, only a checkpoint cosigned by the quorum
   anchors the entries it covers)
 - ``gnau audit show [--last N] [--json]`` and ``gnau audit round ROUND_ID [--json]``
+- ``gnau audit players --player-id ID | --player-ref p-... [--json]``: a player's seats, or a
+  reference's player, while the player's key exists (the store's private tables, not the log;
+  over gRPC the auditor or operator role's ``AuditService.LookupPlayer``)
 
 Every command but ``verify`` reads the log from its database (``--database``), or over gRPC from
 a running service (``--target HOST:PORT`` with an auditor ``--token``, :mod:`.remote_log`): the
@@ -128,6 +131,15 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
     round_.add_argument("round_id", metavar="ROUND_ID")
     round_.add_argument("--json", action="store_true", help="the round's events as JSON")
     round_.set_defaults(run=run_round)
+    players = commands.add_parser(
+        "players", help="map a player id to their seat references, or a reference to its player"
+    )
+    _add_log_options(players)
+    which = players.add_mutually_exclusive_group(required=True)
+    which.add_argument("--player-id", metavar="ID", help="the platform's player id")
+    which.add_argument("--player-ref", metavar="p-...", help="a seat's player reference")
+    players.add_argument("--json", action="store_true", help="the answer as one JSON object")
+    players.set_defaults(run=run_players)
 
 
 def _add_log_options(parser: argparse.ArgumentParser) -> None:
@@ -427,3 +439,52 @@ def _unverified(round_id: str, error: ValueError, *, as_json: bool) -> None:
         if as_json
         else f"round {round_id}: {reason}"
     )
+
+
+# -- players ------------------------------------------------------------------------------------
+
+
+def run_players(args: argparse.Namespace) -> int:
+    return _with_log(args, _players)
+
+
+def _players(log: AuditLog, args: argparse.Namespace) -> int:
+    """Exit 0 with the mapping; 1 if no player whose key exists is known for it."""
+    if isinstance(log, RemoteLog):
+        answer = log.client.lookup_player(player_id=args.player_id, player_ref=args.player_ref)
+        player_id = answer.player_id
+        seats = [(seat.round_id, seat.seat_number, seat.player_ref) for seat in answer.seats]
+    else:
+        # Imported here: the lookup recomputes references (the fairness core), which the other
+        # commands of the module do not need.
+        from gnau_service.server.players import lookup_player  # noqa: PLC0415
+        from gnau_service.server.refusals import InvalidRequest  # noqa: PLC0415
+
+        try:
+            player_id, found = lookup_player(
+                log, player_id=args.player_id, reference=args.player_ref
+            )
+        except InvalidRequest as error:
+            return _fail(str(error))
+        seats = [(seat.round_id, seat.seat_number, seat.player_ref) for seat in found]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "player_id": player_id or None,
+                    "seats": [
+                        {"round_id": round_id, "seat_number": number, "player_ref": ref}
+                        for round_id, number, ref in seats
+                    ],
+                },
+                sort_keys=True,
+            )
+        )
+    elif not player_id:
+        asked = f"player {args.player_id!r}" if args.player_id else f"reference {args.player_ref}"
+        print(f"no known player for {asked}: never seated, or forgotten (their key is deleted)")
+    else:
+        print(f"player {player_id!r}: {len(seats):,} seat(s)")
+        for round_id, number, ref in seats:
+            print(f"{ref}  round {round_id}  seat {number}")
+    return 0 if player_id else 1

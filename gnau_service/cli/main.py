@@ -53,6 +53,11 @@ COMMANDS: Final = (
         "fairness_commands:add_verify_round_arguments",
     ),
     Command("audit", "export, verify and read the audit log", "audit_commands:add_audit_arguments"),
+    Command(
+        "player",
+        "forget a player: delete their key and seat links (crypto-shredding)",
+        "player_commands:add_player_arguments",
+    ),
     Command("receipt", "fetch a round's receipt", "receipt_commands:add_receipt_arguments"),
     Command(
         "verify-receipt",

@@ -48,6 +48,8 @@ class RemoteLog:
 
     def __init__(self, client: GnauClient) -> None:
         self._client = client
+        #: The client, for the calls that are not reads of the log (``gnau audit players``).
+        self.client = client
         self._keys: list[str] | None = None
 
     # -- what the audit commands read (LogReader's methods of the same names) -------------------

@@ -1,7 +1,8 @@
 """Who may call what: bearer tokens (or mTLS identities) mapped to roles, and one policy table.
 
-- ``operator``: everything, including every DealerService mutation;
-- ``auditor``: every read: rounds, log entries, proofs, keys, round verification;
+- ``operator``: everything, including every DealerService mutation and forgetting a player;
+- ``auditor``: every read: rounds, log entries, proofs, keys, round verification, and the
+  mapping between player ids and player references (LookupPlayer);
 - ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and rounds (and
   their receipts) whose seed is already public (the servicer checks the round's state).
 
@@ -49,6 +50,7 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.DealerService/GetRoundReceipt": _EVERYONE,  # public: revealed rounds only
     "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
     "/gnau.v1.DealerService/GetHouseRulesInfo": _EVERYONE,
+    "/gnau.v1.DealerService/ForgetPlayer": _OPERATORS,
     "/gnau.v1.AuditService/GetCheckpoint": _EVERYONE,
     "/gnau.v1.AuditService/GetCheckpoints": _EVERYONE,
     "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,
@@ -57,6 +59,7 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.AuditService/GetEntries": _READERS,
     "/gnau.v1.AuditService/WatchEntries": _READERS,
     "/gnau.v1.AuditService/VerifyRound": _READERS,
+    "/gnau.v1.AuditService/LookupPlayer": _READERS,  # maps player ids and references
 }
 
 #: Infrastructure every client may use: health checks and (if enabled) reflection.

@@ -37,6 +37,7 @@ from gnau_service.server.limits import (
     MAX_ENTRIES_PER_CALL,
     MAX_REQUEST_ID_CHARS,
 )
+from gnau_service.server.players import forget_player, lookup_player
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
 from gnau_service.server.refusals import InvalidRequest, OutOfRange, RoundNotFound
 from gnau_service.server.validation import SeatRequest, check_round_id
@@ -182,6 +183,19 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             return_to_player=return_to_player_to_proto(figures),
         )
 
+    async def ForgetPlayer(
+        self, request: dealer_pb2.ForgetPlayerRequest, context: Context
+    ) -> dealer_pb2.ForgetPlayerResponse:
+        # The request id alone is kept (and checked as every request id is): no fingerprint,
+        # which would be a hash of the player id.
+        request_id = idempotency_of(request).request_id if request.request_id else None
+        forgotten = await forget_player(self._dealer.store, request.player_id, request_id)
+        return dealer_pb2.ForgetPlayerResponse(
+            forgotten=forgotten.forgotten,
+            seats_unlinked=forgotten.seats_unlinked,
+            log_index=forgotten.log_index,
+        )
+
 
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum) -> None:
@@ -290,6 +304,30 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
                 f"round {request.round_id} verifies: {entries} signed entries replayed, "
                 f"{state} (this is the service's own check; verify offline for the guarantee)"
             ),
+        )
+
+    async def LookupPlayer(
+        self, request: audit_pb2.LookupPlayerRequest, context: Context
+    ) -> audit_pb2.LookupPlayerResponse:
+        which = request.WhichOneof("player")
+        player_id, seats = await asyncio.to_thread(
+            functools.partial(
+                lookup_player,
+                self._store,
+                player_id=request.player_id if which == "player_id" else None,
+                reference=request.player_ref if which == "player_ref" else None,
+            )
+        )
+        return audit_pb2.LookupPlayerResponse(
+            player_id=player_id,
+            seats=[
+                audit_pb2.PlayerSeat(
+                    round_id=seat.round_id,
+                    seat_number=seat.seat_number,
+                    player_ref=seat.player_ref,
+                )
+                for seat in seats
+            ],
         )
 
 

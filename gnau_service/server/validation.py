@@ -23,6 +23,7 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import largest_payout
 from gnau_service.server.limits import (
     MAX_JSON_INTEGER,
+    MAX_PLAYER_ID_BYTES,
     MAX_ROUND_ID_BYTES,
     MAX_TABLE_ID_BYTES,
     MAX_VOID_REASON_BYTES,
@@ -139,6 +140,27 @@ def locked_seats(
     if violations:
         raise InvalidRequest(violations)
     return tuple(locked), locked_beacon
+
+
+def check_player_id(player_id: str, path: str = "player_id") -> None:
+    """A platform's player id, as a seat of Deal takes it: 1 to 128 bytes of UTF-8, and no NUL
+    (which no database text column holds). The refusal never quotes the id.
+
+    >>> check_player_id("alice@example.com")
+    >>> try:
+    ...     check_player_id("")
+    ... except InvalidRequest as error:
+    ...     error.violations
+    (('player_id', 'must be 1 to 128 bytes of UTF-8, with no NUL'),)
+    """
+    try:
+        size = len(player_id.encode("utf-8"))
+    except UnicodeEncodeError:
+        size = 0
+    if not 1 <= size <= MAX_PLAYER_ID_BYTES or "\x00" in player_id:
+        raise InvalidRequest(
+            [(path, f"must be 1 to {MAX_PLAYER_ID_BYTES} bytes of UTF-8, with no NUL")]
+        )
 
 
 def _is_name(text: str, max_bytes: int) -> bool:

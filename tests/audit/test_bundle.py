@@ -427,3 +427,21 @@ def test_worker_processes_settle_a_round_whose_hands_fit_no_seat_without_crashin
     in_process, in_workers = verify(log, jobs=1), verify(log, jobs=2)
     assert in_workers.failure == in_process.failure
     assert "round round-stray-hand: hand of seat 1: no hand is published" in str(in_workers.failure)
+
+
+# -- erasure --------------------------------------------------------------------------------------
+
+
+def test_a_player_forgotten_entry_names_no_one_and_changes_no_proof() -> None:
+    log = honest_log(rounds=2)
+    log.append(EntryKind.PLAYER_FORGOTTEN, {})
+    play_round(log.append, "after-forgetting")
+    log.checkpoint()
+    report = verify(log)
+    assert report.ok, report.summary()
+    assert report.rounds_settled == 3
+
+    named = honest_log(rounds=1)
+    named.append(EntryKind.PLAYER_FORGOTTEN, {"player_id": "alice@example.com"})
+    named.checkpoint()
+    assert "PLAYER_FORGOTTEN must have an empty payload" in str(verify(named).failure)

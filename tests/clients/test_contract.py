@@ -122,6 +122,7 @@ def test_buf_lint_enforces_comments_and_unspecified_zero_values(tmp_path: Path) 
                 "EvaluateHand",
                 "GetRoundReceipt",
                 "GetHouseRulesInfo",
+                "ForgetPlayer",
             ],
         ),
         (
@@ -135,6 +136,7 @@ def test_buf_lint_enforces_comments_and_unspecified_zero_values(tmp_path: Path) 
                 "GetPublicKeys",
                 "WatchEntries",
                 "VerifyRound",
+                "LookupPlayer",
             ],
         ),
     ],
@@ -159,6 +161,7 @@ def test_services_have_the_documented_methods(service: str, methods: list[str]) 
             "Reveal",
             "Settle",
             "VoidRound",
+            "ForgetPlayer",
         }
         assert ("request_id" in method.input_type.fields_by_name) == mutating
 

@@ -261,6 +261,23 @@ def settle_request(round_id: str, request_id: str | None) -> dealer_pb2.SettleRe
     return dealer_pb2.SettleRequest(request_id=request_id_or_new(request_id), round_id=round_id)
 
 
+def forget_player_request(player_id: str, request_id: str | None) -> dealer_pb2.ForgetPlayerRequest:
+    return dealer_pb2.ForgetPlayerRequest(
+        player_id=player_id, request_id=request_id_or_new(request_id)
+    )
+
+
+def lookup_player_request(
+    player_id: str | None, player_ref: str | None
+) -> audit_pb2.LookupPlayerRequest:
+    """Exactly one of ``player_id`` and ``player_ref``."""
+    if (player_id is None) == (player_ref is None):
+        raise ValueError("give exactly one of player_id and player_ref")
+    if player_id is not None:
+        return audit_pb2.LookupPlayerRequest(player_id=player_id)
+    return audit_pb2.LookupPlayerRequest(player_ref=player_ref)
+
+
 def void_round_request(
     round_id: str, reason: str, request_id: str | None
 ) -> dealer_pb2.VoidRoundRequest:

@@ -182,6 +182,17 @@ class GnauClient:
         request = _common.void_round_request(round_id, reason, request_id)
         return self._unary(self._dealer.VoidRound, request, timeout).round
 
+    def forget_player(
+        self, player_id: str, *, request_id: str | None = None, timeout: float | None = None
+    ) -> dealer_pb2.ForgetPlayerResponse:
+        """Forget a player (operator only): their secret key and every link of their seat
+        references to them are deleted, and a PLAYER_FORGOTTEN entry naming no one is logged
+        (``forgotten``, ``seats_unlinked``, ``log_index``). A retry with the same
+        ``request_id`` gets the first answer; a player never seated, or already forgotten,
+        answers ``forgotten`` false."""
+        request = _common.forget_player_request(player_id, request_id)
+        return self._unary(self._dealer.ForgetPlayer, request, timeout)
+
     def get_round(self, round_id: str, *, timeout: float | None = None) -> round_pb2.Round:
         """The round as it stands."""
         request = dealer_pb2.GetRoundRequest(round_id=round_id)
@@ -390,6 +401,19 @@ class GnauClient:
                     raise
             finally:
                 call.cancel()
+
+    def lookup_player(
+        self,
+        *,
+        player_id: str | None = None,
+        player_ref: str | None = None,
+        timeout: float | None = None,
+    ) -> audit_pb2.LookupPlayerResponse:
+        """A player's seats (``player_id`` and ``seats``: round id, seat number, reference), or
+        the seat and player a ``player_ref`` names, while the player's key exists (auditor or
+        operator); give exactly one. Unknown or forgotten: an empty ``player_id``."""
+        request = _common.lookup_player_request(player_id, player_ref)
+        return self._unary(self._audit.LookupPlayer, request, timeout)
 
     def verify_round(
         self, round_id: str, *, timeout: float | None = None

@@ -461,3 +461,91 @@ class VerifyRoundResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___VerifyRoundResponse: _TypeAlias = VerifyRoundResponse  # noqa: Y015
+
+@_typing.final
+class LookupPlayerRequest(_message.Message):
+    """Request of AuditService.LookupPlayer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAYER_ID_FIELD_NUMBER: _builtins.int
+    PLAYER_REF_FIELD_NUMBER: _builtins.int
+    player_id: _builtins.str
+    """A platform's player id: 1 to 128 bytes of UTF-8, no control character."""
+    player_ref: _builtins.str
+    """A seat's player reference: "p-" and 32 lower-case hex digits."""
+    def __init__(
+        self,
+        *,
+        player_id: _builtins.str = ...,
+        player_ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["player", b"player", "player_id", b"player_id", "player_ref", b"player_ref"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["player", b"player", "player_id", b"player_id", "player_ref", b"player_ref"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_player: _TypeAlias = _typing.Literal["player_id", "player_ref"]  # noqa: Y015
+    _WhichOneofArgType_player: _TypeAlias = _typing.Literal["player", b"player"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_player) -> _WhichOneofReturnType_player | None: ...
+
+Global___LookupPlayerRequest: _TypeAlias = LookupPlayerRequest  # noqa: Y015
+
+@_typing.final
+class PlayerSeat(_message.Message):
+    """One seat of a player, in LookupPlayerResponse."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROUND_ID_FIELD_NUMBER: _builtins.int
+    SEAT_NUMBER_FIELD_NUMBER: _builtins.int
+    PLAYER_REF_FIELD_NUMBER: _builtins.int
+    round_id: _builtins.str
+    """The round the seat was dealt in."""
+    seat_number: _builtins.int
+    """The seat's number in that round."""
+    player_ref: _builtins.str
+    """The seat's player reference, as the log, receipts and exports name it."""
+    def __init__(
+        self,
+        *,
+        round_id: _builtins.str = ...,
+        seat_number: _builtins.int = ...,
+        player_ref: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["player_ref", b"player_ref", "round_id", b"round_id", "seat_number", b"seat_number"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PlayerSeat: _TypeAlias = PlayerSeat  # noqa: Y015
+
+@_typing.final
+class LookupPlayerResponse(_message.Message):
+    """Response of AuditService.LookupPlayer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAYER_ID_FIELD_NUMBER: _builtins.int
+    SEATS_FIELD_NUMBER: _builtins.int
+    player_id: _builtins.str
+    """The player; empty if the id or reference names no player whose key still exists."""
+    @_builtins.property
+    def seats(self) -> _containers.RepeatedCompositeFieldContainer[Global___PlayerSeat]:
+        """Asked by player_id: every seat of theirs, by round id and seat number; asked by
+        player_ref: that one seat. Empty when player_id is.
+        """
+
+    def __init__(
+        self,
+        *,
+        player_id: _builtins.str = ...,
+        seats: _abc.Iterable[Global___PlayerSeat] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["player_id", b"player_id", "seats", b"seats"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___LookupPlayerResponse: _TypeAlias = LookupPlayerResponse  # noqa: Y015

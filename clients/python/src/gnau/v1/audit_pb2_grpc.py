@@ -93,6 +93,11 @@ class AuditServiceStub:
                 request_serializer=gnau_dot_v1_dot_audit__pb2.VerifyRoundRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_audit__pb2.VerifyRoundResponse.FromString,
                 _registered_method=True)
+        self.LookupPlayer = channel.unary_unary(
+                '/gnau.v1.AuditService/LookupPlayer',
+                request_serializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerResponse.FromString,
+                _registered_method=True)
 
 
 class AuditServiceServicer:
@@ -183,6 +188,18 @@ class AuditServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LookupPlayer(self, request, context):
+        """Maps a player id to the seats of theirs (round, seat number, reference), or a player
+        reference back to its player, while the player's secret key exists (auditor and operator
+        only; the public is refused). Each mapping is re-checked by recomputing the reference under
+        the stored key. A player never seated or forgotten, or a reference of no known player,
+        answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
+        from an unknown one).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuditServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -225,6 +242,11 @@ def add_AuditServiceServicer_to_server(servicer, server):
                     servicer.VerifyRound,
                     request_deserializer=gnau_dot_v1_dot_audit__pb2.VerifyRoundRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_audit__pb2.VerifyRoundResponse.SerializeToString,
+            ),
+            'LookupPlayer': grpc.unary_unary_rpc_method_handler(
+                    servicer.LookupPlayer,
+                    request_deserializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -462,6 +484,33 @@ class AuditService:
             '/gnau.v1.AuditService/VerifyRound',
             gnau_dot_v1_dot_audit__pb2.VerifyRoundRequest.SerializeToString,
             gnau_dot_v1_dot_audit__pb2.VerifyRoundResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LookupPlayer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.AuditService/LookupPlayer',
+            gnau_dot_v1_dot_audit__pb2.LookupPlayerRequest.SerializeToString,
+            gnau_dot_v1_dot_audit__pb2.LookupPlayerResponse.FromString,
             options,
             channel_credentials,
             insecure,

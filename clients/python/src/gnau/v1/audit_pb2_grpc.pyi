@@ -84,6 +84,14 @@ class AuditServiceStub:
     """
     VerifyRound: _grpc.UnaryUnaryMultiCallable[_audit_pb2.VerifyRoundRequest, _audit_pb2.VerifyRoundResponse]
     """Recomputes one round from the log (commitment, lock, deck, hands) and reports each check."""
+    LookupPlayer: _grpc.UnaryUnaryMultiCallable[_audit_pb2.LookupPlayerRequest, _audit_pb2.LookupPlayerResponse]
+    """Maps a player id to the seats of theirs (round, seat number, reference), or a player
+    reference back to its player, while the player's secret key exists (auditor and operator
+    only; the public is refused). Each mapping is re-checked by recomputing the reference under
+    the stored key. A player never seated or forgotten, or a reference of no known player,
+    answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
+    from an unknown one).
+    """
 
 @_typing.type_check_only
 class AuditServiceAsyncStub(AuditServiceStub):
@@ -139,6 +147,14 @@ class AuditServiceAsyncStub(AuditServiceStub):
     """
     VerifyRound: _aio.UnaryUnaryMultiCallable[_audit_pb2.VerifyRoundRequest, _audit_pb2.VerifyRoundResponse]  # type: ignore[assignment]
     """Recomputes one round from the log (commitment, lock, deck, hands) and reports each check."""
+    LookupPlayer: _aio.UnaryUnaryMultiCallable[_audit_pb2.LookupPlayerRequest, _audit_pb2.LookupPlayerResponse]  # type: ignore[assignment]
+    """Maps a player id to the seats of theirs (round, seat number, reference), or a player
+    reference back to its player, while the player's secret key exists (auditor and operator
+    only; the public is refused). Each mapping is re-checked by recomputing the reference under
+    the stored key. A player never seated or forgotten, or a reference of no known player,
+    answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
+    from an unknown one).
+    """
 
 class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
     """Serves the audit log: its entries, signed checkpoints, Merkle proofs and keys.
@@ -239,5 +255,19 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_audit_pb2.VerifyRoundResponse, _abc.Awaitable[_audit_pb2.VerifyRoundResponse]]:
         """Recomputes one round from the log (commitment, lock, deck, hands) and reports each check."""
+
+    @_abc_1.abstractmethod
+    def LookupPlayer(
+        self,
+        request: _audit_pb2.LookupPlayerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_audit_pb2.LookupPlayerResponse, _abc.Awaitable[_audit_pb2.LookupPlayerResponse]]:
+        """Maps a player id to the seats of theirs (round, seat number, reference), or a player
+        reference back to its player, while the player's secret key exists (auditor and operator
+        only; the public is refused). Each mapping is re-checked by recomputing the reference under
+        the stored key. A player never seated or forgotten, or a reference of no known player,
+        answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
+        from an unknown one).
+        """
 
 def add_AuditServiceServicer_to_server(servicer: AuditServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -579,3 +579,67 @@ class GetHouseRulesInfoResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetHouseRulesInfoResponse: _TypeAlias = GetHouseRulesInfoResponse  # noqa: Y015
+
+@_typing.final
+class ForgetPlayerRequest(_message.Message):
+    """Request of DealerService.ForgetPlayer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PLAYER_ID_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    player_id: _builtins.str
+    """The player to forget, as the platform sent it in Seat.player_id: 1 to 128 bytes of UTF-8,
+    no control character.
+    """
+    request_id: _builtins.str
+    """Optional idempotency key (see DealerService): a retry with the same request_id gets the
+    first answer. Only the id is matched: the service keeps no trace of player_id, not even a
+    hash, so a request_id must not be reused for another player. Empty: no record is kept, and
+    a repeated call answers forgotten false.
+    """
+    def __init__(
+        self,
+        *,
+        player_id: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["player_id", b"player_id", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgetPlayerRequest: _TypeAlias = ForgetPlayerRequest  # noqa: Y015
+
+@_typing.final
+class ForgetPlayerResponse(_message.Message):
+    """Response of DealerService.ForgetPlayer."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FORGOTTEN_FIELD_NUMBER: _builtins.int
+    SEATS_UNLINKED_FIELD_NUMBER: _builtins.int
+    LOG_INDEX_FIELD_NUMBER: _builtins.int
+    forgotten: _builtins.bool
+    """Whether the player had a secret key, now deleted."""
+    seats_unlinked: _builtins.int
+    """How many seat links (player reference to player_id) were deleted."""
+    log_index: _builtins.int
+    """The index of the PLAYER_FORGOTTEN entry; 0 when nothing was forgotten (entry 0 is always
+    the log's first SERVICE_STARTED).
+    """
+    def __init__(
+        self,
+        *,
+        forgotten: _builtins.bool = ...,
+        seats_unlinked: _builtins.int = ...,
+        log_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["forgotten", b"forgotten", "log_index", b"log_index", "seats_unlinked", b"seats_unlinked"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ForgetPlayerResponse: _TypeAlias = ForgetPlayerResponse  # noqa: Y015

@@ -109,6 +109,11 @@ class DealerServiceStub:
                 request_serializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoResponse.FromString,
                 _registered_method=True)
+        self.ForgetPlayer = channel.unary_unary(
+                '/gnau.v1.DealerService/ForgetPlayer',
+                request_serializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerResponse.FromString,
+                _registered_method=True)
 
 
 class DealerServiceServicer:
@@ -215,6 +220,18 @@ class DealerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ForgetPlayer(self, request, context):
+        """Forgets a player (operator only): deletes their secret key and every private link of
+        their seat references to them, and logs a PLAYER_FORGOTTEN entry that names neither the
+        player nor any reference, in one transaction (crypto-shredding). From then on nothing the
+        service holds links their references to them; the log, every checkpoint, receipt and proof
+        still verify unchanged. A player never seated, or already forgotten, changes nothing and
+        logs nothing (forgotten false). If seated again later, a player gets a new key.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DealerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -267,6 +284,11 @@ def add_DealerServiceServicer_to_server(servicer, server):
                     servicer.GetHouseRulesInfo,
                     request_deserializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoResponse.SerializeToString,
+            ),
+            'ForgetPlayer': grpc.unary_unary_rpc_method_handler(
+                    servicer.ForgetPlayer,
+                    request_deserializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -564,6 +586,33 @@ class DealerService:
             '/gnau.v1.DealerService/GetHouseRulesInfo',
             gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoRequest.SerializeToString,
             gnau_dot_v1_dot_dealer__pb2.GetHouseRulesInfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ForgetPlayer(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.DealerService/ForgetPlayer',
+            gnau_dot_v1_dot_dealer__pb2.ForgetPlayerRequest.SerializeToString,
+            gnau_dot_v1_dot_dealer__pb2.ForgetPlayerResponse.FromString,
             options,
             channel_credentials,
             insecure,

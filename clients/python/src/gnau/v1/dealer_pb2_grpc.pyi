@@ -86,6 +86,14 @@ class DealerServiceStub:
     before takes a few seconds; answers are cached. While too many other rule sets are being
     computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
     """
+    ForgetPlayer: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.ForgetPlayerRequest, _dealer_pb2.ForgetPlayerResponse]
+    """Forgets a player (operator only): deletes their secret key and every private link of
+    their seat references to them, and logs a PLAYER_FORGOTTEN entry that names neither the
+    player nor any reference, in one transaction (crypto-shredding). From then on nothing the
+    service holds links their references to them; the log, every checkpoint, receipt and proof
+    still verify unchanged. A player never seated, or already forgotten, changes nothing and
+    logs nothing (forgotten false). If seated again later, a player gets a new key.
+    """
 
 @_typing.type_check_only
 class DealerServiceAsyncStub(DealerServiceStub):
@@ -144,6 +152,14 @@ class DealerServiceAsyncStub(DealerServiceStub):
     docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
     before takes a few seconds; answers are cached. While too many other rule sets are being
     computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+    """
+    ForgetPlayer: _aio.UnaryUnaryMultiCallable[_dealer_pb2.ForgetPlayerRequest, _dealer_pb2.ForgetPlayerResponse]  # type: ignore[assignment]
+    """Forgets a player (operator only): deletes their secret key and every private link of
+    their seat references to them, and logs a PLAYER_FORGOTTEN entry that names neither the
+    player nor any reference, in one transaction (crypto-shredding). From then on nothing the
+    service holds links their references to them; the log, every checkpoint, receipt and proof
+    still verify unchanged. A player never seated, or already forgotten, changes nothing and
+    logs nothing (forgotten false). If seated again later, a player gets a new key.
     """
 
 class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -260,6 +276,20 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
         before takes a few seconds; answers are cached. While too many other rule sets are being
         computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+        """
+
+    @_abc_1.abstractmethod
+    def ForgetPlayer(
+        self,
+        request: _dealer_pb2.ForgetPlayerRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dealer_pb2.ForgetPlayerResponse, _abc.Awaitable[_dealer_pb2.ForgetPlayerResponse]]:
+        """Forgets a player (operator only): deletes their secret key and every private link of
+        their seat references to them, and logs a PLAYER_FORGOTTEN entry that names neither the
+        player nor any reference, in one transaction (crypto-shredding). From then on nothing the
+        service holds links their references to them; the log, every checkpoint, receipt and proof
+        still verify unchanged. A player never seated, or already forgotten, changes nothing and
+        logs nothing (forgotten false). If seated again later, a player gets a new key.
         """
 
 def add_DealerServiceServicer_to_server(servicer: DealerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

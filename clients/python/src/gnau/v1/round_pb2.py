@@ -26,27 +26,27 @@ from gnau.v1 import types_pb2 as gnau_dot_v1_dot_types__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gnau/v1/round.proto\x12\x07gnau.v1\x1a\x13gnau/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"R\n\x04Seat\x12\x13\n\x0bseat_number\x18\x01 \x01(\x05\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\r\n\x05stake\x18\x03 \x01(\x03\x12\x13\n\x0b\x63lient_seed\x18\x04 \x01(\x0c\"&\n\x06\x42\x65\x61\x63on\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\x08SeatHand\x12\x13\n\x0bseat_number\x18\x01 \x01(\x05\x12\r\n\x05\x63\x61rds\x18\x02 \x03(\t\"\x8f\x01\n\nSeatResult\x12\x13\n\x0bseat_number\x18\x01 \x01(\x05\x12+\n\nevaluation\x18\x02 \x01(\x0b\x32\x17.gnau.v1.HandEvaluation\x12\r\n\x05stake\x18\x03 \x01(\x03\x12!\n\x07outcome\x18\x04 \x01(\x0e\x32\x10.gnau.v1.Outcome\x12\r\n\x05\x64\x65lta\x18\x05 \x01(\x03\"\x81\x01\n\nSettlement\x12)\n\x0cseat_results\x18\x01 \x03(\x0b\x32\x13.gnau.v1.SeatResult\x12\x32\n\x11\x64\x65\x61ler_evaluation\x18\x02 \x01(\x0b\x32\x17.gnau.v1.HandEvaluation\x12\x14\n\x0c\x64\x65\x61ler_delta\x18\x03 \x01(\x03\"\xbb\x04\n\x05Round\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.gnau.v1.RoundState\x12(\n\x0bhouse_rules\x18\x04 \x01(\x0b\x32\x13.gnau.v1.HouseRules\x12\x12\n\ncommitment\x18\x05 \x01(\t\x12\x12\n\nlog_key_id\x18\x06 \x01(\t\x12\x1c\n\x05seats\x18\x07 \x03(\x0b\x32\r.gnau.v1.Seat\x12\x1f\n\x06\x62\x65\x61\x63on\x18\x08 \x01(\x0b\x32\x0f.gnau.v1.Beacon\x12\x17\n\x0ftranscript_hash\x18\t \x01(\t\x12 \n\x05hands\x18\n \x03(\x0b\x32\x11.gnau.v1.SeatHand\x12\x13\n\x0b\x64\x65\x61ler_hand\x18\x0b \x03(\t\x12\x13\n\x0bserver_seed\x18\x0c \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\r \x03(\t\x12\'\n\nsettlement\x18\x0e \x01(\x0b\x32\x13.gnau.v1.Settlement\x12\x13\n\x0bvoid_reason\x18\x0f \x01(\t\x12/\n\x0b\x63reate_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0blog_indices\x18\x12 \x03(\x03\x12\x31\n\x10return_to_player\x18\x13 \x01(\x0b\x32\x17.gnau.v1.ReturnToPlayer*\xa5\x01\n\nRoundState\x12\x1b\n\x17ROUND_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14ROUND_STATE_SHUFFLED\x10\x01\x12\x15\n\x11ROUND_STATE_DEALT\x10\x02\x12\x18\n\x14ROUND_STATE_REVEALED\x10\x03\x12\x17\n\x13ROUND_STATE_SETTLED\x10\x04\x12\x16\n\x12ROUND_STATE_VOIDED\x10\x05*V\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n\x0bOUTCOME_WIN\x10\x01\x12\x10\n\x0cOUTCOME_LOSE\x10\x02\x12\x0f\n\x0bOUTCOME_TIE\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gnau/v1/round.proto\x12\x07gnau.v1\x1a\x13gnau/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"f\n\x04Seat\x12\x13\n\x0bseat_number\x18\x01 \x01(\x05\x12\x11\n\tplayer_id\x18\x02 \x01(\t\x12\r\n\x05stake\x18\x03 \x01(\x03\x12\x13\n\x0b\x63lient_seed\x18\x04 \x01(\x0c\x12\x12\n\nplayer_ref\x18\x05 \x01(\t\"&\n\x06\x42\x65\x61\x63on\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x0c\".\n\x08SeatHand\x12\x13\n\x0bseat_number\x18\x01 \x01(\x05\x12\r\n\x05\x63\x61rds\x18\x02 \x03(\t\"\x8f\x01\n\nSeatResult\x12\x13\n\x0bseat_number\x18\x01 \x01(\x05\x12+\n\nevaluation\x18\x02 \x01(\x0b\x32\x17.gnau.v1.HandEvaluation\x12\r\n\x05stake\x18\x03 \x01(\x03\x12!\n\x07outcome\x18\x04 \x01(\x0e\x32\x10.gnau.v1.Outcome\x12\r\n\x05\x64\x65lta\x18\x05 \x01(\x03\"\x81\x01\n\nSettlement\x12)\n\x0cseat_results\x18\x01 \x03(\x0b\x32\x13.gnau.v1.SeatResult\x12\x32\n\x11\x64\x65\x61ler_evaluation\x18\x02 \x01(\x0b\x32\x17.gnau.v1.HandEvaluation\x12\x14\n\x0c\x64\x65\x61ler_delta\x18\x03 \x01(\x03\"\xbb\x04\n\x05Round\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12\"\n\x05state\x18\x03 \x01(\x0e\x32\x13.gnau.v1.RoundState\x12(\n\x0bhouse_rules\x18\x04 \x01(\x0b\x32\x13.gnau.v1.HouseRules\x12\x12\n\ncommitment\x18\x05 \x01(\t\x12\x12\n\nlog_key_id\x18\x06 \x01(\t\x12\x1c\n\x05seats\x18\x07 \x03(\x0b\x32\r.gnau.v1.Seat\x12\x1f\n\x06\x62\x65\x61\x63on\x18\x08 \x01(\x0b\x32\x0f.gnau.v1.Beacon\x12\x17\n\x0ftranscript_hash\x18\t \x01(\t\x12 \n\x05hands\x18\n \x03(\x0b\x32\x11.gnau.v1.SeatHand\x12\x13\n\x0b\x64\x65\x61ler_hand\x18\x0b \x03(\t\x12\x13\n\x0bserver_seed\x18\x0c \x01(\t\x12\x0c\n\x04\x64\x65\x63k\x18\r \x03(\t\x12\'\n\nsettlement\x18\x0e \x01(\x0b\x32\x13.gnau.v1.Settlement\x12\x13\n\x0bvoid_reason\x18\x0f \x01(\t\x12/\n\x0b\x63reate_time\x18\x10 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12/\n\x0bupdate_time\x18\x11 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0blog_indices\x18\x12 \x03(\x03\x12\x31\n\x10return_to_player\x18\x13 \x01(\x0b\x32\x17.gnau.v1.ReturnToPlayer*\xa5\x01\n\nRoundState\x12\x1b\n\x17ROUND_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14ROUND_STATE_SHUFFLED\x10\x01\x12\x15\n\x11ROUND_STATE_DEALT\x10\x02\x12\x18\n\x14ROUND_STATE_REVEALED\x10\x03\x12\x17\n\x13ROUND_STATE_SETTLED\x10\x04\x12\x16\n\x12ROUND_STATE_VOIDED\x10\x05*V\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x0f\n\x0bOUTCOME_WIN\x10\x01\x12\x10\n\x0cOUTCOME_LOSE\x10\x02\x12\x0f\n\x0bOUTCOME_TIE\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gnau.v1.round_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_ROUNDSTATE']._serialized_start=1111
-  _globals['_ROUNDSTATE']._serialized_end=1276
-  _globals['_OUTCOME']._serialized_start=1278
-  _globals['_OUTCOME']._serialized_end=1364
+  _globals['_ROUNDSTATE']._serialized_start=1131
+  _globals['_ROUNDSTATE']._serialized_end=1296
+  _globals['_OUTCOME']._serialized_start=1298
+  _globals['_OUTCOME']._serialized_end=1384
   _globals['_SEAT']._serialized_start=86
-  _globals['_SEAT']._serialized_end=168
-  _globals['_BEACON']._serialized_start=170
-  _globals['_BEACON']._serialized_end=208
-  _globals['_SEATHAND']._serialized_start=210
-  _globals['_SEATHAND']._serialized_end=256
-  _globals['_SEATRESULT']._serialized_start=259
-  _globals['_SEATRESULT']._serialized_end=402
-  _globals['_SETTLEMENT']._serialized_start=405
-  _globals['_SETTLEMENT']._serialized_end=534
-  _globals['_ROUND']._serialized_start=537
-  _globals['_ROUND']._serialized_end=1108
+  _globals['_SEAT']._serialized_end=188
+  _globals['_BEACON']._serialized_start=190
+  _globals['_BEACON']._serialized_end=228
+  _globals['_SEATHAND']._serialized_start=230
+  _globals['_SEATHAND']._serialized_end=276
+  _globals['_SEATRESULT']._serialized_start=279
+  _globals['_SEATRESULT']._serialized_end=422
+  _globals['_SETTLEMENT']._serialized_start=425
+  _globals['_SETTLEMENT']._serialized_end=554
+  _globals['_ROUND']._serialized_start=557
+  _globals['_ROUND']._serialized_end=1128
 # @@protoc_insertion_point(module_scope)

@@ -99,6 +99,7 @@ class Seat(_message.Message):
     PLAYER_ID_FIELD_NUMBER: _builtins.int
     STAKE_FIELD_NUMBER: _builtins.int
     CLIENT_SEED_FIELD_NUMBER: _builtins.int
+    PLAYER_REF_FIELD_NUMBER: _builtins.int
     seat_number: _builtins.int
     """Seat number, 1 to 2^31-1, unique in the round; numbers may have gaps. Cards are dealt in
     ascending seat order.
@@ -114,6 +115,14 @@ class Seat(_message.Message):
     """
     client_seed: _builtins.bytes
     """The player's own contribution to the shuffle, 0 to 64 bytes; empty means none."""
+    player_ref: _builtins.str
+    """In answers only (ignored in requests): the seat's player reference, "p-" and 32 lower-case
+    hex digits, an HMAC-SHA-256 under the player's secret key of the round id and the seat
+    number. The log, receipts and exports name the seat by it, never by player_id; it is unique
+    to the round, so two rounds of one player cannot be linked from public data. In answers
+    player_id is filled beside it for the operator and auditor roles while the player's key
+    exists, and is empty to the public and once the player is forgotten (docs/privacy.md).
+    """
     def __init__(
         self,
         *,
@@ -121,10 +130,11 @@ class Seat(_message.Message):
         player_id: _builtins.str = ...,
         stake: _builtins.int = ...,
         client_seed: _builtins.bytes = ...,
+        player_ref: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_seed", b"client_seed", "player_id", b"player_id", "seat_number", b"seat_number", "stake", b"stake"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["client_seed", b"client_seed", "player_id", b"player_id", "player_ref", b"player_ref", "seat_number", b"seat_number", "stake", b"stake"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,129 @@
+"""Players behind their references: forgetting one (crypto-shredding), and the auditor's lookup.
+
+A seat of a v2 round names its player by a *player reference*, an HMAC under the player's
+secret key (:mod:`gnau_service.fairness.player_refs`); the keys and the links from references
+to the platform's ``player_id`` live in the store's private tables
+(:mod:`gnau_service.store.players`), never in the log.
+
+- :func:`forget_player` (``DealerService.ForgetPlayer``, operator only): one unit of work
+  deletes the player's key and every link of theirs and appends a ``PLAYER_FORGOTTEN`` event
+  whose payload is ``{}``. Nothing of the log changes, so every proof still verifies; nothing
+  the store holds links the references to the player any more. The request record of a retried
+  forget keeps its answer and its request id only: no trace of the player id, not even a hash.
+- :func:`lookup_player` (``AuditService.LookupPlayer``, auditor and operator): a player id to
+  their seats, or a reference to its player, while the key exists; each link is re-checked by
+  recomputing the reference under the stored key, so a row that does not match is not shown.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Final
+
+from gnau_service.audit.entries import EntryKind
+from gnau_service.fairness.player_refs import is_player_ref, player_ref
+from gnau_service.server.refusals import InvalidRequest, RequestConflict
+from gnau_service.server.validation import check_player_id
+from gnau_service.store import LogReader, PendingEntry, Store, Transaction
+from gnau_service.store.players import (
+    PlayerSeat,
+    read_player_key,
+    seat_of_ref,
+    seats_of_player,
+)
+from gnau_service.store.players import (
+    forget_player as forget_player_rows,
+)
+from gnau_service.store.round_rows import StoredRequest, find_request, save_request
+
+#: The operation a forget's request record names.
+FORGET_OPERATION: Final = "ForgetPlayer"
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """The answer to a forget: whether a key was deleted, how many links, and the index of the
+    ``PLAYER_FORGOTTEN`` entry (0 if nothing was forgotten and so nothing logged)."""
+
+    forgotten: bool
+    seats_unlinked: int
+    log_index: int
+
+
+async def forget_player(store: Store, player_id: str, request_id: str | None) -> Forgotten:
+    """Forget ``player_id`` in one unit of work; with a ``request_id``, a retry gets the first
+    answer (only the id is matched: the record keeps nothing of the player)."""
+    check_player_id(player_id)
+
+    def unit(tx: Transaction) -> tuple[dict[str, int], list[PendingEntry]]:
+        if request_id is not None:
+            request = find_request(tx, request_id)
+            if request is not None:
+                if request.operation != FORGET_OPERATION:
+                    raise RequestConflict(request_id, request.operation)
+                saved: dict[str, int] = json.loads(request.response)
+                pending = saved["pending_id"]
+                return saved, tx.refer([pending]) if pending else []
+        gone = forget_player_rows(tx, player_id)
+        pending = 0
+        if gone.key_deleted or gone.seats_unlinked:
+            pending = tx.append(EntryKind.PLAYER_FORGOTTEN, {}).id
+        saved = {
+            "forgotten": int(gone.key_deleted),
+            "seats_unlinked": gone.seats_unlinked,
+            "pending_id": pending,
+        }
+        if request_id is not None:
+            save_request(
+                tx,
+                StoredRequest(request_id, FORGET_OPERATION, "", json.dumps(saved, sort_keys=True)),
+            )
+        return saved, list(tx.appended)
+
+    saved, entries = await store.run_async(unit)
+    return Forgotten(
+        forgotten=bool(saved["forgotten"]),
+        seats_unlinked=saved["seats_unlinked"],
+        log_index=entries[0].index if entries else 0,
+    )
+
+
+def check_lookup(player_id: str | None, reference: str | None) -> None:
+    """Exactly one of a player id and a player reference, each well-formed."""
+    if (player_id is None) == (reference is None):
+        raise InvalidRequest([("player", "give exactly one of player_id and player_ref")])
+    if player_id is not None:
+        check_player_id(player_id)
+    elif not is_player_ref(reference):
+        raise InvalidRequest(
+            [("player_ref", "must be a player reference: p- and 32 lower-case hex digits")]
+        )
+
+
+def lookup_player(
+    store: LogReader, *, player_id: str | None = None, reference: str | None = None
+) -> tuple[str, list[PlayerSeat]]:
+    """``player_id``'s seats, or the seat ``reference`` names and its player, while the
+    player's key exists; ``("", [])`` otherwise. Every link shown is re-checked against the
+    key. Blocking: call it from a thread."""
+    check_lookup(player_id, reference)
+    if reference is not None:
+        seat = seat_of_ref(store, reference)
+        if seat is None:
+            return "", []
+        player_id, candidates = seat.player_id, [seat]
+    else:
+        assert player_id is not None
+        candidates = seats_of_player(store, player_id)
+    key = read_player_key(store, player_id)
+    if key is None:
+        return "", []
+    seats = [
+        seat
+        for seat in candidates
+        if player_ref(key, seat.round_id, seat.seat_number) == seat.player_ref
+    ]
+    if reference is not None and not seats:
+        return "", []
+    return player_id, seats
