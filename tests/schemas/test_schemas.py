@@ -30,7 +30,6 @@ PAYLOAD_SCHEMAS = {
     "SERVICE_STARTED": "payload-service-started.schema.json",
     "CONFIG_CHANGED": "payload-config-changed.schema.json",
     "KEY_ROTATED": "payload-key-rotated.schema.json",
-    "PLAYER_FORGOTTEN": "payload-player-forgotten.schema.json",
 }
 
 
