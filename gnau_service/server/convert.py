@@ -116,7 +116,12 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
         seats=[
             round_pb2.Seat(
                 seat_number=seat.seat_number,
-                player_id=seat.player,
+                # A v1 round locked the platform's id; a v2 round a reference, whose player
+                # the operator's and auditor's views know (while the player's key exists).
+                player_id=seat.player
+                if record.version is FairnessVersion.V1
+                else view.players.get(seat.player, ""),
+                player_ref="" if record.version is FairnessVersion.V1 else seat.player,
                 stake=seat.stake,
                 client_seed=seat.client_seed,
             )
@@ -162,17 +167,28 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
 
 
 def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
-    """The revealed round a client received, in the verifier's form (``docs/fairness.md``)."""
+    """The revealed round a client received, in the verifier's form (``docs/fairness.md``): a
+    v2 round if its seats carry player references (a v1 round's never do)."""
     beacon = message.beacon if message.HasField("beacon") else None
+    version = (
+        FairnessVersion.V2
+        if message.seats and all(seat.player_ref for seat in message.seats)
+        else FairnessVersion.V1
+    )
     return RevealedRound.from_json(
         {
-            "format": REVEALED_ROUND_FORMATS[FairnessVersion.V1],
+            "format": REVEALED_ROUND_FORMATS[version],
             "round_id": message.round_id,
             "house_rules": house_rules_from_proto(message.house_rules).as_dict(),
             "seats": [
                 seat_to_json(
-                    LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed),
-                    FairnessVersion.V1,
+                    LockedSeat(
+                        seat.seat_number,
+                        seat.player_ref if version is FairnessVersion.V2 else seat.player_id,
+                        seat.stake,
+                        seat.client_seed,
+                    ),
+                    version,
                 )
                 for seat in message.seats
             ],

@@ -34,7 +34,6 @@ from gnau_service.audit.round_events import (
     settled_payload,
     voided_payload,
 )
-from gnau_service.fairness.commitment import new_server_seed
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.rules.house_rules import HouseRules
@@ -43,6 +42,12 @@ from gnau_service.rules.settlement import Settlement
 from gnau_service.server.limits import DEFAULT_MAX_STAKE
 from gnau_service.server.log_indices import pending_ids, published_indices, with_indices
 from gnau_service.server.paging import next_page_token, page_limit, read_page_token
+from gnau_service.server.players import (
+    deal_fingerprint,
+    retried_names,
+    seat_players,
+    seat_references,
+)
 from gnau_service.server.refusals import RequestConflict, RoundNotFound, TableBusy, WrongState
 from gnau_service.server.round_record import (
     OPEN_STATES,
@@ -106,10 +111,8 @@ class Dealer:
             request = find_request(tx, idempotency.request_id)
             if request is not None:
                 return _replay(tx, idempotency, "Shuffle", request)
-            # v1 until the deal names players by reference (issue 21): then with_fresh_seed.
-            committed = CommittedRound(
-                f"r-{secrets.token_hex(12)}", rules, new_server_seed(), FairnessVersion.V1
-            )
+            # A v2 round: its seats will name their players by reference (docs/privacy.md).
+            committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
                 committed_payload(committed, table_id, disclosed),
@@ -145,8 +148,26 @@ class Dealer:
         beacon: tuple[str, bytes] | None,
         idempotency: Idempotency,
     ) -> RoundView:
+        # The request record keeps a fingerprint of what the log publishes, never of a player
+        # id: ``idempotency.fingerprint`` is of the body without them (see deal_fingerprint).
+        asked = [(seat.seat_number, seat.player_id) for seat in seats]
+
+        def retried(tx: Transaction, record: RoundRecord) -> Idempotency:
+            names = retried_names(tx, record, asked)
+            return replace(
+                idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
+            )
+
         def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             locked, locked_beacon = locked_seats(record.rules, seats, beacon, self.max_stake)
+            if record.version is not FairnessVersion.V1:
+                # Before anything is logged or answered: the seats name their players by
+                # reference (outside the shuffle's input, so a key made now moves no card).
+                locked = seat_references(tx, round_id, locked)
+            names = [(seat.seat_number, seat.player) for seat in locked]
+            keyed = replace(
+                idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
+            )
             dealt = dealt_round(round_id, record.rules, seed, locked, locked_beacon, record.version)
             entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
             record = replace(
@@ -158,9 +179,11 @@ class Dealer:
                 updated_at=tx.time,
                 log_indices=(*record.log_indices, -entry.id),
             )
-            return _save(tx, idempotency, "Deal", record, seed)
+            return _save(tx, keyed, "Deal", record, seed)
 
-        return await self._step(round_id, idempotency, "Deal", (RoundState.SHUFFLED,), to_dealt)
+        return await self._step(
+            round_id, idempotency, "Deal", (RoundState.SHUFFLED,), to_dealt, retried=retried
+        )
 
     async def reveal(self, round_id: str, idempotency: Idempotency) -> RoundView:
         def to_revealed(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
@@ -209,16 +232,22 @@ class Dealer:
         operation: str,
         allowed: Collection[RoundState],
         advance: Callable[[Transaction, RoundRecord, bytes], RoundView],
+        *,
+        retried: Callable[[Transaction, RoundRecord], Idempotency] | None = None,
     ) -> RoundView:
         """One step of an existing round, as a unit of work: the original answer if the request
         is a retry, else ``advance`` applied to the round and its seed, refused unless the round
-        is in one of the ``allowed`` states."""
+        is in one of the ``allowed`` states. ``retried``: the idempotency a retry is matched
+        with, given the round (by default ``idempotency`` itself)."""
         check_round_id(round_id)
 
         def unit(tx: Transaction) -> Answer:
             request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
             if request is not None:
-                return _replay(tx, idempotency, operation, request)
+                matched = idempotency
+                if retried is not None and stored is not None:
+                    matched = retried(tx, parsed_record(stored.record))
+                return _replay(tx, matched, operation, request)
             if stored is None:
                 raise RoundNotFound(round_id)
             record = parsed_record(stored.record)
@@ -238,7 +267,9 @@ class Dealer:
         if stored is None or (public and RoundState(stored.state) not in SEED_IS_PUBLIC):
             raise RoundNotFound(round_id)
         (record,) = self._published([parsed_record(stored.record)])
-        return view_of(record, bytes.fromhex(stored.server_seed))
+        # The public is never told who sits where; the operator and the auditor are.
+        players = {} if public else seat_players(self.store, [record])
+        return view_of(record, bytes.fromhex(stored.server_seed), players=players)
 
     def list(
         self, table_id: str, page_size: int, page_token: str, *, public: bool = False
@@ -253,8 +284,9 @@ class Dealer:
         states = {str(state) for state in SEED_IS_PUBLIC} if public else None
         rows = list_rounds(self.store, table_id or None, limit + 1, after, states=states)
         records = self._published([parsed_record(row.record) for row in rows[:limit]])
+        players = {} if public else seat_players(self.store, records)  # one query for the page
         views = [
-            view_of(record, bytes.fromhex(row.server_seed))
+            view_of(record, bytes.fromhex(row.server_seed), players=players)
             for record, row in zip(records, rows, strict=False)
         ]
         next_token = ""
@@ -300,7 +332,9 @@ def _replay(
     record = parsed_record(request.response)
     current = load_round(tx, record.round_id)
     assert current is not None
-    return view_of(record, bytes.fromhex(current.server_seed)), tx.refer(pending_ids(record))
+    players = seat_players(tx, [record])
+    view = view_of(record, bytes.fromhex(current.server_seed), players=players)
+    return view, tx.refer(pending_ids(record))
 
 
 def _advance(record: RoundRecord, state: RoundState, time: str, entry: PendingEntry) -> RoundRecord:
@@ -336,4 +370,5 @@ def _answer(
     save_request(
         tx, StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, text)
     )
-    return view_of(record, seed, settlement)
+    # Every step is the operator's: its answer names each seat's player (one query).
+    return view_of(record, seed, settlement, players=seat_players(tx, [record]))

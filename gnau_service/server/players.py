@@ -17,18 +17,27 @@ to the platform's ``player_id`` live in the store's private tables
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.fairness.player_refs import is_player_ref, player_ref
+from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.player_refs import is_player_ref, new_player_key, player_ref
+from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.server.refusals import InvalidRequest, RequestConflict
+from gnau_service.server.round_record import RoundRecord
 from gnau_service.server.validation import check_player_id
 from gnau_service.store import LogReader, PendingEntry, Store, Transaction
 from gnau_service.store.players import (
     PlayerSeat,
+    link_seats,
+    player_keys,
+    players_of_refs,
     read_player_key,
+    read_player_keys,
     seat_of_ref,
     seats_of_player,
 )
@@ -39,6 +48,75 @@ from gnau_service.store.round_rows import StoredRequest, find_request, save_requ
 
 #: The operation a forget's request record names.
 FORGET_OPERATION: Final = "ForgetPlayer"
+
+
+# -- the deal: references in, player ids out --------------------------------------------------
+
+
+def seat_references(
+    tx: Transaction, round_id: str, seats: Sequence[LockedSeat]
+) -> tuple[LockedSeat, ...]:
+    """``seats``, locked with the platform's player ids, named instead by their references in
+    round ``round_id``; each player's key is made if they have none (one query for the keys of
+    those who have one), and each link is recorded, in the deal's unit of work."""
+    keys = player_keys(tx, {seat.player for seat in seats}, new_player_key)
+    named = tuple(
+        LockedSeat(
+            seat.seat_number,
+            player_ref(keys[seat.player], round_id, seat.seat_number),
+            seat.stake,
+            seat.client_seed,
+        )
+        for seat in seats
+    )
+    link_seats(
+        tx,
+        [
+            PlayerSeat(ref.player, seat.player, round_id, seat.seat_number)
+            for ref, seat in zip(named, seats, strict=True)
+        ],
+    )
+    return named
+
+
+def deal_fingerprint(body: str, seats: Iterable[tuple[int, str]]) -> str:
+    """The fingerprint a Deal's request record keeps: of its body without the player ids
+    (``body``), and of each seat's number and published name (its reference in a v2 round). So
+    the record holds only what the log publishes: no hash of a player id, which anyone with the
+    round could test guesses against."""
+    text = body + "".join(f"\n{number}:{name}" for number, name in sorted(seats))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def retried_names(
+    tx: Transaction, record: RoundRecord, seats: Iterable[tuple[int, str]]
+) -> list[tuple[int, str]]:
+    """The published name of each (seat number, player id) of a retried Deal of ``record``'s
+    round, under the keys as they are (no key is made: a player forgotten since has none, and
+    their retry no longer matches)."""
+    seats = list(seats)
+    if record.version is FairnessVersion.V1:
+        return seats
+    keys = read_player_keys(tx, {player for _, player in seats})
+    return [
+        (number, player_ref(keys[player], record.round_id, number) if player in keys else "")
+        for number, player in seats
+    ]
+
+
+def seat_players(source: LogReader | Transaction, records: Iterable[RoundRecord]) -> dict[str, str]:
+    """The player id of each seat reference of ``records`` still linked to one, in one query
+    (none for v1 rounds, whose seats hold the platform's ids)."""
+    refs = [
+        seat.player
+        for record in records
+        if record.version is not FairnessVersion.V1
+        for seat in record.seats
+    ]
+    return players_of_refs(source, refs) if refs else {}
+
+
+# -- forgetting --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

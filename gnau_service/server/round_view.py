@@ -8,7 +8,8 @@ answer of the round: it is derived once and the recent ones kept (:func:`dealt_r
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from gnau_service.audit.round_events import settle_round
 from gnau_service.fairness.deal import SeatHand
@@ -33,13 +34,24 @@ class RoundView:
     server_seed: bytes | None = None
     deck: tuple[Card, ...] = ()
     settlement: Settlement | None = None
+    #: The platform's player id of each seat reference (a v2 round's seats), for the operator's
+    #: and the auditor's answers: empty for the public's, and a forgotten player's references
+    #: are not in it.
+    players: Mapping[str, str] = field(default_factory=dict)
 
 
-def view_of(record: RoundRecord, seed: bytes, settlement: Settlement | None = None) -> RoundView:
-    """The public view of ``record``; ``seed`` is used, and shown only once it is public."""
+def view_of(
+    record: RoundRecord,
+    seed: bytes,
+    settlement: Settlement | None = None,
+    players: Mapping[str, str] | None = None,
+) -> RoundView:
+    """The public view of ``record``; ``seed`` is used, and shown only once it is public;
+    ``players``, the player id of each seat reference, only for the operator and the auditor."""
     public_seed = seed if record.state in SEED_IS_PUBLIC else None
+    players = {} if players is None else players
     if not record.seats:
-        return RoundView(record, server_seed=public_seed)
+        return RoundView(record, server_seed=public_seed, players=players)
     dealt = dealt_round_of(record, seed)
     if settlement is None and record.state is RoundState.SETTLED:
         settlement = settle_round(dealt.reveal())
@@ -50,6 +62,7 @@ def view_of(record: RoundRecord, seed: bytes, settlement: Settlement | None = No
         server_seed=public_seed,
         deck=dealt.deck if public_seed is not None else (),
         settlement=settlement,
+        players=players,
     )
 
 

@@ -96,7 +96,14 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     async def Deal(
         self, request: dealer_pb2.DealRequest, context: Context
     ) -> dealer_pb2.DealResponse:
-        idempotency = idempotency_of(request)
+        # The fingerprint is of the body without the player ids: the dealer adds each seat's
+        # reference to it, so the request record keeps no hash of a player id.
+        blinded = dealer_pb2.DealRequest()
+        blinded.CopyFrom(request)
+        for seat in blinded.seats:
+            seat.ClearField("player_id")
+            seat.ClearField("player_ref")
+        idempotency = idempotency_of(blinded)
         seats = [
             SeatRequest(seat.seat_number, seat.player_id, seat.stake, seat.client_seed)
             for seat in request.seats

@@ -24,7 +24,6 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import largest_payout
 from gnau_service.server.limits import (
     MAX_JSON_INTEGER,
-    MAX_PLAYER_ID_BYTES,
     MAX_ROUND_ID_BYTES,
     MAX_TABLE_ID_BYTES,
     MAX_VOID_REASON_BYTES,
@@ -127,6 +126,12 @@ def locked_seats(
                 error=LockError,
                 where=f"seat {seat.seat_number}: ",
             )
+            if "\x00" in seat.player_id:
+                # The store keys the player's secret by the id, and no text column holds NUL.
+                raise LockError(
+                    f"seat {seat.seat_number}: player_id must not hold NUL (U+0000)",
+                    field="player_id",
+                )
             locked.append(
                 LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed)
             )

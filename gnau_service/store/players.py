@@ -58,21 +58,31 @@ def _fresh_key() -> bytes:
 
 def player_key(tx: Transaction, player_id: str, new_key: Callable[[], bytes] = _fresh_key) -> bytes:
     """``player_id``'s secret key, made with ``new_key()`` (32 bytes) and kept if the player has
-    none yet. Two processes seating a new player at once keep one key: the loser of the insert
-    reads the winner's (on PostgreSQL the insert waits for the other transaction to end)."""
-    rows = tx.execute("SELECT secret FROM player_keys WHERE player_id = ?", (player_id,))
-    if rows:
-        return _secret(rows[0])
-    key = new_key()
-    if len(key) != PLAYER_KEY_BYTES:
-        raise ValueError(f"a player key is {PLAYER_KEY_BYTES} bytes, not {len(key)}")
-    tx.execute(
-        "INSERT INTO player_keys (player_id, secret, created_at) VALUES (?, ?, ?)"
-        " ON CONFLICT (player_id) DO NOTHING",
-        (player_id, key, tx.time),
-    )
-    rows = tx.execute("SELECT secret FROM player_keys WHERE player_id = ?", (player_id,))
-    return _secret(rows[0])
+    none yet (:func:`player_keys` of one player)."""
+    return player_keys(tx, [player_id], new_key)[player_id]
+
+
+def player_keys(
+    tx: Transaction, player_ids: Collection[str], new_key: Callable[[], bytes] = _fresh_key
+) -> dict[str, bytes]:
+    """The secret key of each of ``player_ids``, a new one made with ``new_key()`` (32 bytes)
+    and kept for each player who has none yet: one query for those who have one. Two processes
+    seating a new player at once keep one key: the loser of the insert reads the winner's (on
+    PostgreSQL the insert waits for the other transaction to end)."""
+    keys = read_player_keys(tx, player_ids)
+    missing = sorted(set(player_ids) - keys.keys())
+    for player_id in missing:
+        key = new_key()
+        if len(key) != PLAYER_KEY_BYTES:
+            raise ValueError(f"a player key is {PLAYER_KEY_BYTES} bytes, not {len(key)}")
+        tx.execute(
+            "INSERT INTO player_keys (player_id, secret, created_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (player_id) DO NOTHING",
+            (player_id, key, tx.time),
+        )
+    if missing:
+        keys.update(read_player_keys(tx, missing))
+    return keys
 
 
 def link_seats(tx: Transaction, seats: Sequence[PlayerSeat]) -> None:
@@ -98,10 +108,24 @@ def forget_player(tx: Transaction, player_id: str) -> ForgottenPlayer:
 # -- reads (of the operator's and the auditor's answers) --------------------------------------
 
 
-def read_player_key(reader: LogReader, player_id: str) -> bytes | None:
+def read_player_key(source: LogReader | Transaction, player_id: str) -> bytes | None:
     """``player_id``'s secret key, or None if they have none (never seated, or forgotten)."""
-    rows = reader.query("SELECT secret FROM player_keys WHERE player_id = ?", (player_id,))
-    return _secret(rows[0]) if rows else None
+    return read_player_keys(source, [player_id]).get(player_id)
+
+
+def read_player_keys(
+    source: LogReader | Transaction, player_ids: Collection[str]
+) -> dict[str, bytes]:
+    """The secret key of each of ``player_ids`` who has one, in one query, read by a reader or
+    inside a unit of work."""
+    if not player_ids:
+        return {}
+    wanted = sorted(set(player_ids))
+    marks = ", ".join("?" for _ in wanted)
+    rows = _rows(
+        source, f"SELECT player_id, secret FROM player_keys WHERE player_id IN ({marks})", wanted
+    )
+    return {str(row[0]): _secret(row[1:]) for row in rows}
 
 
 def seats_of_player(reader: LogReader, player_id: str) -> list[PlayerSeat]:
@@ -133,12 +157,13 @@ def players_of_refs(
     wanted = sorted(set(player_refs))
     marks = ", ".join("?" for _ in wanted)
     text = f"SELECT player_ref, player_id FROM player_seats WHERE player_ref IN ({marks})"
-    rows = (
-        source.query(text, wanted)
-        if isinstance(source, LogReader)
-        else source.execute(text, wanted)
-    )
-    return {str(ref): str(player) for ref, player in rows}
+    return {str(ref): str(player) for ref, player in _rows(source, text, wanted)}
+
+
+def _rows(source: LogReader | Transaction, text: str, params: Sequence[object]) -> list[Row]:
+    if isinstance(source, LogReader):
+        return source.query(text, params)
+    return source.execute(text, params)
 
 
 def _secret(row: Row) -> bytes:

@@ -417,7 +417,7 @@ async def test_round_get_json_is_what_verify_round_reads(
     assert status == 0
     revealed = tmp_path / "round.json"
     revealed.write_text(capsys.readouterr().out)
-    assert json.loads(revealed.read_text())["format"] == "gnau-dealer/revealed-round/v1"
+    assert json.loads(revealed.read_text())["format"] == "gnau-dealer/revealed-round/v2"
     assert await asyncio.to_thread(gnau_main, ["verify-round", str(revealed)]) == 0
     open_round = await shuffle(service, "round-get-open")
     status = await asyncio.to_thread(

@@ -271,11 +271,11 @@ def lookup_player_request(
     player_id: str | None, player_ref: str | None
 ) -> audit_pb2.LookupPlayerRequest:
     """Exactly one of ``player_id`` and ``player_ref``."""
-    if (player_id is None) == (player_ref is None):
-        raise ValueError("give exactly one of player_id and player_ref")
-    if player_id is not None:
+    if player_id is not None and player_ref is None:
         return audit_pb2.LookupPlayerRequest(player_id=player_id)
-    return audit_pb2.LookupPlayerRequest(player_ref=player_ref)
+    if player_ref is not None and player_id is None:
+        return audit_pb2.LookupPlayerRequest(player_ref=player_ref)
+    raise ValueError("give exactly one of player_id and player_ref")
 
 
 def void_round_request(
