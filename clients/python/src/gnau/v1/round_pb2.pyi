@@ -105,7 +105,12 @@ class Seat(_message.Message):
     ascending seat order.
     """
     player_id: _builtins.str
-    """The player's id: non-empty, at most 128 bytes of UTF-8."""
+    """The player's id: non-empty, at most 128 bytes of UTF-8, no NUL. The platform's own id,
+    which the service never publishes: at Deal it is replaced by player_ref in the log, the
+    round record and receipts. In answers it is filled for the operator and auditor roles (see
+    player_ref), empty for the public; in a v1 round (dealt before references) it is the id as
+    sent, to everyone.
+    """
     stake: _builtins.int
     """The stake in minor currency units: 1 to the server's max stake (--max-stake: 10^12 by
     default, 5,492,194,667,524 at most). Every amount a round can settle must fit an IEEE 754
