@@ -180,18 +180,21 @@ def _with_log(
     command: Callable[[AuditLog, argparse.Namespace], int],
     *,
     needs_entries: bool = True,
+    reason: str | None = None,
 ) -> int:
     """Run ``command`` on the log ``args`` name; ``needs_entries`` if it reads entries, which
     over gRPC only the auditor and operator roles may."""
     try:
-        with _opened_log(args, needs_entries=needs_entries) as log:
+        with _opened_log(args, needs_entries=needs_entries, reason=reason) as log:
             return command(log, args)
     except _CannotReadLogError as error:
         return _fail(str(error))
 
 
 @contextmanager
-def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[AuditLog]:
+def _opened_log(
+    args: argparse.Namespace, *, needs_entries: bool, reason: str | None = None
+) -> Iterator[AuditLog]:
     # GNAU_TARGET is only a default: a --database given on the command line wins over it.
     if args.target is None or args.database is not None:
         # Imported here, as the store's other names below: the store (psycopg with it) is slow to
@@ -208,7 +211,8 @@ def _opened_log(args: argparse.Namespace, *, needs_entries: bool) -> Iterator[Au
             except StoreError as error:
                 raise _CannotReadLogError(clip(str(error), 300)) from None
         return
-    reason = "reading log entries needs a token of the auditor role" if needs_entries else None
+    if reason is None and needs_entries:
+        reason = "reading log entries needs a token of the auditor role"
     with connect(args, token_required=reason) as client:
         try:
             yield RemoteLog(client)
@@ -445,7 +449,9 @@ def _unverified(round_id: str, error: ValueError, *, as_json: bool) -> None:
 
 
 def run_players(args: argparse.Namespace) -> int:
-    return _with_log(args, _players)
+    return _with_log(
+        args, _players, reason="mapping players needs a token of the auditor (or operator) role"
+    )
 
 
 def _players(log: AuditLog, args: argparse.Namespace) -> int:

@@ -15,9 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import grpc
 
+from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.remote import (
     TargetError,
     add_target_option,
@@ -37,6 +39,13 @@ def add_player_arguments(player: argparse.ArgumentParser) -> None:
     add_target_option(forget)
     add_token_options(forget, role="the operator role's")
     forget.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="with --target: a file holding the operator token (such as the operator-token file "
+        "a first start writes), instead of --token",
+    )
+    forget.add_argument(
         "--request-id",
         help="idempotency key: a retry with it gets the first answer (default: a fresh UUID4)",
     )
@@ -46,6 +55,12 @@ def add_player_arguments(player: argparse.ArgumentParser) -> None:
 
 def run_forget(args: argparse.Namespace) -> int:
     needs = "forgetting a player needs a token of the operator role"
+    if args.token_file is not None and args.token is None:
+        try:
+            args.token = read_private_file(args.token_file, "token file").decode().strip()
+        except (KeyFileError, UnicodeDecodeError) as error:
+            print(f"gnau player forget: {error}", file=sys.stderr)
+            return 2
     try:
         with connect(args, token_required=needs) as client:
             answer = client.forget_player(args.player_id, request_id=args.request_id)

@@ -19,6 +19,7 @@ from gnau_client import GnauClient, Seat
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.remote_log import RemoteLog
+from gnau_service.fairness.player_refs import is_player_ref
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from tests.conftest import Run
@@ -283,7 +284,9 @@ async def test_round_json_holds_every_event_as_logged(gnau: Gnau, service: Servi
     ]  # fmt: skip
     assert all(set(event) == {"index", "time", "kind", "payload"} for event in events)
     dealt = events[1]["payload"]
-    assert [seat["player_id"] for seat in dealt["seats"]] == ["alice", "bob", "carol"]
+    # A v2 round's entries name each seat by its player reference, never the platform's id.
+    assert all("player_id" not in seat for seat in dealt["seats"])
+    assert all(is_player_ref(seat["player_ref"]) for seat in dealt["seats"])
     voided = await run(gnau, "audit", "round", rounds.voided, "--json", *remote(service))
     (void_record,) = voided.json_lines
     assert [event["kind"] for event in void_record["events"]] == [
