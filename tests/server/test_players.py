@@ -485,3 +485,39 @@ async def test_a_deal_retried_after_its_player_is_forgotten_is_a_conflict(
     assert re.fullmatch("[0-9a-f]{64}", str(rows[0][0]))
     assert ALICE not in str(rows) and BOB not in str(rows)
     assert dealt.seats[0].player_ref in str(rows[0][1])
+
+
+async def test_the_python_clients_forget_and_look_up_players(service: Service) -> None:
+    from gnau_client import GnauClient, Seat
+    from gnau_client.aio import AsyncGnauClient
+
+    target = f"127.0.0.1:{service.app.port}"
+    async with AsyncGnauClient(target, token=TOKENS["operator"]) as client:
+        shuffled = await client.shuffle("t-client")
+        dealt = await client.deal(
+            shuffled.round_id, [Seat(seat_number=1, player_id=ALICE, stake=5)]
+        )
+        (seat,) = dealt.seats
+        found = await client.lookup_player(player_ref=seat.player_ref)
+        assert found.player_id == ALICE
+        assert [(s.round_id, s.seat_number) for s in found.seats] == [(dealt.round_id, 1)]
+
+    def forget() -> tuple[object, ...]:
+        with GnauClient(target, token=TOKENS["auditor"]) as auditor:
+            by_id = auditor.lookup_player(player_id=ALICE)
+            with pytest.raises(ValueError, match="exactly one"):
+                auditor.lookup_player()
+        with GnauClient(target, token=TOKENS["operator"]) as operator:
+            forgotten = operator.forget_player(ALICE, request_id="forget-1")
+            retried = operator.forget_player(ALICE, request_id="forget-1")
+            after = operator.lookup_player(player_id=ALICE)
+        return by_id, forgotten, retried, after
+
+    by_id, forgotten, retried, after = await asyncio.to_thread(forget)
+    assert by_id.player_id == ALICE  # type: ignore[attr-defined]
+    assert forgotten == retried
+    assert forgotten.forgotten and forgotten.seats_unlinked == 1  # type: ignore[attr-defined]
+    assert after.player_id == "" and not after.seats  # type: ignore[attr-defined]
+    async with AsyncGnauClient(target, token=TOKENS["operator"]) as client:
+        again = await client.forget_player(ALICE)
+        assert (again.forgotten, again.log_index) == (False, 0)
