@@ -188,7 +188,7 @@ def round_events(number: int, rng: random.Random) -> RoundEvents:
     seats = [
         LockedSeat(
             seat,
-            f"player-{rng.randrange(1_000_000):06d}",
+            f"p-{rng.randrange(1_000_000):032x}",
             rng.randrange(1, 500) * 10,
             client_seed=rng.randbytes(16) if rng.random() < 0.5 else b"",
         )

@@ -355,7 +355,7 @@ def serve_front(serve_arguments: Sequence[str]) -> int:
     set's disclosed figures, as the service's rounds do."""
     rules = HouseRules()
     committed = CommittedRound(f"r-{secrets.token_hex(12)}", rules, secrets.token_bytes(32))
-    seats = [LockedSeat(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)]
+    seats = [LockedSeat(n, f"p-{n:032x}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)]
     locked = committed.lock(seats)
     now = utc_now()
     shuffled = RoundRecord(

@@ -22,7 +22,8 @@ from gnau_service.rules.cards import Card, standard_deck
 from gnau_service.rules.house_rules import HouseRules
 
 RULES: Final = HouseRules()
-SEATS: Final = tuple(LockedSeat(number, f"player-{number}", 100) for number in range(1, 10))
+# v2 rounds: each seat names its player by a reference (fixed ones here; the service's are keyed).
+SEATS: Final = tuple(LockedSeat(number, f"p-{number:032x}", 100) for number in range(1, 10))
 SEAT_NUMBERS: Final = tuple(seat.seat_number for seat in SEATS)
 TARGET_MICROSECONDS: Final = 1000.0
 
@@ -67,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def whole_round() -> None:
         for round_ in locked:
             committed = round_.committed
-            CommittedRound(committed.round_id, RULES, committed.server_seed).lock(SEATS).deal()
+            again = CommittedRound(committed.round_id, RULES, committed.server_seed)
+            again.lock(SEATS).deal()
 
     timings: dict[str, list[float]] = {"fair": [], "baseline": [], "whole": []}
     for _ in range(args.repeats):  # interleaved, so drifts in machine load hit all alike

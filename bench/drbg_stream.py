@@ -58,7 +58,8 @@ from gnau_service.rules.house_rules import HouseRules
 
 STREAM_TAG: Final = b"gnau-dealer/bench/drbg-stream"
 RULES: Final = HouseRules()
-SEATS: Final = tuple(LockedSeat(number, f"player-{number}", 100) for number in range(1, 10))
+# v2 rounds: each seat names its player by a reference (fixed ones here; the service's are keyed).
+SEATS: Final = tuple(LockedSeat(number, f"p-{number:032x}", 100) for number in range(1, 10))
 DEFAULT_GENERATES: Final = 4
 DEFAULT_SEED_HEX: Final = "00"
 WORDS_PER_GENERATE: Final = GENERATE_BYTES // 4

@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 ALPHA: Final = 0.01
 CARDS: Final = CARDS_PER_DECK
 RULES: Final = HouseRules()
-SEATS: Final = tuple(LockedSeat(number, f"player-{number}", 100) for number in range(1, 10))
+# v2 rounds: each seat names its player by a reference (fixed ones here; the service's are keyed).
+SEATS: Final = tuple(LockedSeat(number, f"p-{number:032x}", 100) for number in range(1, 10))
 MIN_EXPECTED_PER_CELL: Final = 5.0
 ROUND_SEED_TAG: Final = b"gnau-dealer/bench/fairness-stats"
 DEFAULT_OUT_DIR: Final = Path(__file__).resolve().parent / "results"

@@ -12,7 +12,7 @@ rules; a void's seed is checked against the commitment.
 >>> from gnau_service.fairness.transcript import LockedSeat
 >>> from gnau_service.rules.house_rules import HouseRules
 >>> committed = CommittedRound("r-1", HouseRules(), bytes(32))
->>> dealt = committed.lock([LockedSeat(1, "ann", 5)]).deal()
+>>> dealt = committed.lock([LockedSeat(1, "p-" + "a0" * 16, 5)]).deal()
 >>> replay = RoundReplay()
 >>> replay.feed(EntryKind.ROUND_COMMITTED, "r-1", committed_payload(committed, "t-1"))
 >>> replay.feed(EntryKind.ROUND_DEALT, "r-1", dealt_payload(dealt))
@@ -37,11 +37,13 @@ from gnau_service.audit.round_events import (
     DEALT_FIELDS,
     DISCLOSED_FIELD,
     REVEALED_FIELDS,
+    VERSION_FIELD,
+    committed_version,
     settle_round,
 )
 from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.errors import FairnessError
-from gnau_service.fairness.reveal import REVEALED_ROUND_FORMAT, RevealedRound
+from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, VERSION_OF_FORMAT, RevealedRound
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import RulesError, quoted
 from gnau_service.rules.house_rules import HouseRules
@@ -142,16 +144,18 @@ class RoundReplay:
         if kind is EntryKind.ROUND_COMMITTED:
             # Exactly its own fields: a payload member must not stand in for the round id or
             # format that replay puts in the document itself.
-            with_figures = DISCLOSED_FIELD in payload
-            fields = _only(
-                payload,
-                (*COMMITTED_FIELDS, DISCLOSED_FIELD) if with_figures else COMMITTED_FIELDS,
-                round_id,
-                kind,
-            )
-            if with_figures:
+            optional = tuple(key for key in (DISCLOSED_FIELD, VERSION_FIELD) if key in payload)
+            fields = _only(payload, (*COMMITTED_FIELDS, *optional), round_id, kind)
+            if DISCLOSED_FIELD in payload:
                 _check_disclosed(round_id, payload[DISCLOSED_FIELD])
-            document: dict[str, Any] = {"format": REVEALED_ROUND_FORMAT, "round_id": round_id}
+            try:
+                version = committed_version(payload)
+            except ValueError as error:
+                raise ReplayError(f"round {round_id}: {clip(str(error))}") from None
+            document: dict[str, Any] = {
+                "format": REVEALED_ROUND_FORMATS[version],
+                "round_id": round_id,
+            }
             document |= {key: fields[key] for key in ("house_rules", "commitment")}
             self._rounds[round_id] = _RoundState(kind, document)
             return None
@@ -200,7 +204,8 @@ def _verify_void(round_id: str, document: dict[str, Any], payload: dict[str, Jso
         )
     try:
         rules = HouseRules.from_mapping(house_rules)
-        commitment = compute_commitment(round_id, rules, bytes.fromhex(seed))
+        version = VERSION_OF_FORMAT[document["format"]]
+        commitment = compute_commitment(round_id, rules, bytes.fromhex(seed), version)
     except (ValueError, RulesError, FairnessError) as error:
         raise ReplayError(
             f"round {round_id}: its void cannot be checked: {clip(str(error))}"

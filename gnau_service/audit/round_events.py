@@ -7,8 +7,12 @@ as it exists and no sooner:
 
 - committed: ``table_id``, ``house_rules``, ``commitment``, and since the return to player was
   disclosed, ``return_to_player`` (the rule set's figures,
-  :class:`~gnau_service.rules.return_to_player.ReturnToPlayer`; older entries lack it);
-- dealt: ``seats``, ``beacon``, ``transcript_hash``, ``hands``, ``dealer_hand``;
+  :class:`~gnau_service.rules.return_to_player.ReturnToPlayer`; older entries lack it); a v2
+  round also says ``"fairness_version": 2``
+  (:class:`~gnau_service.fairness.encoding.FairnessVersion`; an entry without it is a v1
+  round's);
+- dealt: ``seats``, ``beacon``, ``transcript_hash``, ``hands``, ``dealer_hand``; the seats name
+  each player by a reference in a v2 round (the platform's id only in v1 rounds);
 - revealed: ``server_seed``, ``deck``;
 - settled: the settlement (:meth:`gnau_service.rules.settlement.Settlement.to_json`);
 - voided: ``reason``, the ``state`` the round was in, and its ``server_seed``: a void reveals the
@@ -22,7 +26,9 @@ cannot disagree on a field.
 >>> from gnau_service.rules.house_rules import HouseRules
 >>> committed = CommittedRound("r-1", HouseRules(), bytes(32))
 >>> sorted(committed_payload(committed, "t-1"))
-['commitment', 'house_rules', 'table_id']
+['commitment', 'fairness_version', 'house_rules', 'table_id']
+>>> committed_version(committed_payload(committed, "t-1"))
+<FairnessVersion.V2: 2>
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.rules.return_to_player import ReturnToPlayer
@@ -39,6 +46,8 @@ from gnau_service.rules.settlement import PlayerHand, Settlement, settle
 COMMITTED_FIELDS: Final = ("table_id", "house_rules", "commitment")
 #: The optional member of a committed entry: the disclosed figures, not part of the revealed round.
 DISCLOSED_FIELD: Final = "return_to_player"
+#: The member of a committed entry that a round of any version after v1 carries.
+VERSION_FIELD: Final = "fairness_version"
 DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
 REVEALED_FIELDS: Final = ("server_seed", "deck")
 
@@ -52,9 +61,25 @@ def committed_payload(
         "house_rules": dict(committed.rules.as_dict()),
         "commitment": committed.commitment.hex(),
     }
+    if committed.version is not FairnessVersion.V1:
+        payload[VERSION_FIELD] = int(committed.version)
     if disclosed is not None:
         payload[DISCLOSED_FIELD] = dict(disclosed.to_json())
     return payload
+
+
+def committed_version(payload: dict[str, JsonValue]) -> FairnessVersion:
+    """The fairness version a committed entry's payload declares: v1 if it names none; a
+    :class:`ValueError` if it names one that is not a later version."""
+    if VERSION_FIELD not in payload:
+        return FairnessVersion.V1
+    value = payload[VERSION_FIELD]
+    if isinstance(value, bool) or not isinstance(value, int) or value == FairnessVersion.V1:
+        raise ValueError(f"{VERSION_FIELD} must be a version after 1, got {value!r}")
+    try:
+        return FairnessVersion(value)
+    except ValueError:
+        raise ValueError(f"{VERSION_FIELD} {value} is not a known fairness version") from None
 
 
 def dealt_payload(dealt: DealtRound) -> dict[str, JsonValue]:

@@ -111,8 +111,9 @@ def full_record(history: RoundHistory) -> list[str]:
     for hand in map(_object, _list(dealt.get("hands"))):
         number = hand["seat_number"]
         seat = seats.get(number, {})
+        player = seat.get("player_ref") or seat.get("player_id", "?")
         line = (
-            f"seat {number:<3} {seat.get('player_id', '?'):<12} stake {seat.get('stake', '?'):>8}  "
+            f"seat {number:<3} {player:<12} stake {seat.get('stake', '?'):>8}  "
             f"{_symbols(hand.get('cards'))}"
         )
         if number in results:

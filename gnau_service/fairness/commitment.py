@@ -5,12 +5,16 @@ The commitment is published before any seat is locked::
     commitment = SHA-256( frame(COMMITMENT_TAG) || frame(round_id) || frame(house_rules)
                           || frame(uint64(decks)) || frame(server_seed) )
 
+``COMMITMENT_TAG`` names the round's fairness version
+(:class:`~gnau_service.fairness.encoding.FairnessVersion`), so one commitment cannot be opened
+as a round of another version.
+
 It is *binding*: SHA-256 is collision resistant and the encoding is injective, so no other
 seed, round id or rule set opens it. It is *hiding*: the seed is 256 secret, uniformly random
 bits, so the commitment tells nothing about it or about the deck it will make.
 
 >>> from gnau_service.rules.house_rules import HouseRules
->>> compute_commitment("round-1", HouseRules(), bytes(range(32))).hex()
+>>> compute_commitment("round-1", HouseRules(), bytes(range(32)), FairnessVersion.V1).hex()
 '9a67e377fdb9e1e511c4609960adea7779e6fbe72bde29682042e2ff4dbaa1a1'
 >>> len(new_server_seed()), new_server_seed() != new_server_seed()
 (32, True)
@@ -22,7 +26,7 @@ import hashlib
 import secrets
 from typing import Final
 
-from gnau_service.fairness.encoding import COMMITMENT_TAG, frames, uint64, utf8
+from gnau_service.fairness.encoding import COMMITMENT_TAGS, FairnessVersion, frames, uint64, utf8
 from gnau_service.fairness.errors import CommitError
 from gnau_service.fairness.validation import require_bytes, require_text
 from gnau_service.rules.house_rules import HouseRules
@@ -74,14 +78,16 @@ def encode_house_rules(rules: HouseRules) -> bytes:
     )
 
 
-def commitment_preimage(round_id: str, rules: HouseRules, server_seed: bytes) -> bytes:
+def commitment_preimage(
+    round_id: str, rules: HouseRules, server_seed: bytes, version: FairnessVersion
+) -> bytes:
     """The exact bytes whose SHA-256 is the commitment."""
     require_round_id(round_id)
     require_server_seed(server_seed)
     if not isinstance(rules, HouseRules):
         raise CommitError(f"rules must be HouseRules, got {type(rules).__name__}", field="rules")
     return frames(
-        COMMITMENT_TAG,
+        COMMITMENT_TAGS[version],
         utf8(round_id),
         encode_house_rules(rules),
         # The deck count is inside the rules too; on its own it binds the size of the shuffled
@@ -91,9 +97,11 @@ def commitment_preimage(round_id: str, rules: HouseRules, server_seed: bytes) ->
     )
 
 
-def compute_commitment(round_id: str, rules: HouseRules, server_seed: bytes) -> bytes:
+def compute_commitment(
+    round_id: str, rules: HouseRules, server_seed: bytes, version: FairnessVersion
+) -> bytes:
     """SHA-256 of :func:`commitment_preimage`: the 32 bytes published before the lock."""
-    return hashlib.sha256(commitment_preimage(round_id, rules, server_seed)).digest()
+    return hashlib.sha256(commitment_preimage(round_id, rules, server_seed, version)).digest()
 
 
 def _rule_text(value: bool | str | int) -> str:

@@ -15,17 +15,43 @@ one frame.
 '000000000000012c'
 >>> frames(b"a", b"bc") != frames(b"ab", b"c")
 True
+>>> COMMITMENT_TAGS[FairnessVersion.V2]
+b'gnau-dealer/fairness/v2/commitment'
 """
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Final
 
+
+class FairnessVersion(IntEnum):
+    """Which encoding a round's commitment and lock use.
+
+    - ``V1``: each locked seat's transcript frame holds the platform's player id;
+    - ``V2``: a seat is locked by its number, stake and client seed only. Who sits there is
+      published as a player reference (:mod:`~gnau_service.fairness.player_refs`), which is
+      outside the shuffle's input, so a reference (or its key) chosen at the deal cannot move
+      a card. The commitment's tag names the version, so it is fixed before any seat is.
+    """
+
+    V1 = 1
+    V2 = 2
+
+
 # The domain-separation tags, one per hash or keyed derivation. Kept together so that it is
-# plain to see that they are all different; ``v1`` changes with any change of encoding.
-COMMITMENT_TAG: Final = b"gnau-dealer/fairness/v1/commitment"
-LOCK_TAG: Final = b"gnau-dealer/fairness/v1/lock"
+# plain to see that they are all different; the version changes with any change of encoding.
+COMMITMENT_TAGS: Final = {
+    FairnessVersion.V1: b"gnau-dealer/fairness/v1/commitment",
+    FairnessVersion.V2: b"gnau-dealer/fairness/v2/commitment",
+}
+LOCK_TAGS: Final = {
+    FairnessVersion.V1: b"gnau-dealer/fairness/v1/lock",
+    FairnessVersion.V2: b"gnau-dealer/fairness/v2/lock",
+}
+#: The shuffle is the same in every version: the DRBG keyed by the seed and the transcript hash.
 SHUFFLE_TAG: Final = b"gnau-dealer/fairness/v1/shuffle"
+PLAYER_REF_TAG: Final = b"gnau-dealer/player-ref/v1"
 
 FRAME_LENGTH_BYTES: Final = 4
 MAX_FRAME_BYTES: Final = 2 ** (8 * FRAME_LENGTH_BYTES) - 1

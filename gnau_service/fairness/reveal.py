@@ -12,12 +12,15 @@ link of the chain breaks.
 
 >>> from gnau_service.fairness.round import CommittedRound
 >>> from gnau_service.rules.house_rules import HouseRules
->>> round_ = CommittedRound("r-1", HouseRules(), bytes(32)).lock([LockedSeat(1, "ann", 5)])
+>>> ann = "p-" + "a0" * 16
+>>> round_ = CommittedRound("r-1", HouseRules(), bytes(32)).lock([LockedSeat(1, ann, 5)])
 >>> document = round_.deal().reveal().to_json()
->>> document["seats"]
-[{'seat_number': 1, 'player_id': 'ann', 'stake': 5, 'client_seed': ''}]
+>>> document["format"]
+'gnau-dealer/revealed-round/v2'
+>>> document["seats"] == [{"seat_number": 1, "player_ref": ann, "stake": 5, "client_seed": ""}]
+True
 >>> document["dealer_hand"]
-['6S', '2S', '4C', 'KS', 'JS']
+['KS', 'QS', 'AH', 'JD', '5C']
 >>> RevealedRound.from_json(document) == round_.deal().reveal()
 True
 >>> del document["seats"][0]["stake"]
@@ -37,6 +40,7 @@ from typing import Final, NoReturn
 
 from gnau_service.fairness.commitment import require_hash, require_round_id, require_server_seed
 from gnau_service.fairness.deal import SeatHand, require_hands_fit
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.errors import RevealFormatError
 from gnau_service.fairness.strict_json import (
     DuplicateMemberError,
@@ -49,7 +53,14 @@ from gnau_service.rules.cards import Card, parse_card
 from gnau_service.rules.errors import RulesError, quoted
 from gnau_service.rules.house_rules import HouseRules
 
-REVEALED_ROUND_FORMAT: Final = "gnau-dealer/revealed-round/v1"
+#: The ``format`` of a revealed round's JSON, by fairness version.
+REVEALED_ROUND_FORMATS: Final = {
+    FairnessVersion.V1: "gnau-dealer/revealed-round/v1",
+    FairnessVersion.V2: "gnau-dealer/revealed-round/v2",
+}
+#: The seat member naming who sits there: the player id in v1, the player reference in v2.
+SEAT_PLAYER_FIELDS: Final = {FairnessVersion.V1: "player_id", FairnessVersion.V2: "player_ref"}
+VERSION_OF_FORMAT: Final = {name: version for version, name in REVEALED_ROUND_FORMATS.items()}
 
 _TOP_LEVEL_FIELDS: Final = (
     "format",
@@ -64,7 +75,10 @@ _TOP_LEVEL_FIELDS: Final = (
     "hands",
     "dealer_hand",
 )
-_SEAT_FIELDS: Final = ("seat_number", "player_id", "stake", "client_seed")
+_SEAT_FIELDS: Final = {
+    version: ("seat_number", player, "stake", "client_seed")
+    for version, player in SEAT_PLAYER_FIELDS.items()
+}
 _BEACON_FIELDS: Final = ("label", "value")
 _HAND_FIELDS: Final = ("seat_number", "cards")
 _HEX: Final = re.compile(r"(?:[0-9a-fA-F]{2})*")
@@ -75,7 +89,8 @@ class RevealedRound:
     """A finished round as published: its inputs, its hashes, its seed, its deck and hands.
 
     ``seats`` and ``seat_hands`` are kept in ascending seat-number order whatever order they
-    were given in. ``deck[0]`` is the first card dealt.
+    were given in. ``deck[0]`` is the first card dealt. ``version`` is the round's fairness
+    format, which says how its commitment and transcript are computed.
     """
 
     round_id: str
@@ -88,8 +103,11 @@ class RevealedRound:
     deck: tuple[Card, ...]
     seat_hands: tuple[SeatHand, ...]
     dealer_hand: tuple[Card, ...]
+    version: FairnessVersion
 
     def __post_init__(self) -> None:
+        if self.version not in REVEALED_ROUND_FORMATS:
+            raise RevealFormatError(f"no such fairness version: {self.version!r}", field="format")
         require_round_id(self.round_id)
         if not isinstance(self.rules, HouseRules):
             raise RevealFormatError(
@@ -102,7 +120,7 @@ class RevealedRound:
         require_hash(self.commitment, "commitment")
         require_hash(self.transcript_hash, "transcript_hash")
         require_server_seed(self.server_seed)
-        seats = canonical_seats(self.seats)
+        seats = canonical_seats(self.seats, self.version)
         # A round that cannot be dealt was never a round: refuse it like the lock does.
         require_hands_fit(len(seats), self.rules.decks)
         hands = tuple(sorted(self.seat_hands, key=lambda hand: hand.seat_number))
@@ -132,14 +150,17 @@ class RevealedRound:
     def from_json(cls, obj: object) -> RevealedRound:
         """Read the JSON form (as parsed by :mod:`json`) of a revealed round."""
         top = _JsonObject(obj, "", _TOP_LEVEL_FIELDS)
-        if (found := top.text("format")) != REVEALED_ROUND_FORMAT:
-            top.fail("format", f"must be {REVEALED_ROUND_FORMAT!r}, got {quoted(found)}")
+        version = VERSION_OF_FORMAT.get(found := top.text("format"))
+        if version is None:
+            known = " or ".join(repr(name) for name in REVEALED_ROUND_FORMATS.values())
+            top.fail("format", f"must be {known}, got {quoted(found)}")
         beacon = top.get("beacon", default=None)
         return cls(
             round_id=top.text("round_id"),
             rules=_read_house_rules(top.get("house_rules")),
             seats=tuple(
-                read_seat(item, f"seats[{index}]") for index, item in enumerate(top.array("seats"))
+                read_seat(item, f"seats[{index}]", version)
+                for index, item in enumerate(top.array("seats"))
             ),
             beacon=None if beacon is None else read_beacon(beacon),
             commitment=top.hex_bytes("commitment"),
@@ -150,15 +171,16 @@ class RevealedRound:
                 _read_hand(item, f"hands[{index}]") for index, item in enumerate(top.array("hands"))
             ),
             dealer_hand=top.cards("dealer_hand"),
+            version=version,
         )
 
     def to_json(self) -> dict[str, object]:
         """The JSON form: plain dicts, lists, strings and integers, ready for ``json.dumps``."""
         return {
-            "format": REVEALED_ROUND_FORMAT,
+            "format": REVEALED_ROUND_FORMATS[self.version],
             "round_id": self.round_id,
             "house_rules": self.rules.as_dict(),
-            "seats": [seat_to_json(seat) for seat in self.seats],
+            "seats": [seat_to_json(seat, self.version) for seat in self.seats],
             "beacon": None if self.beacon is None else beacon_to_json(self.beacon),
             "commitment": self.commitment.hex(),
             "transcript_hash": self.transcript_hash.hex(),
@@ -255,11 +277,12 @@ def _read_house_rules(value: object) -> HouseRules:
         raise RevealFormatError(f"house_rules: {error}", field=f"house_rules.{key}") from None
 
 
-def seat_to_json(seat: LockedSeat) -> dict[str, object]:
-    """A locked seat's JSON form (the one revealed rounds and the audit log use)."""
+def seat_to_json(seat: LockedSeat, version: FairnessVersion) -> dict[str, object]:
+    """A locked seat's JSON form in a ``version`` round (the one revealed rounds and the audit
+    log use)."""
     return {
         "seat_number": seat.seat_number,
-        "player_id": seat.player_id,
+        SEAT_PLAYER_FIELDS[version]: seat.player,
         "stake": seat.stake,
         "client_seed": seat.client_seed.hex(),
     }
@@ -269,12 +292,13 @@ def beacon_to_json(beacon: Beacon) -> dict[str, object]:
     return {"label": beacon.label, "value": beacon.value.hex()}
 
 
-def read_seat(value: object, path: str) -> LockedSeat:
-    """Read a seat's JSON form strictly; errors name the field by ``path``."""
-    seat = _JsonObject(value, path, _SEAT_FIELDS)
+def read_seat(value: object, path: str, version: FairnessVersion) -> LockedSeat:
+    """Read a seat's JSON form in a ``version`` round strictly; errors name the field by
+    ``path``."""
+    seat = _JsonObject(value, path, _SEAT_FIELDS[version])
     return LockedSeat(
         seat_number=seat.integer("seat_number"),
-        player_id=seat.text("player_id"),
+        player=seat.text(SEAT_PLAYER_FIELDS[version]),
         stake=seat.integer("stake"),
         client_seed=seat.hex_bytes("client_seed", optional=True),
     )

@@ -7,12 +7,13 @@ not leak it.
 
 >>> from gnau_service.rules.house_rules import HouseRules
 >>> committed = CommittedRound("table-1/round-1", HouseRules(), server_seed=bytes(range(32)))
->>> committed.commitment.hex()[:16]
-'366cde68d2c59396'
->>> locked = committed.lock([LockedSeat(2, "bob", 250), LockedSeat(1, "alice", 100)])
+>>> committed.version, committed.commitment.hex()[:16]
+(<FairnessVersion.V2: 2>, 'd02281e4d3a01e86')
+>>> bob, alice = "p-" + "b0" * 16, "p-" + "a1" * 16
+>>> locked = committed.lock([LockedSeat(2, bob, 250), LockedSeat(1, alice, 100)])
 >>> dealt = locked.deal()
 >>> [str(card) for card in dealt.deal.hand_of(1)]
-['3S', '7D', '5C', 'JS', 'AH']
+['TS', 'TC', '3C', '7D', '2D']
 >>> revealed = dealt.reveal()
 >>> revealed.server_seed == committed.server_seed, "server_seed" in repr(committed)
 (True, False)
@@ -25,6 +26,8 @@ from dataclasses import dataclass, field
 
 from gnau_service.fairness.commitment import compute_commitment, new_server_seed
 from gnau_service.fairness.deal import Deal, deal_round_robin, require_hands_fit
+from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.errors import CommitError
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.shuffle import shuffle_deck
 from gnau_service.fairness.transcript import (
@@ -39,20 +42,26 @@ from gnau_service.rules.house_rules import HouseRules
 
 @dataclass(frozen=True, slots=True)
 class CommittedRound:
-    """Step 1: a round with its secret seed and the commitment to publish."""
+    """Step 1: a round with its secret seed and the commitment to publish.
+
+    ``version`` is the fairness format (:class:`~gnau_service.fairness.encoding.FairnessVersion`):
+    every new round is v2; v1 is there to recompute the rounds logged before it.
+    """
 
     round_id: str
     rules: HouseRules
     server_seed: bytes = field(repr=False)
+    version: FairnessVersion = FairnessVersion.V2
     commitment: bytes = field(init=False)
 
     def __post_init__(self) -> None:
-        commitment = compute_commitment(self.round_id, self.rules, self.server_seed)
+        object.__setattr__(self, "version", _known_version(self.version))
+        commitment = compute_commitment(self.round_id, self.rules, self.server_seed, self.version)
         object.__setattr__(self, "commitment", commitment)
 
     @classmethod
     def with_fresh_seed(cls, round_id: str, rules: HouseRules) -> CommittedRound:
-        """Open a new round with a fresh seed from the OS CSPRNG: the production path."""
+        """Open a new (v2) round with a fresh seed from the OS CSPRNG: the production path."""
         return cls(round_id, rules, new_server_seed())
 
     def lock(self, seats: Iterable[LockedSeat], beacon: Beacon | None = None) -> LockedRound:
@@ -70,13 +79,14 @@ class LockedRound:
     transcript_hash: bytes = field(init=False)
 
     def __post_init__(self) -> None:
-        seats = canonical_seats(self.seats)
+        version = self.committed.version
+        seats = canonical_seats(self.seats, version)
         require_hands_fit(len(seats), self.committed.rules.decks)
         object.__setattr__(self, "seats", seats)
         object.__setattr__(
             self,
             "transcript_hash",
-            compute_transcript_hash(self.committed.commitment, seats, self.beacon),
+            compute_transcript_hash(self.committed.commitment, seats, self.beacon, version),
         )
 
     def deal(self) -> DealtRound:
@@ -116,4 +126,12 @@ class DealtRound:
             deck=self.deck,
             seat_hands=self.deal.seat_hands,
             dealer_hand=self.deal.dealer_hand,
+            version=committed.version,
         )
+
+
+def _known_version(version: object) -> FairnessVersion:
+    try:
+        return FairnessVersion(version)  # type: ignore[arg-type]  # checked here
+    except ValueError:
+        raise CommitError(f"no such fairness version: {version!r}", field="version") from None

@@ -5,21 +5,33 @@ The transcript is fixed before any card exists::
     transcript_hash = SHA-256( frame(LOCK_TAG) || frame(commitment) || frame(seats)
                                || frame(beacon) )
 
-``seats`` is every seat, in ascending seat-number order, as
+``seats`` is every seat, in ascending seat-number order, each one framed. In a v2 round
+(:class:`~gnau_service.fairness.encoding.FairnessVersion`) a seat is
+``frame(frame(uint64(seat_number)) || frame(uint64(stake)) || frame(client_seed))``: who sits
+there is not hashed. In a v1 round it was
 ``frame(frame(uint64(seat_number)) || frame(player_id) || frame(uint64(stake))
-|| frame(client_seed))``; ``beacon`` is ``00`` when there is none, else
+|| frame(client_seed))``. ``beacon`` is ``00`` when there is none, else
 ``01 || frame(label) || frame(value)``. Every contribution enters through the hash, never by
 XOR, so no participant can choose a value that cancels another's.
 
->>> seats = [LockedSeat(2, "bob", 250), LockedSeat(1, "alice", 100, client_seed=b"lucky")]
->>> [seat.seat_number for seat in canonical_seats(seats)]
+>>> from gnau_service.fairness.encoding import FairnessVersion
+>>> ref = "p-" + "ab" * 16
+>>> seats = [LockedSeat(2, ref, 250), LockedSeat(1, ref, 100, client_seed=b"lucky")]
+>>> [seat.seat_number for seat in canonical_seats(seats, FairnessVersion.V2)]
 [1, 2]
->>> compute_transcript_hash(bytes(32), seats, beacon=None).hex()[:16]
+>>> compute_transcript_hash(bytes(32), seats, None, FairnessVersion.V2).hex()[:16]
+'3e3311babd9ff3e2'
+>>> v1_seats = [LockedSeat(2, "bob", 250), LockedSeat(1, "alice", 100, client_seed=b"lucky")]
+>>> compute_transcript_hash(bytes(32), v1_seats, None, FairnessVersion.V1).hex()[:16]
 'b659190b16e168f7'
 >>> LockedSeat(1, "", 100)
 Traceback (most recent call last):
 ...
-gnau_service.fairness.errors.LockError: seat 1: player_id must be a non-empty string, got ''
+gnau_service.fairness.errors.LockError: seat 1: player must be a non-empty string, got ''
+>>> canonical_seats([LockedSeat(1, "alice", 100)], FairnessVersion.V2)
+Traceback (most recent call last):
+...
+gnau_service.fairness.errors.LockError: seat 1: a v2 round names a player by a reference ...
 """
 
 from __future__ import annotations
@@ -32,8 +44,9 @@ from operator import attrgetter
 from typing import Final
 
 from gnau_service.fairness.commitment import require_hash
-from gnau_service.fairness.encoding import LOCK_TAG, frames, uint64, utf8
+from gnau_service.fairness.encoding import LOCK_TAGS, FairnessVersion, frames, uint64, utf8
 from gnau_service.fairness.errors import LockError
+from gnau_service.fairness.player_refs import is_player_ref
 from gnau_service.fairness.validation import require_bytes, require_int, require_text
 
 # Seat numbers fit a 32-bit and stakes a 64-bit signed integer column, so every locked value
@@ -53,12 +66,14 @@ _BEACON_PRESENT: Final = b"\x01"
 class LockedSeat:
     """One player's seat as locked: who sits where, for how much, with which client seed.
 
+    ``player`` is who sits there as the round publishes it: in a v2 round a player reference
+    (:mod:`~gnau_service.fairness.player_refs`), in a v1 round the platform's player id.
     ``stake`` is in minor currency units. ``client_seed`` is the player's own contribution to
     the shuffle (0 to 64 bytes; empty means the player gave none).
     """
 
     seat_number: int
-    player_id: str
+    player: str
     stake: int
     client_seed: bytes = b""
 
@@ -72,8 +87,8 @@ class LockedSeat:
         )
         where = f"seat {self.seat_number}: "
         require_text(
-            self.player_id,
-            field="player_id",
+            self.player,
+            field="player",
             max_bytes=MAX_PLAYER_ID_BYTES,
             error=LockError,
             where=where,
@@ -90,11 +105,13 @@ class LockedSeat:
             where=where,
         )
 
-    def encode(self) -> bytes:
-        """The seat's four framed fields, as they enter the transcript."""
-        return frames(
-            uint64(self.seat_number), utf8(self.player_id), uint64(self.stake), self.client_seed
-        )
+    def encode(self, version: FairnessVersion) -> bytes:
+        """The seat's framed fields, as they enter the transcript of a ``version`` round."""
+        if version is FairnessVersion.V1:
+            return frames(
+                uint64(self.seat_number), utf8(self.player), uint64(self.stake), self.client_seed
+            )
+        return frames(uint64(self.seat_number), uint64(self.stake), self.client_seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +147,11 @@ class Beacon:
         return _BEACON_PRESENT + frames(utf8(self.label), self.value)
 
 
-def canonical_seats(seats: Iterable[LockedSeat]) -> tuple[LockedSeat, ...]:
-    """The seats in ascending seat-number order, refusing an empty table or a doubled seat.
+def canonical_seats(
+    seats: Iterable[LockedSeat], version: FairnessVersion
+) -> tuple[LockedSeat, ...]:
+    """The seats in ascending seat-number order, refusing an empty table, a doubled seat, or
+    in a v2 round a player that is not a reference.
 
     The order seats were given in does not matter: the transcript and the deal both use this.
     """
@@ -141,6 +161,12 @@ def canonical_seats(seats: Iterable[LockedSeat]) -> tuple[LockedSeat, ...]:
     for seat in given:
         if not isinstance(seat, LockedSeat):
             raise LockError(f"seats must be LockedSeat values, got {seat!r}", field="seats")
+        if version is FairnessVersion.V2 and not is_player_ref(seat.player):
+            raise LockError(
+                f"seat {seat.seat_number}: a v2 round names a player by a reference "
+                f"(p- and 32 hex digits), not by {seat.player!r}",
+                field="player",
+            )
     ordered = sorted(given, key=attrgetter("seat_number"))
     for before, after in itertools.pairwise(ordered):
         if before.seat_number == after.seat_number:
@@ -158,16 +184,22 @@ def encode_beacon(beacon: Beacon | None) -> bytes:
 
 
 def transcript_preimage(
-    commitment: bytes, seats: Iterable[LockedSeat], beacon: Beacon | None
+    commitment: bytes,
+    seats: Iterable[LockedSeat],
+    beacon: Beacon | None,
+    version: FairnessVersion,
 ) -> bytes:
     """The exact bytes whose SHA-256 is the transcript hash."""
     require_hash(commitment, "commitment")
-    encoded_seats = frames(*(seat.encode() for seat in canonical_seats(seats)))
-    return frames(LOCK_TAG, commitment, encoded_seats, encode_beacon(beacon))
+    encoded_seats = frames(*(seat.encode(version) for seat in canonical_seats(seats, version)))
+    return frames(LOCK_TAGS[version], commitment, encoded_seats, encode_beacon(beacon))
 
 
 def compute_transcript_hash(
-    commitment: bytes, seats: Iterable[LockedSeat], beacon: Beacon | None
+    commitment: bytes,
+    seats: Iterable[LockedSeat],
+    beacon: Beacon | None,
+    version: FairnessVersion,
 ) -> bytes:
     """SHA-256 of :func:`transcript_preimage`: what the shuffle is keyed with besides the seed."""
-    return hashlib.sha256(transcript_preimage(commitment, seats, beacon)).digest()
+    return hashlib.sha256(transcript_preimage(commitment, seats, beacon, version)).digest()

@@ -2,8 +2,10 @@
 
 The links, in order, each recomputed from the published values it depends on:
 
-1. **commitment**: SHA-256 over the round id, house rules and revealed seed;
-2. **lock**: the transcript hash over the published commitment, the seats and the beacon;
+1. **commitment**: SHA-256 over the round id, house rules and revealed seed (under the tag of
+   the round's fairness version);
+2. **lock**: the transcript hash over the published commitment, the seats and the beacon (in
+   a v2 round, each seat's number, stake and client seed; in v1, its player id too);
 3. **deck**: the shuffle keyed by the revealed seed and the published transcript hash;
 4. **hand of seat N** and **dealer hand**: the round-robin deal of that recomputed deck.
 
@@ -15,12 +17,13 @@ nothing beyond the standard library and this package.
 >>> from gnau_service.fairness.round import CommittedRound
 >>> from gnau_service.fairness.transcript import LockedSeat
 >>> from gnau_service.rules.house_rules import HouseRules
->>> round_ = CommittedRound("r-1", HouseRules(), bytes(32)).lock([LockedSeat(1, "ann", 5)])
+>>> ann = "p-" + "a0" * 16
+>>> round_ = CommittedRound("r-1", HouseRules(), bytes(32)).lock([LockedSeat(1, ann, 5)])
 >>> revealed = round_.deal().reveal()
 >>> verify_revealed_round(revealed).summary()
 'round r-1 verifies: commitment, lock, deck and 2 hands match (1 seat, 1 deck)'
 >>> import dataclasses
->>> tampered = dataclasses.replace(revealed, seats=(LockedSeat(1, "ann", 500),))
+>>> tampered = dataclasses.replace(revealed, seats=(LockedSeat(1, ann, 500),))
 >>> print(verify_revealed_round(tampered).first_failure)  # doctest: +ELLIPSIS
 lock: the seats and beacon hash to ..., but the published transcript hash is ...
 """
@@ -118,7 +121,9 @@ def verify_revealed_round(revealed: RevealedRound) -> VerificationReport:
     """Recompute every link of ``revealed`` and report each one that does not match."""
     failures: list[CheckFailure] = []
 
-    commitment = compute_commitment(revealed.round_id, revealed.rules, revealed.server_seed)
+    commitment = compute_commitment(
+        revealed.round_id, revealed.rules, revealed.server_seed, revealed.version
+    )
     if commitment != revealed.commitment:
         failures.append(
             CheckFailure(
@@ -128,7 +133,9 @@ def verify_revealed_round(revealed: RevealedRound) -> VerificationReport:
             )
         )
 
-    transcript_hash = compute_transcript_hash(revealed.commitment, revealed.seats, revealed.beacon)
+    transcript_hash = compute_transcript_hash(
+        revealed.commitment, revealed.seats, revealed.beacon, revealed.version
+    )
     if transcript_hash != revealed.transcript_hash:
         failures.append(
             CheckFailure(

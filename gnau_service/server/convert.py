@@ -12,8 +12,9 @@ from gnau.v1 import round_pb2, types_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import (
-    REVEALED_ROUND_FORMAT,
+    REVEALED_ROUND_FORMATS,
     RevealedRound,
     beacon_to_json,
     seat_to_json,
@@ -115,7 +116,7 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
         seats=[
             round_pb2.Seat(
                 seat_number=seat.seat_number,
-                player_id=seat.player_id,
+                player_id=seat.player,
                 stake=seat.stake,
                 client_seed=seat.client_seed,
             )
@@ -165,12 +166,13 @@ def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
     beacon = message.beacon if message.HasField("beacon") else None
     return RevealedRound.from_json(
         {
-            "format": REVEALED_ROUND_FORMAT,
+            "format": REVEALED_ROUND_FORMATS[FairnessVersion.V1],
             "round_id": message.round_id,
             "house_rules": house_rules_from_proto(message.house_rules).as_dict(),
             "seats": [
                 seat_to_json(
-                    LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed)
+                    LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed),
+                    FairnessVersion.V1,
                 )
                 for seat in message.seats
             ],

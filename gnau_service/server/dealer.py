@@ -34,6 +34,8 @@ from gnau_service.audit.round_events import (
     settled_payload,
     voided_payload,
 )
+from gnau_service.fairness.commitment import new_server_seed
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
@@ -104,7 +106,10 @@ class Dealer:
             request = find_request(tx, idempotency.request_id)
             if request is not None:
                 return _replay(tx, idempotency, "Shuffle", request)
-            committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)
+            # v1 until the deal names players by reference (issue 21): then with_fresh_seed.
+            committed = CommittedRound(
+                f"r-{secrets.token_hex(12)}", rules, new_server_seed(), FairnessVersion.V1
+            )
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
                 committed_payload(committed, table_id, disclosed),
@@ -121,6 +126,7 @@ class Dealer:
                 updated_at=tx.time,
                 log_indices=(-entry.id,),
                 return_to_player=disclosed,
+                version=committed.version,
             )
             text = record_text(record)
             try:
@@ -141,7 +147,7 @@ class Dealer:
     ) -> RoundView:
         def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             locked, locked_beacon = locked_seats(record.rules, seats, beacon, self.max_stake)
-            dealt = dealt_round(round_id, record.rules, seed, locked, locked_beacon)
+            dealt = dealt_round(round_id, record.rules, seed, locked, locked_beacon, record.version)
             entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
             record = replace(
                 record,
@@ -183,7 +189,7 @@ class Dealer:
         check_void_reason(reason)
 
         def to_voided(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            committed = CommittedRound(round_id, record.rules, seed)
+            committed = CommittedRound(round_id, record.rules, seed, record.version)
             entry = tx.append(
                 EntryKind.ROUND_VOIDED,
                 voided_payload(committed, reason, str(record.state)),

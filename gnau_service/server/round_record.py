@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.house_rules import HouseRules
@@ -53,6 +54,8 @@ class RoundRecord:
     log_indices: tuple[int, ...] = ()
     #: The rule set's figures as disclosed at the shuffle (None for rounds from before).
     return_to_player: ReturnToPlayer | None = None
+    #: The round's fairness format; a record without one is a v1 round's.
+    version: FairnessVersion = FairnessVersion.V1
 
     def to_json(self) -> str:
         return json.dumps(
@@ -65,7 +68,7 @@ class RoundRecord:
                 "key_id": self.key_id,
                 "created_at": self.created_at,
                 "updated_at": self.updated_at,
-                "seats": [seat_to_json(seat) for seat in self.seats],
+                "seats": [seat_to_json(seat, self.version) for seat in self.seats],
                 "beacon": None if self.beacon is None else beacon_to_json(self.beacon),
                 "transcript_hash": None
                 if self.transcript_hash is None
@@ -75,6 +78,7 @@ class RoundRecord:
                 "return_to_player": None
                 if self.return_to_player is None
                 else self.return_to_player.to_json(),
+                "fairness_version": int(self.version),
             },
             sort_keys=True,
         )
@@ -82,6 +86,7 @@ class RoundRecord:
     @classmethod
     def from_json(cls, text: str) -> RoundRecord:
         obj: dict[str, Any] = json.loads(text)
+        version = FairnessVersion(obj.get("fairness_version", FairnessVersion.V1))
         return cls(
             round_id=obj["round_id"],
             table_id=obj["table_id"],
@@ -91,7 +96,7 @@ class RoundRecord:
             key_id=obj["key_id"],
             created_at=obj["created_at"],
             updated_at=obj["updated_at"],
-            seats=tuple(read_seat(seat, "seats") for seat in obj["seats"]),
+            seats=tuple(read_seat(seat, "seats", version) for seat in obj["seats"]),
             beacon=None if obj["beacon"] is None else read_beacon(obj["beacon"]),
             transcript_hash=(
                 None if obj["transcript_hash"] is None else bytes.fromhex(obj["transcript_hash"])
@@ -101,6 +106,7 @@ class RoundRecord:
             return_to_player=None
             if obj.get("return_to_player") is None
             else ReturnToPlayer.from_json(obj["return_to_player"]),
+            version=version,
         )
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gnau_service.audit.round_events import settle_round
 from gnau_service.fairness.deal import SeatHand
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.fairness.transcript import Beacon, LockedSeat
@@ -62,17 +63,20 @@ def revealed_round(view: RoundView) -> RevealedRound | None:
 
 def dealt_round_of(record: RoundRecord, seed: bytes) -> DealtRound:
     """The deal of a dealt round (``record`` has its seats and beacon)."""
-    return dealt_round(record.round_id, record.rules, seed, record.seats, record.beacon)
+    return dealt_round(
+        record.round_id, record.rules, seed, record.seats, record.beacon, record.version
+    )
 
 
 @functools.lru_cache(maxsize=4096)
-def dealt_round(
+def dealt_round(  # noqa: PLR0917 (cached: its arguments are the cache key)
     round_id: str,
     rules: HouseRules,
     seed: bytes,
     seats: tuple[LockedSeat, ...],
     beacon: Beacon | None,
+    version: FairnessVersion,
 ) -> DealtRound:
     """The deal is a pure function of these, needed at every later step and answer of the
     round: derive it once (the shuffle is most of a step's work), keep the recent ones."""
-    return CommittedRound(round_id, rules, seed).lock(seats, beacon).deal()
+    return CommittedRound(round_id, rules, seed, version).lock(seats, beacon).deal()

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from gnau_service.fairness.deal import max_seats
-from gnau_service.fairness.errors import FairnessError
-from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.fairness.errors import FairnessError, LockError
+from gnau_service.fairness.transcript import MAX_PLAYER_ID_BYTES, Beacon, LockedSeat
+from gnau_service.fairness.validation import require_text
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import largest_payout
 from gnau_service.server.limits import (
@@ -116,6 +117,15 @@ def locked_seats(
             )
             continue
         try:
+            # The platform's id, checked as the request's own field; what the round locks and
+            # publishes as the seat's player is decided below it.
+            require_text(
+                seat.player_id,
+                field="player_id",
+                max_bytes=MAX_PLAYER_ID_BYTES,
+                error=LockError,
+                where=f"seat {seat.seat_number}: ",
+            )
             locked.append(
                 LockedSeat(seat.seat_number, seat.player_id, seat.stake, seat.client_seed)
             )

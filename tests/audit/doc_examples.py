@@ -10,6 +10,7 @@ the blocks to paste.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -27,6 +28,7 @@ from gnau_service.audit.round_events import (
 )
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.software import software_identity
+from gnau_service.fairness.player_refs import player_ref
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
@@ -69,7 +71,12 @@ def example_log() -> ExampleLog:
         "key": log_signer.vkey,
     }
     committed = CommittedRound(ROUND_ID, HouseRules(), server_seed=bytes(range(32, 64)))
-    seats = [LockedSeat(1, "alice", 100, client_seed=b"alice"), LockedSeat(2, "bob", 250)]
+    # The service keeps a random key per player; the page's are fixed so that its bytes are.
+    alice, bob = (hashlib.sha256(f"example key of {name}".encode()).digest() for name in "ab")
+    seats = [
+        LockedSeat(1, player_ref(alice, ROUND_ID, 1), 100, client_seed=b"alice"),
+        LockedSeat(2, player_ref(bob, ROUND_ID, 2), 250),
+    ]
     dealt = committed.lock(seats).deal()
     events: list[tuple[EntryKind, dict[str, JsonValue], str | None]] = [
         (EntryKind.SERVICE_STARTED, started, None),

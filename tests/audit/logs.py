@@ -28,6 +28,7 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
+from tests.references import ref
 
 ORIGIN = "gnau-dealer/test"
 Append = Callable[[EntryKind, dict[str, JsonValue], str | None], Any]
@@ -117,7 +118,7 @@ def play_round(
         return committed
     locked = committed.lock(
         [
-            LockedSeat(n, f"player-{n}", 10 * n, client_seed=f"seed {n}".encode())
+            LockedSeat(n, ref(f"player-{n}"), 10 * n, client_seed=f"seed {n}".encode())
             for n in range(1, seats + 1)
         ]
     )

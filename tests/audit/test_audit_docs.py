@@ -80,6 +80,17 @@ def test_the_example_receipt_is_the_example_rounds_and_verifies() -> None:
     assert report.state == "settled" and report.checkpoint_size == 5
 
 
+def test_an_old_v1_receipt_still_verifies() -> None:
+    """receipt-v1.json is the example receipt as the service wrote it before player references
+    (its seats name players by the platform's id), kept byte for byte."""
+    text = EXAMPLE_RECEIPT.with_name("receipt-v1.json").read_text(encoding="utf-8")
+    assert '"format":"gnau-dealer/revealed-round/v1"' in text.replace(" ", "")
+    verifier = Verifier.from_vkey(doc_example("vkey").strip())
+    report = verify_receipt(Receipt.from_text(text), [verifier])
+    assert report.ok, report.summary()
+    assert report.state == "settled"
+
+
 def test_the_documented_examples_verify() -> None:
     verifier = Verifier.from_vkey(doc_example("vkey").strip())
     entries = [line.encode() for line in doc_example("entries").splitlines()]

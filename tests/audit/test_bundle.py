@@ -18,6 +18,7 @@ from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
 from tests.audit.logs import MemoryLog, honest_log, new_signer, play_round
+from tests.references import ref
 
 HEADER, FIRST_CHECKPOINT = 0, 1
 
@@ -306,7 +307,7 @@ def test_a_void_revealing_another_seed_is_caught() -> None:
 def test_a_round_settled_twice_is_caught() -> None:
     log = honest_log(rounds=1)
     committed = CommittedRound.with_fresh_seed("round-twice", HouseRules())
-    dealt = committed.lock([LockedSeat(1, "p", 5)]).deal()
+    dealt = committed.lock([LockedSeat(1, ref("p"), 5)]).deal()
     play_round(log.append, "round-twice")
     log.append(
         EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal())), "round-twice"

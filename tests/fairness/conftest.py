@@ -13,6 +13,7 @@ import pytest
 
 from gnau_service.fairness import Beacon, CommittedRound, LockedSeat, RevealedRound
 from gnau_service.rules.house_rules import HouseRules
+from tests.references import ref
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VECTOR_DIR = REPO_ROOT / "tests" / "vectors"
@@ -48,9 +49,9 @@ def sample_revealed_round() -> RevealedRound:
     """Three seats with client seeds and a beacon: every kind of input a tamper can touch."""
     committed = CommittedRound("table-5/round-9", HouseRules(), server_seed=bytes(range(32)))
     seats = [
-        LockedSeat(1, "alice", 100, client_seed=b"alice's seed"),
-        LockedSeat(2, "bob", 250),
-        LockedSeat(4, "carol", 75, client_seed=b"\x01\x02"),
+        LockedSeat(1, ref("alice"), 100, client_seed=b"alice's seed"),
+        LockedSeat(2, ref("bob"), 250),
+        LockedSeat(4, ref("carol"), 75, client_seed=b"\x01\x02"),
     ]
     beacon = Beacon("drand/quicknet/round/99", bytes.fromhex("ab" * 32))
     return committed.lock(seats, beacon).deal().reveal()

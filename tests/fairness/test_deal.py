@@ -10,6 +10,7 @@ from gnau_service.fairness import CommittedRound, DealError, LockedSeat, deal_ro
 from gnau_service.fairness.deal import HAND_SIZE, max_seats, require_hands_fit
 from gnau_service.rules.cards import CARDS_PER_DECK, standard_deck
 from gnau_service.rules.house_rules import MAX_DECKS, HouseRules
+from tests.references import ref
 
 
 @given(
@@ -61,11 +62,11 @@ def test_the_largest_table_fits_and_one_more_seat_is_refused(decks: int) -> None
 def test_nine_seats_fit_one_deck_and_ten_do_not() -> None:
     assert max_seats(1) == 9
     committed = CommittedRound("r", HouseRules(), bytes(32))
-    committed.lock([LockedSeat(n, f"p{n}", 1) for n in range(1, 10)])
+    committed.lock([LockedSeat(n, ref(f"p{n}"), 1) for n in range(1, 10)])
     with pytest.raises(DealError, match="55 cards, 1 deck holds 52: at most 9 seats"):
-        committed.lock([LockedSeat(n, f"p{n}", 1) for n in range(1, 11)])
+        committed.lock([LockedSeat(n, ref(f"p{n}"), 1) for n in range(1, 11)])
     two_decks = CommittedRound("r", HouseRules(decks=2), bytes(32))
-    assert len(two_decks.lock([LockedSeat(n, f"p{n}", 1) for n in range(1, 11)]).seats) == 10
+    assert len(two_decks.lock([LockedSeat(n, ref(f"p{n}"), 1) for n in range(1, 11)]).seats) == 10
 
 
 def test_deal_refuses_a_short_deck_and_doubled_seats() -> None:

@@ -1,4 +1,5 @@
-"""Commit and lock inputs: each one is validated, and each one moves the deck."""
+"""Commit and lock inputs: each one is validated, and each one moves the deck, except who sits
+where in a v2 round: the player reference, drawn at the deal, must move no card."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from gnau_service.fairness import (
     CommitError,
     CommittedRound,
     FairnessError,
+    FairnessVersion,
     LockedSeat,
     LockError,
     compute_commitment,
@@ -27,6 +29,7 @@ from gnau_service.fairness.encoding import frames
 from gnau_service.fairness.transcript import canonical_seats
 from gnau_service.rules.cards import Card
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from tests.references import ref
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,10 @@ class RoundInputs:
     rules: HouseRules
     seats: tuple[LockedSeat, ...]
     beacon: Beacon | None
+    version: FairnessVersion = FairnessVersion.V2
 
     def deck(self) -> tuple[Card, ...]:
-        committed = CommittedRound(self.round_id, self.rules, self.server_seed)
+        committed = CommittedRound(self.round_id, self.rules, self.server_seed, self.version)
         return committed.lock(self.seats, self.beacon).deal().deck
 
 
@@ -50,9 +54,9 @@ BASE = RoundInputs(
     round_id="table-1/round-1",
     rules=HouseRules(),
     seats=(
-        LockedSeat(1, "alice", 100, client_seed=b"alice-seed"),
-        LockedSeat(2, "bob", 250),
-        LockedSeat(5, "carol", 7, client_seed=bytes(64)),
+        LockedSeat(1, ref("alice"), 100, client_seed=b"alice-seed"),
+        LockedSeat(2, ref("bob"), 250),
+        LockedSeat(5, ref("carol"), 7, client_seed=bytes(64)),
     ),
     beacon=BASE_BEACON,
 )
@@ -86,9 +90,6 @@ def _seat_mutations(slot: int) -> dict[str, Mutation]:
         f"seat[{slot}].seat_number": lambda r, i, m: _with_seat(
             r, slot, seat_number=seat.seat_number + 10 + m
         ),
-        f"seat[{slot}].player_id": lambda r, i, m: _with_seat(
-            r, slot, player_id=_flip_text(seat.player_id, i, m)
-        ),
         f"seat[{slot}].stake": lambda r, i, m: _with_seat(r, slot, stake=seat.stake + m),
         f"seat[{slot}].client_seed": lambda r, i, m: _with_seat(
             r,
@@ -96,6 +97,15 @@ def _seat_mutations(slot: int) -> dict[str, Mutation]:
             client_seed=_flip(seat.client_seed, i, m) if seat.client_seed else bytes([m]),
         ),
     }
+
+
+def _player_mutation(slot: int) -> Mutation:
+    return lambda r, i, m: _with_seat(r, slot, player=ref(f"another player {i} {m}"))
+
+
+PLAYER_MUTATIONS: dict[str, Mutation] = {
+    f"seat[{slot}].player": _player_mutation(slot) for slot in range(3)
+}
 
 
 def _rule_mutation(key: str) -> Mutation:
@@ -137,7 +147,8 @@ def test_every_input_has_a_mutation() -> None:
     assert {name for name in MUTATIONS if name.startswith("house_rules.")} == {
         f"house_rules.{key}" for key in HouseRules().as_dict()
     }
-    assert len([name for name in MUTATIONS if name.startswith("seat[0].")]) == len(
+    seat_mutations = {*MUTATIONS, *PLAYER_MUTATIONS}
+    assert len([name for name in seat_mutations if name.startswith("seat[0].")]) == len(
         dataclasses.fields(LockedSeat)
     )
 
@@ -149,6 +160,28 @@ def test_changing_any_single_input_changes_the_deck(name: str, index: int, mask:
     changed = MUTATIONS[name](BASE, index, mask)
     assert changed != BASE
     assert changed.deck() != BASE_DECK
+
+
+@pytest.mark.parametrize("name", sorted(PLAYER_MUTATIONS))
+@settings(max_examples=20, deadline=None)
+@given(index=st.integers(0, 255), mask=st.integers(1, 255))
+def test_in_v2_no_player_reference_moves_a_card(name: str, index: int, mask: int) -> None:
+    """The service draws a new player's key at the deal, after the commitment: were the
+    reference in the shuffle's input, it could draw keys until it liked the deck."""
+    changed = PLAYER_MUTATIONS[name](BASE, index, mask)
+    assert changed.seats != BASE.seats
+    assert changed.deck() == BASE_DECK
+
+
+@pytest.mark.parametrize("name", sorted(PLAYER_MUTATIONS))
+def test_in_v1_the_player_id_moved_the_deck(name: str) -> None:
+    v1 = dataclasses.replace(BASE, version=FairnessVersion.V1)
+    assert PLAYER_MUTATIONS[name](v1, 0, 1).deck() != v1.deck()
+
+
+def test_the_version_moves_the_deck() -> None:
+    """The commitment's tag names the version, so a committed round has one version only."""
+    assert dataclasses.replace(BASE, version=FairnessVersion.V1).deck() != BASE_DECK
 
 
 def test_seat_order_as_given_does_not_matter() -> None:
@@ -167,8 +200,17 @@ def test_fields_cannot_slide_into_each_other() -> None:
     commitment = bytes(32)
     left = [LockedSeat(1, "ab", 1, client_seed=b"c")]
     right = [LockedSeat(1, "a", 1, client_seed=b"bc")]
-    assert compute_transcript_hash(commitment, left, None) != compute_transcript_hash(
-        commitment, right, None
+    v1 = FairnessVersion.V1
+    assert compute_transcript_hash(commitment, left, None, v1) != compute_transcript_hash(
+        commitment, right, None, v1
+    )
+    # In v2 the stake and client seed are adjacent frames: 1 ‖ 'ab' against 1 ‖ 'a' ‖ 'b'.
+    player = ref("a")
+    v2_left = [LockedSeat(1, player, 1, client_seed=b"ab")]
+    v2_right = [LockedSeat(1, player, 1, client_seed=b"a"), LockedSeat(2, player, 1)]
+    v2 = FairnessVersion.V2
+    assert compute_transcript_hash(commitment, v2_left, None, v2) != compute_transcript_hash(
+        commitment, v2_right, None, v2
     )
 
 
@@ -193,7 +235,7 @@ def test_fresh_rounds_use_the_os_csprng(monkeypatch: pytest.MonkeyPatch) -> None
 
 SEAT_DEFAULTS: dict[str, Any] = {
     "seat_number": 1,
-    "player_id": "alice",
+    "player": "alice",
     "stake": 100,
     "client_seed": b"",
 }
@@ -207,11 +249,11 @@ SEAT_DEFAULTS: dict[str, Any] = {
         ("seat_number", True),
         ("seat_number", 2**31),
         ("seat_number", "1"),
-        ("player_id", ""),
-        ("player_id", "x" * 129),
-        ("player_id", "é" * 65),  # 130 bytes of UTF-8 in 65 characters
-        ("player_id", "\ud800"),
-        ("player_id", 7),
+        ("player", ""),
+        ("player", "x" * 129),
+        ("player", "é" * 65),  # 130 bytes of UTF-8 in 65 characters
+        ("player", "\ud800"),
+        ("player", 7),
         ("stake", 0),
         ("stake", -100),
         ("stake", True),
@@ -252,11 +294,25 @@ def test_beacon_refuses_bad_values(label: str, value: bytes, field: str) -> None
 
 def test_seats_must_be_unique_and_present() -> None:
     with pytest.raises(LockError, match="seat 2 is locked twice"):
-        canonical_seats([LockedSeat(2, "a", 1), LockedSeat(1, "b", 1), LockedSeat(2, "c", 1)])
+        canonical_seats(
+            [LockedSeat(2, ref("a"), 1), LockedSeat(1, ref("b"), 1), LockedSeat(2, ref("c"), 1)],
+            FairnessVersion.V2,
+        )
     with pytest.raises(LockError, match="at least one seat"):
-        canonical_seats([])
+        canonical_seats([], FairnessVersion.V2)
     with pytest.raises(LockError, match="LockedSeat"):
-        canonical_seats([(1, "a", 1)])  # type: ignore[list-item]
+        canonical_seats([(1, "a", 1)], FairnessVersion.V2)  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "player", ["alice", "p-" + "0" * 31, "p-" + "0" * 33, "p-" + "A" * 32, "P-" + "0" * 32]
+)
+def test_a_v2_seat_names_its_player_by_a_reference_only(player: str) -> None:
+    """So that a platform's account id cannot reach the log of a new round by mistake."""
+    with pytest.raises(LockError, match="reference") as raised:
+        canonical_seats([LockedSeat(1, player, 1)], FairnessVersion.V2)
+    assert raised.value.field == "player"
+    assert canonical_seats([LockedSeat(1, player, 1)], FairnessVersion.V1)[0].player == player
 
 
 @pytest.mark.parametrize(
@@ -272,7 +328,7 @@ def test_seats_must_be_unique_and_present() -> None:
 )
 def test_commit_refuses_bad_values(round_id: Any, server_seed: Any, field: str) -> None:
     with pytest.raises(CommitError, match=field) as raised:
-        compute_commitment(round_id, HouseRules(), server_seed)
+        compute_commitment(round_id, HouseRules(), server_seed, FairnessVersion.V2)
     assert raised.value.field == field
 
 
@@ -280,12 +336,12 @@ def test_the_round_id_limit_is_128_bytes_not_characters() -> None:
     """As docs/fairness.md says: 64 two-byte characters fit, and are framed as 128 bytes."""
     round_id = "é" * 64
     assert len(round_id) == 64
-    preimage = commitment_preimage(round_id, HouseRules(), bytes(32))
-    framed_tag = 4 + len(b"gnau-dealer/fairness/v1/commitment")
+    preimage = commitment_preimage(round_id, HouseRules(), bytes(32), FairnessVersion.V2)
+    framed_tag = 4 + len(b"gnau-dealer/fairness/v2/commitment")
     assert preimage[framed_tag : framed_tag + 4] == bytes.fromhex("00000080")
     assert preimage[framed_tag + 4 : framed_tag + 4 + 128] == b"\xc3\xa9" * 64
 
 
 def test_transcript_refuses_a_commitment_of_the_wrong_size() -> None:
     with pytest.raises(CommitError, match="commitment must be exactly 32 bytes"):
-        compute_transcript_hash(bytes(31), [LockedSeat(1, "a", 1)], None)
+        compute_transcript_hash(bytes(31), [LockedSeat(1, ref("a"), 1)], None, FairnessVersion.V2)

@@ -16,7 +16,9 @@ from gnau_service.fairness import (
     shuffle_deck,
     verify_revealed_round,
 )
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.rules.house_rules import HouseRules
+from tests.references import ref
 
 SEED = bytes(range(7, 39))
 
@@ -24,13 +26,15 @@ SEED = bytes(range(7, 39))
 def test_each_step_is_the_documented_function_of_the_one_before() -> None:
     rules = HouseRules(decks=2)
     committed = CommittedRound("t/r", rules, SEED)
-    assert committed.commitment == compute_commitment("t/r", rules, SEED)
+    assert committed.commitment == compute_commitment("t/r", rules, SEED, FairnessVersion.V2)
 
-    seats = [LockedSeat(3, "c", 30), LockedSeat(1, "a", 10, client_seed=b"s")]
+    seats = [LockedSeat(3, ref("c"), 30), LockedSeat(1, ref("a"), 10, client_seed=b"s")]
     beacon = Beacon("nist/pulse/1", b"\x01" * 64)
     locked = committed.lock(seats, beacon)
     assert [seat.seat_number for seat in locked.seats] == [1, 3]
-    assert locked.transcript_hash == compute_transcript_hash(committed.commitment, seats, beacon)
+    assert locked.transcript_hash == compute_transcript_hash(
+        committed.commitment, seats, beacon, FairnessVersion.V2
+    )
 
     dealt = locked.deal()
     assert dealt.deck == shuffle_deck(SEED, locked.transcript_hash, decks=2)
@@ -45,7 +49,9 @@ def test_each_step_is_the_documented_function_of_the_one_before() -> None:
 
 
 def test_the_seed_and_the_cards_stay_out_of_repr() -> None:
-    dealt = CommittedRound("r", HouseRules(), b"\xab" * 32).lock([LockedSeat(1, "a", 1)]).deal()
+    dealt = (
+        CommittedRound("r", HouseRules(), b"\xab" * 32).lock([LockedSeat(1, ref("a"), 1)]).deal()
+    )
     for shown in (repr(dealt.locked.committed), repr(dealt.locked), repr(dealt)):
         assert "ab" * 8 not in shown
         assert "server_seed" not in shown

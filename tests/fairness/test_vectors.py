@@ -32,7 +32,12 @@ def test_the_required_rounds_are_there() -> None:
     for path in FAIRNESS_VECTORS:
         revealed = json.loads(path.read_text(encoding="utf-8"))["revealed_round"]
         shapes.add((revealed["house_rules"]["decks"], len(revealed["seats"])))
-    assert {(1, 2), (1, 9), (2, 12), (8, 82)} <= shapes
+    assert {(1, 2), (1, 9), (2, 12), (8, 82), (1, 3)} <= shapes
+    formats = {
+        json.loads(path.read_text(encoding="utf-8"))["revealed_round"]["format"]
+        for path in FAIRNESS_VECTORS
+    }
+    assert formats == {"gnau-dealer/revealed-round/v1", "gnau-dealer/revealed-round/v2"}
     assert REJECTION_VECTOR in FAIRNESS_VECTORS
 
 
@@ -83,11 +88,15 @@ def test_the_package_verifies_every_vector(vector: dict[str, Any]) -> None:
     assert verify_revealed_round(revealed).ok
     intermediate = vector["intermediate"]
     assert (
-        commitment_preimage(revealed.round_id, revealed.rules, revealed.server_seed).hex()
+        commitment_preimage(
+            revealed.round_id, revealed.rules, revealed.server_seed, revealed.version
+        ).hex()
         == intermediate["commitment_preimage"]
     )
     assert (
-        transcript_preimage(revealed.commitment, revealed.seats, revealed.beacon).hex()
+        transcript_preimage(
+            revealed.commitment, revealed.seats, revealed.beacon, revealed.version
+        ).hex()
         == intermediate["transcript_preimage"]
     )
     drbg = shuffle_drbg(revealed.server_seed, revealed.transcript_hash)
@@ -115,6 +124,12 @@ def _rule_value(value: object) -> bytes:
     return str(value).encode()
 
 
+def _version(revealed: dict[str, Any]) -> str:
+    return {"gnau-dealer/revealed-round/v1": "v1", "gnau-dealer/revealed-round/v2": "v2"}[
+        revealed["format"]
+    ]
+
+
 def _independent_commitment_preimage(revealed: dict[str, Any]) -> bytes:
     rules = revealed["house_rules"]
     encoded_rules = b"".join(
@@ -123,7 +138,7 @@ def _independent_commitment_preimage(revealed: dict[str, Any]) -> bytes:
     return b"".join(
         _frame(field)
         for field in (
-            b"gnau-dealer/fairness/v1/commitment",
+            f"gnau-dealer/fairness/{_version(revealed)}/commitment".encode(),
             revealed["round_id"].encode("utf-8"),
             encoded_rules,
             _u64(rules["decks"]),
@@ -133,11 +148,14 @@ def _independent_commitment_preimage(revealed: dict[str, Any]) -> bytes:
 
 
 def _independent_transcript_preimage(revealed: dict[str, Any]) -> bytes:
+    version = _version(revealed)
     seats = b""
     for seat in sorted(revealed["seats"], key=lambda seat: seat["seat_number"]):
+        # v2 leaves the player (a reference) out of the transcript; v1 hashed the player id.
+        player = b"" if version == "v2" else _frame(seat["player_id"].encode("utf-8"))
         encoded = (
             _frame(_u64(seat["seat_number"]))
-            + _frame(seat["player_id"].encode("utf-8"))
+            + player
             + _frame(_u64(seat["stake"]))
             + _frame(bytes.fromhex(seat["client_seed"]))
         )
@@ -153,7 +171,7 @@ def _independent_transcript_preimage(revealed: dict[str, Any]) -> bytes:
     return b"".join(
         _frame(field)
         for field in (
-            b"gnau-dealer/fairness/v1/lock",
+            f"gnau-dealer/fairness/{version}/lock".encode(),
             bytes.fromhex(revealed["commitment"]),
             seats,
             beacon,

@@ -18,6 +18,7 @@ from gnau_service.fairness import (
     CommitError,
     DealError,
     FairnessError,
+    FairnessVersion,
     LockError,
     RevealedRound,
     RevealFormatError,
@@ -26,6 +27,7 @@ from gnau_service.fairness import (
     verify_revealed_round,
 )
 from gnau_service.rules.cards import parse_card, parse_cards
+from tests.references import ref
 
 from .conftest import sample_revealed_round
 
@@ -99,7 +101,6 @@ TAMPERS: dict[
         [(Check.COMMITMENT, None)],
     ),
     "stake": (lambda r: _replace_seat(r, 2, stake=251), [(Check.LOCK, None)]),
-    "player_id": (lambda r: _replace_seat(r, 2, player_id="mallory"), [(Check.LOCK, None)]),
     "client_seed": (
         lambda r: _replace_seat(r, 1, client_seed=b"alice's seeD"),
         [(Check.LOCK, None)],
@@ -144,6 +145,21 @@ def test_a_tampered_reveal_fails_at_the_right_check(name: str) -> None:
         report.raise_if_invalid()
     assert raised.value.field == first_check.value
     assert raised.value.report is report
+
+
+def test_a_v2_reference_is_not_part_of_the_deck_proof() -> None:
+    """Who sits where in a v2 round is bound by the signed ROUND_DEALT entry, not by the
+    transcript (docs/fairness.md): a revealed round alone verifies with any reference, and the
+    receipt's entry signature is what catches a changed one (tests/server/test_receipts.py)."""
+    assert HONEST.version is FairnessVersion.V2
+    assert verify_revealed_round(_replace_seat(HONEST, 2, player=ref("mallory"))).ok
+
+
+def test_a_round_cannot_be_read_as_another_version() -> None:
+    """Both hashes are tagged with the version, so a v2 round presented as v1 fails both."""
+    as_v1 = dataclasses.replace(HONEST, version=FairnessVersion.V1)
+    failed = [failure.check for failure in verify_revealed_round(as_v1).failures]
+    assert failed == [Check.COMMITMENT, Check.LOCK]
 
 
 def test_failures_say_what_was_expected() -> None:
@@ -256,7 +272,8 @@ def test_malformed_json_is_refused_naming_the_field(
 
 def test_a_table_too_big_for_its_decks_is_refused() -> None:
     document = _json_with(
-        ("seats",), [{"seat_number": n, "player_id": f"p{n}", "stake": 1} for n in range(1, 11)]
+        ("seats",),
+        [{"seat_number": n, "player_ref": ref(f"p{n}"), "stake": 1} for n in range(1, 11)],
     )
     with pytest.raises(DealError, match="10 seats and the dealer need 55 cards"):
         RevealedRound.from_json(document)

@@ -38,6 +38,7 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.par import par_sheet
 from gnau_service.rules.settlement import Outcome, PlayerHand, settle
 from gnau_service.rules.simulation import Simulation, settle_heads_up, simulate
+from tests.references import ref
 
 Z = 5
 
@@ -256,7 +257,7 @@ def test_rounds_through_the_real_shuffle_agree_with_the_par_sheet() -> None:
     for i in range(rounds):
         seed = hashlib.sha256(f"montecarlo/{i}".encode()).digest()
         committed = CommittedRound(f"mc-{i}", rules, server_seed=seed)
-        deal = committed.lock([LockedSeat(1, "player", 1)]).deal().deal
+        deal = committed.lock([LockedSeat(1, ref("player"), 1)]).deal().deal
         (seat,) = settle(deal.dealer_hand, [PlayerHand(1, deal.hand_of(1), 1)], rules).seats
         players.append([card.index for card in deal.hand_of(1)])
         dealers.append([card.index for card in deal.dealer_hand])

@@ -9,6 +9,7 @@ from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.server import round_record
 from gnau_service.server.round_record import RoundRecord, RoundState, parsed_record, record_text
+from tests.references import ref
 
 SHUFFLED = RoundRecord(
     round_id="r-0123456789abcdef01234567",
@@ -26,8 +27,8 @@ DEALT = replace(
     state=RoundState.DEALT,
     rules=HouseRules(ten_is_duke=True, tie=TieRule.PUSH, payout=PayoutTable.MULTIPLIER, decks=2),
     seats=(
-        LockedSeat(1, "alice", 100),
-        LockedSeat(9, "bób ♠", 10**12, client_seed=b"\x00\xff" * 32),
+        LockedSeat(1, ref("alice"), 100),
+        LockedSeat(9, ref("bób ♠"), 10**12, client_seed=b"\x00\xff" * 32),
     ),
     beacon=Beacon("drand/quicknet/round/1234567", bytes(32)),
     transcript_hash=bytes(range(32, 64)),

@@ -7,8 +7,11 @@ and first outputs, the Fisher-Yates picks, the deck, the hands and the cards set
 
 The vectors were generated once and are checked in; ``tests/fairness/test_vectors.py`` checks
 them against this package *and* against an independent re-implementation written in the test.
-Regenerate only when the construction changes on purpose (and then bump the ``v1`` of the
-domain tags and of the JSON format)::
+The first four are v1 rounds (each seat's player id in the transcript), the rounds logged
+before player references; the ``fairness-round-v2-*`` ones are v2 rounds, whose seats name each
+player by a reference (here computed with keys derived from the player's name, so that they
+are fixed) that the transcript leaves out. Regenerate only when the construction changes on
+purpose (and then add a version: the domain tags and the JSON format name it)::
 
     .venv/bin/python tests/vectors/make_fairness_vectors.py          # write the files
     .venv/bin/python tests/vectors/make_fairness_vectors.py --check  # exit 1 if they differ
@@ -37,7 +40,8 @@ from pathlib import Path
 
 from gnau_service.fairness import Beacon, CommittedRound, LockedSeat
 from gnau_service.fairness.commitment import commitment_preimage
-from gnau_service.fairness.encoding import SHUFFLE_TAG
+from gnau_service.fairness.encoding import SHUFFLE_TAG, FairnessVersion
+from gnau_service.fairness.player_refs import player_ref
 from gnau_service.fairness.shuffle import GENERATE_BYTES, accept_word, drbg_words, shuffle_drbg
 from gnau_service.fairness.transcript import transcript_preimage
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
@@ -58,6 +62,78 @@ class VectorSpec:
     server_seed_hex: str
     seats: tuple[LockedSeat, ...]
     beacon: Beacon | None = None
+    version: FairnessVersion = FairnessVersion.V1
+
+
+def referenced(round_id: str, seats: dict[int, tuple[str, int, bytes]]) -> tuple[LockedSeat, ...]:
+    """v2 seats: ``{seat number: (player's name, stake, client seed)}``, each player named by
+    the reference under a key derived from their name."""
+    return tuple(
+        LockedSeat(
+            number,
+            player_ref(
+                hashlib.sha256(b"vector player key " + name.encode()).digest(), round_id, number
+            ),
+            stake,
+            client_seed=client_seed,
+        )
+        for number, (name, stake, client_seed) in seats.items()
+    )
+
+
+V2_SPECS = (
+    VectorSpec(
+        file_name="fairness-round-v2-1deck-3seats-beacon.json",
+        description=(
+            "v2: 1 deck, 3 seats (one player at two of them: two references), client seeds, "
+            "an external beacon."
+        ),
+        round_id="r-5f0c2a9e4b7d1c3e8a6f0b2d",
+        rules=HouseRules(),
+        server_seed_hex="7d3f0e9a2c5b8d1e4f6a9c0b3e5d7f1a2c4e6b8d0f1a3c5e7b9d2f4a6c8e0b1d",
+        seats=referenced(
+            "r-5f0c2a9e4b7d1c3e8a6f0b2d",
+            {1: ("alice", 100, b"alice's luck"), 2: ("bob", 250, b""), 4: ("alice", 75, b"\x01")},
+        ),
+        beacon=Beacon(
+            label="drand/quicknet/round/23456789",
+            value=bytes.fromhex("5a" * 32),
+        ),
+        version=FairnessVersion.V2,
+    ),
+    VectorSpec(
+        file_name="fairness-round-v2-2decks-12seats-client-seeds.json",
+        description=(
+            "v2: 2 decks, 12 seats numbered 1-13 without 7 (given out of order), client seeds of "
+            "0, 1, 5, 32 and 64 bytes, non-default house rules."
+        ),
+        round_id="r-00ff00ff00ff00ff00ff00ff",
+        rules=HouseRules(
+            ten_is_duke=True,
+            tie=TieRule.PUSH,
+            payout=PayoutTable.MULTIPLIER,
+            suited_double=True,
+            decks=2,
+        ),
+        server_seed_hex="e1c3a5b7d9f0e2c4a6b8d0f1e3c5a7b9d1f3e5c7a9b0d2f4e6c8a0b1d3f5e7c9",
+        seats=tuple(
+            reversed(
+                referenced(
+                    "r-00ff00ff00ff00ff00ff00ff",
+                    {
+                        number: (f"player-{number}", 10 * number, bytes(range(size)))
+                        for number, size in zip(
+                            (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13),
+                            (0, 1, 5, 32, 64, 0, 1, 5, 32, 64, 0, 1),
+                            strict=True,
+                        )
+                    },
+                )
+            )
+        ),
+        version=FairnessVersion.V2,
+    ),
+)
 
 
 SPECS = (
@@ -169,7 +245,9 @@ def search_rejection(start: int = 0, stop: int = 10_000_000) -> int | None:
     template = rejection_spec("00" * 32)
     for index in range(start, stop):
         seed = rejection_search_seed(index)
-        locked = CommittedRound(template.round_id, template.rules, seed).lock(template.seats)
+        locked = CommittedRound(template.round_id, template.rules, seed, template.version).lock(
+            template.seats
+        )
         words = drbg_words(shuffle_drbg(seed, locked.transcript_hash))
         if walk_fisher_yates(words, 52 * template.rules.decks).rejected_words:
             return index
@@ -177,13 +255,13 @@ def search_rejection(start: int = 0, stop: int = 10_000_000) -> int | None:
 
 
 REJECTION_SPEC = rejection_spec(rejection_search_seed(REJECTION_SEARCH_INDEX).hex())
-ALL_SPECS = (*SPECS, REJECTION_SPEC)
+ALL_SPECS = (*SPECS, REJECTION_SPEC, *V2_SPECS)
 
 
 def build_vector(spec: VectorSpec) -> dict[str, object]:
     """One vector: the revealed round and the intermediate values that lead to it."""
     server_seed = bytes.fromhex(spec.server_seed_hex)
-    committed = CommittedRound(spec.round_id, spec.rules, server_seed)
+    committed = CommittedRound(spec.round_id, spec.rules, server_seed, spec.version)
     locked = committed.lock(spec.seats, spec.beacon)
     dealt = locked.deal()
 
@@ -199,10 +277,10 @@ def build_vector(spec: VectorSpec) -> dict[str, object]:
         "revealed_round": dealt.reveal().to_json(),
         "intermediate": {
             "commitment_preimage": commitment_preimage(
-                spec.round_id, spec.rules, server_seed
+                spec.round_id, spec.rules, server_seed, spec.version
             ).hex(),
             "transcript_preimage": transcript_preimage(
-                committed.commitment, locked.seats, locked.beacon
+                committed.commitment, locked.seats, locked.beacon, spec.version
             ).hex(),
             "drbg": {
                 "entropy_input": server_seed.hex(),
