@@ -30,6 +30,14 @@ from gnau_service.rules.evaluation import Evaluator, class_multisets, class_repr
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import PlayerHand, settle
 from tests.conftest import Run
+from tests.schemas.example_receipts import (
+    EXAMPLE_VKEY,
+    V1_RECEIPT,
+    V2_RECEIPT,
+    V2_TAMPERINGS,
+    reference_step,
+    tampered_v2,
+)
 from tests.schemas.served import Served
 
 Gnau = Callable[..., Run]
@@ -140,17 +148,38 @@ def test_a_receipt_with_a_pinned_checkpoint_is_valid_to_both(
     assert output.endswith("checkpoint, inclusion, consistency")
 
 
-def test_the_example_receipt_of_the_docs_is_valid_to_the_script(tmp_path: Path) -> None:
-    """docs/schemas/examples/receipt.json, with the example key of docs/audit.md."""
-    receipt = (REPO_ROOT / "docs" / "schemas" / "examples" / "receipt.json").read_text("utf-8")
-    vkey = "gnau-dealer/example+ce9c202d+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4"
-    assert reference(json.loads(receipt), vkey)[0] is None
-    status, output = run_script(tmp_path, receipt, vkey)
+@pytest.mark.parametrize("path", [V2_RECEIPT, V1_RECEIPT], ids=["v2", "v1"])
+def test_the_example_receipts_of_the_docs_are_valid_to_the_script(
+    tmp_path: Path, path: Path
+) -> None:
+    """docs/schemas/examples/receipt.json (a fairness v2 round) and receipt-v1.json (as the
+    service wrote receipts before player references), with the example key of docs/audit.md."""
+    receipt = path.read_text("utf-8")
+    version = json.loads(receipt)["round"]["format"].rpartition("/")[2]
+    assert version == path.stem.rpartition("-")[2].replace("receipt", "v2")
+    assert reference(json.loads(receipt), EXAMPLE_VKEY)[0] is None
+    status, output = run_script(tmp_path, receipt, EXAMPLE_VKEY)
     assert status == 0, output
     tampered = json.loads(receipt)
-    tampered["round"]["seats"][1]["player_id"] = "mallory"
-    assert reference(tampered, vkey)[0] == "fairness"
-    assert script_step(run_script(tmp_path, tampered, vkey)[1]) == "fairness"
+    tampered["round"]["seats"][1]["stake"] += 1
+    assert reference(tampered, EXAMPLE_VKEY)[0] == "fairness"
+    assert script_step(run_script(tmp_path, tampered, EXAMPLE_VKEY)[1]) == "fairness"
+    if version == "v1":
+        tampered = json.loads(receipt)
+        tampered["round"]["seats"][1]["player_id"] = "mallory"  # hashed into a v1 lock
+        assert reference(tampered, EXAMPLE_VKEY)[0] == "fairness"
+        assert ": lock:" in run_script(tmp_path, tampered, EXAMPLE_VKEY)[1]
+
+
+@pytest.mark.parametrize("name", list(V2_TAMPERINGS))
+def test_a_tampered_v2_receipt_fails_at_the_step_of_the_reference(
+    tmp_path: Path, name: str
+) -> None:
+    receipt = tampered_v2()[name]
+    step = V2_TAMPERINGS[name][1]
+    assert reference_step(receipt) == step
+    status, output = run_script(tmp_path, receipt, EXAMPLE_VKEY)
+    assert (status, script_step(output)) == (1, step), output
 
 
 def test_gnau_verify_receipt_agrees_on_a_valid_and_a_tampered_receipt(
