@@ -659,3 +659,32 @@ def test_the_script_keeps_the_reference_description_of_identical_threes(
     assert expected["points"] == [6, 3, 1, 10, 10]
     assert expected["description"] == "Single-Ox 0  ox 3C(6) 3C(6) AD  power KH QS"
     assert script_functions["evaluate"](cards, rules) == expected
+
+
+def test_gnau_verify_receipt_shows_a_players_own_seat(gnau: Gnau, tmp_path: Path) -> None:
+    """--seat: a player finds their seat of a valid receipt by reference or seat number (v2),
+    or by player id (v1); nothing is shown of an invalid receipt, or of a seat not there."""
+    v2 = json.loads(V2_RECEIPT.read_text("utf-8"))
+    seat = v2["round"]["seats"][1]
+    settled = json.loads(v2["entries"][-1]["entry"])["payload"]["players"]
+    result = next(item for item in settled if item["seat"] == seat["seat_number"])
+    expected = (
+        f"seat {seat['seat_number']}: reference {seat['player_ref']}, stake {seat['stake']}, "
+        f"{result['outcome']}, delta {result['delta']:+d}"
+    )
+    for query in (seat["player_ref"], seat["player_ref"].upper().replace("P-", "p-"), "2"):
+        run = gnau("verify-receipt", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", query)
+        assert run.status == 0, run.err
+        assert run.out.splitlines()[1:] == [expected], run.out
+    absent = gnau(
+        "verify-receipt", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", "p-" + "0" * 32
+    )
+    assert absent.status == 1 and "no seat of this round" in absent.out
+    v1 = json.loads(V1_RECEIPT.read_text("utf-8"))["round"]["seats"][0]
+    run = gnau("verify-receipt", str(V1_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", v1["player_id"])
+    assert run.status == 0 and f"seat {v1['seat_number']}: player {v1['player_id']}," in run.out
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(tampered_v2()["another well-formed reference"]), "utf-8")
+    run = gnau("verify-receipt", str(tampered), "--key", EXAMPLE_VKEY, "--seat", "1")
+    assert run.status == 1 and "INVALID at step round" in run.out
+    assert "seat 1:" not in run.out
