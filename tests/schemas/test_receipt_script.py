@@ -30,6 +30,7 @@ from gnau_service.rules.evaluation import Evaluator, class_multisets, class_repr
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import PlayerHand, settle
 from tests.conftest import Run
+from tests.references import ref
 from tests.schemas.example_receipts import (
     EXAMPLE_VKEY,
     V1_RECEIPT,
@@ -276,7 +277,11 @@ def _resize(text: str) -> str:
 
 
 def _other_player(payload: dict[str, Any]) -> None:
-    payload["seats"][0]["player_id"] = "mallory"
+    seat = payload["seats"][0]
+    if "player_ref" in seat:  # a v2 round: another well-formed reference, which is not hashed
+        seat["player_ref"] = ref("mallory")
+    else:
+        seat["player_id"] = "mallory"
 
 
 def _paid_more(payload: dict[str, Any]) -> None:
