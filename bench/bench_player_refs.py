@@ -43,9 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     keys = [new_player_key() for _ in range(SEATS_PER_ROUND)]
-    rounds = [
-        (f"r-{secrets.token_hex(12)}", secrets.token_bytes(32)) for _ in range(args.rounds)
-    ]
+    rounds = [(f"r-{secrets.token_hex(12)}", secrets.token_bytes(32)) for _ in range(args.rounds)]
 
     def references() -> None:
         for round_id, _ in rounds:

@@ -230,7 +230,13 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         disclosures = Disclosures()
         disclosures.warm(HouseRules())  # the rules a request without house_rules plays
         dealer_pb2_grpc.add_DealerServiceServicer_to_server(
-            DealerServicer(dealer, quorum, disclosures), server
+            DealerServicer(
+                dealer,
+                quorum,
+                disclosures,
+                public_round_listing=settings.public_round_listing,
+            ),
+            server,
         )
         audit_pb2_grpc.add_AuditServiceServicer_to_server(
             AuditServicer(store, tail, quorum), server
@@ -263,7 +269,14 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
 
         parts.push_async_callback(stop_serving)
         if web is not None:
-            await web.start(dealer, store, settings.grace_seconds, metrics, quorum)
+            await web.start(
+                dealer,
+                store,
+                settings.grace_seconds,
+                metrics,
+                quorum,
+                public_round_listing=settings.public_round_listing,
+            )
         if metrics_web is not None:
             assert metrics is not None
             await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
@@ -281,6 +294,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             tls=settings.tls_cert is not None,
             mtls=settings.tls_client_ca is not None,
             reflection=settings.reflection,
+            public_round_listing=settings.public_round_listing,
             http_listen=settings.http_listen or None,
             http_port=None if web is None else web.port,
             metrics_listen=settings.metrics_listen or None,

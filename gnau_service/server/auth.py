@@ -2,8 +2,9 @@
 
 - ``operator``: everything, including every DealerService mutation;
 - ``auditor``: every read: rounds, log entries, proofs, keys, round verification;
-- ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and rounds (and
-  their receipts) whose seed is already public (the servicer checks the round's state).
+- ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and a round (and
+  its receipt) whose seed is already public, by its id (the servicer checks the round's state);
+  it lists rounds only if ``public_round_listing`` is on (the servicer checks that too).
 
 Tokens live in a JSON file (mode 0600, like the log key) that keeps only each token's SHA-256
 hash, with a name, a role and a creation time; :mod:`~gnau_service.server.tokens` reads and
@@ -45,7 +46,7 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.DealerService/Settle": _OPERATORS,
     "/gnau.v1.DealerService/VoidRound": _OPERATORS,
     "/gnau.v1.DealerService/GetRound": _EVERYONE,  # public: revealed rounds only
-    "/gnau.v1.DealerService/ListRounds": _EVERYONE,  # public: revealed rounds only
+    "/gnau.v1.DealerService/ListRounds": _EVERYONE,  # public: only if public_round_listing
     "/gnau.v1.DealerService/GetRoundReceipt": _EVERYONE,  # public: revealed rounds only
     "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
     "/gnau.v1.DealerService/GetHouseRulesInfo": _EVERYONE,

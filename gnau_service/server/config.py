@@ -285,6 +285,17 @@ class Settings:
             "--reflection", "GNAU_REFLECTION", "serve gRPC reflection (true/false)", _boolean
         ),
     )
+    # Off: the public role lists no rounds; a round id (96 random bits) is the capability.
+    public_round_listing: bool = field(
+        default=False,
+        metadata=_about(
+            "--public-round-listing",
+            "GNAU_PUBLIC_ROUND_LISTING",
+            "let the public role (no credentials) list rounds whose seed is public, over gRPC "
+            "ListRounds and HTTP GET /rounds (true/false); off, only the operator and auditor list",
+            _boolean,
+        ),
+    )
     max_message_bytes: int = field(
         default=1024 * 1024,
         metadata=_about(

@@ -236,7 +236,7 @@ class Dealer:
         check_round_id(round_id)
         stored = read_round(self.store, round_id)
         if stored is None or (public and RoundState(stored.state) not in SEED_IS_PUBLIC):
-            raise RoundNotFound(round_id)
+            raise RoundNotFound(round_id, public=public)
         (record,) = self._published([parsed_record(stored.record)])
         return view_of(record, bytes.fromhex(stored.server_seed))
 

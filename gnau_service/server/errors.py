@@ -34,6 +34,7 @@ from gnau_service.server.limits import (
 from gnau_service.server.refusals import (
     DealerError,
     InvalidRequest,
+    ListingNotPublic,
     OutOfRange,
     RequestConflict,
     RoundNotFound,
@@ -61,6 +62,7 @@ class Reason(StrEnum):
     OUT_OF_RANGE = "OUT_OF_RANGE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
+    LISTING_NOT_PUBLIC = "LISTING_NOT_PUBLIC"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
     TOO_MANY_RULE_SETS = "TOO_MANY_RULE_SETS"
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
@@ -81,6 +83,7 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    Reason.LISTING_NOT_PUBLIC: grpc.StatusCode.PERMISSION_DENIED,
     Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.TOO_MANY_RULE_SETS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
@@ -188,6 +191,10 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
         return _status(Reason.ROUND_NOT_FOUND, str(error))
     if isinstance(error, OutOfRange):
         return _status(Reason.OUT_OF_RANGE, str(error))
+    if isinstance(error, ListingNotPublic):
+        return _status(
+            Reason.LISTING_NOT_PUBLIC, str(error), None, {"setting": "public_round_listing"}
+        )
     if isinstance(error, RequestConflict):
         return _status(Reason.REQUEST_ID_REUSED, str(error))
     if isinstance(error, StoreUnavailable):

@@ -17,9 +17,25 @@ class DealerError(Exception):
 
 
 class RoundNotFound(DealerError):  # noqa: N818
-    def __init__(self, round_id: str) -> None:
-        super().__init__(f"there is no round {quoted(round_id)}")
+    """No round has the id, or (to the ``public``) its seed is not public yet. To the public
+    the message is the same either way and never holds the id, so a refusal tells a prober
+    nothing and echoes nothing; to a client with a token it names the id (bounded)."""
+
+    def __init__(self, round_id: str, *, public: bool = False) -> None:
+        super().__init__(
+            "there is no round with this id" if public else f"there is no round {quoted(round_id)}"
+        )
         self.round_id = round_id
+
+
+class ListingNotPublic(DealerError):  # noqa: N818
+    """The public role asked to list rounds while ``public_round_listing`` is off."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "listing rounds is not public on this service (public_round_listing is off): "
+            "fetch a round by its id"
+        )
 
 
 class WrongState(DealerError):  # noqa: N818

@@ -38,7 +38,12 @@ from gnau_service.server.limits import (
     MAX_REQUEST_ID_CHARS,
 )
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
-from gnau_service.server.refusals import InvalidRequest, OutOfRange, RoundNotFound
+from gnau_service.server.refusals import (
+    InvalidRequest,
+    ListingNotPublic,
+    OutOfRange,
+    RoundNotFound,
+)
 from gnau_service.server.validation import SeatRequest, check_round_id
 from gnau_service.server.watch import follow
 from gnau_service.store import LogTail, Store
@@ -78,10 +83,13 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         dealer: Dealer,
         quorum: WitnessQuorum,
         disclosures: Disclosures,
+        *,
+        public_round_listing: bool = False,
     ) -> None:
         self._dealer = dealer
         self._quorum = quorum
         self._disclosures = disclosures
+        self._public_round_listing = public_round_listing
 
     async def Shuffle(
         self, request: dealer_pb2.ShuffleRequest, context: Context
@@ -152,13 +160,16 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     async def ListRounds(
         self, request: dealer_pb2.ListRoundsRequest, context: Context
     ) -> dealer_pb2.ListRoundsResponse:
+        public = current_role.get() is Role.PUBLIC
+        if public and not self._public_round_listing:
+            raise ListingNotPublic
         views, token = await asyncio.to_thread(
             functools.partial(
                 self._dealer.list,
                 request.table_id,
                 request.page_size,
                 request.page_token,
-                public=current_role.get() is Role.PUBLIC,
+                public=public,
             )
         )
         return dealer_pb2.ListRoundsResponse(

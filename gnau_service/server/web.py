@@ -8,7 +8,8 @@ exist here either. ``docs/web.md`` lists the routes.
   names a path on disk);
 - ``GET /rounds/{round_id}/receipt[?pinned_size=N]``: the round's receipt (``docs/receipts.md``);
 - ``GET /rounds?table_id=T[&page_size=N][&page_token=...]``: revealed, settled and voided rounds,
-  newest first;
+  newest first, if ``--public-round-listing`` is on; otherwise 403 (a round id is the
+  capability to read its receipt: nothing here enumerates rounds);
 - ``GET /keys``: the log's origin, verifier keys and key rotations;
 - ``GET /metrics``: the Prometheus metrics (:mod:`~gnau_service.server.metrics`), which a
   metrics-only port (``--metrics-listen``) also serves, alone.
@@ -37,7 +38,13 @@ from gnau_service.server.dealer import Dealer
 from gnau_service.server.limits import MAX_ERROR_MESSAGE_BYTES
 from gnau_service.server.metrics import CONTENT_TYPE, Metrics
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
-from gnau_service.server.refusals import DealerError, InvalidRequest, OutOfRange, RoundNotFound
+from gnau_service.server.refusals import (
+    DealerError,
+    InvalidRequest,
+    ListingNotPublic,
+    OutOfRange,
+    RoundNotFound,
+)
 from gnau_service.server.round_view import RoundView
 from gnau_service.store import Store, StoreUnavailable
 from gnau_service.store.cosignatures import WitnessQuorum
@@ -113,8 +120,13 @@ class WebServer:
         shutdown_timeout: float,
         metrics: Metrics | None,
         quorum: WitnessQuorum,
+        *,
+        public_round_listing: bool = False,
     ) -> None:
-        await self.serve(web_application(dealer, store, metrics, quorum), shutdown_timeout)
+        application = web_application(
+            dealer, store, metrics, quorum, public_round_listing=public_round_listing
+        )
+        await self.serve(application, shutdown_timeout)
 
     async def serve(self, application: web.Application, shutdown_timeout: float) -> None:
         runner = web.AppRunner(
@@ -140,10 +152,15 @@ class WebServer:
 
 
 def web_application(
-    dealer: Dealer, store: Store, metrics: Metrics | None, quorum: WitnessQuorum
+    dealer: Dealer,
+    store: Store,
+    metrics: Metrics | None,
+    quorum: WitnessQuorum,
+    *,
+    public_round_listing: bool = False,
 ) -> web.Application:
     app = web.Application(middlewares=[_edge])
-    routes = _Routes(dealer, store, quorum)
+    routes = _Routes(dealer, store, quorum, public_round_listing)
     if metrics is not None:
         app.router.add_get("/metrics", metrics_handler(metrics))
     app.router.add_get("/rounds", routes.list_rounds)
@@ -173,10 +190,13 @@ def metrics_handler(metrics: Metrics) -> Callable[[web.Request], Awaitable[web.R
 
 
 class _Routes:
-    def __init__(self, dealer: Dealer, store: Store, quorum: WitnessQuorum) -> None:
+    def __init__(
+        self, dealer: Dealer, store: Store, quorum: WitnessQuorum, public_round_listing: bool
+    ) -> None:
         self._dealer = dealer
         self._store = store
         self._quorum = quorum
+        self._public_round_listing = public_round_listing
         self._files = page_files()
 
     async def receipt(self, request: web.Request) -> web.Response:
@@ -194,6 +214,8 @@ class _Routes:
         return _json_response(receipt.to_text())
 
     async def list_rounds(self, request: web.Request) -> web.Response:
+        if not self._public_round_listing:
+            raise ListingNotPublic
         query = request.query
         page_size = _count(query.get("page_size", "0"), "page_size")
         views, token = await asyncio.to_thread(
@@ -227,7 +249,8 @@ class _Routes:
         path = request.match_info["path"] or "index.html"
         found = self._files.get(path)
         if found is None:
-            raise web.HTTPNotFound(reason=f"there is no page file {path!r}")
+            # The path is not echoed: it may hold a round id someone is guessing.
+            raise web.HTTPNotFound(reason="there is no page file at this path")
         body, content_type = found
         return web.Response(
             body=body, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
@@ -341,6 +364,8 @@ def _refusal(error: DealerError | StoreUnavailable) -> web.Response:
         return error_response(404, "NOT_FOUND", str(error))
     if isinstance(error, OutOfRange):
         return error_response(400, "OUT_OF_RANGE", str(error))
+    if isinstance(error, ListingNotPublic):
+        return error_response(403, "PERMISSION_DENIED", str(error))
     if isinstance(error, StoreUnavailable):
         # The cause stays in the server's log: it may name paths or hosts.
         return error_response(503, "UNAVAILABLE", "the store cannot be used right now; retry")

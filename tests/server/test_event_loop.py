@@ -78,7 +78,8 @@ def callback_of(message: str) -> str:
 
 @contextlib.asynccontextmanager
 async def served_with_http(settings: Settings) -> AsyncIterator[Service]:
-    with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0")
+    # The public may list, so that GET /rounds is read too.
+    with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0", public_round_listing=True)
     async with (
         running(with_http) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,

@@ -249,7 +249,7 @@ def _another_fair_round(document: Document) -> None:
     # What only the operator could forge (it knows how seeds are drawn): a round that is fair
     # under the same id, but not the one the log published.
     published = RevealedRound.from_json(document["round"])
-    forged = CommittedRound(published.round_id, published.rules, bytes(32))
+    forged = CommittedRound(published.round_id, published.rules, bytes(32), published.version)
     document["round"] = forged.lock(published.seats, published.beacon).deal().reveal().to_json()
 
 

@@ -411,14 +411,17 @@ async def test_roles_decide_who_may_call_what(service: Service) -> None:
             metadata=(("authorization", f"Bearer {TOKENS[role]}"),),
         )
         assert [message async for message in entries]
-    # The public lists a table's rounds whose seed is public, and no other.
-    listed = await service.call(
-        "dealer",
-        "ListRounds",
-        dealer_pb2.ListRoundsRequest(table_id="table-roles"),
-        role="public",
+    # The public lists no rounds unless public_round_listing is on (test_round_listing.py).
+    error = await refusal(
+        service.call(
+            "dealer",
+            "ListRounds",
+            dealer_pb2.ListRoundsRequest(table_id="table-roles"),
+            role="public",
+        )
     )
-    assert [round_.round_id for round_ in listed.rounds] == [settled.round_id]
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert details(error)[1] == "LISTING_NOT_PUBLIC"
     # The public sees a round once its seed is public, and not before.
     public = await service.call(
         "dealer", "GetRound", dealer_pb2.GetRoundRequest(round_id=settled.round_id), role=None

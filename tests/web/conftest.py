@@ -119,6 +119,19 @@ async def web_service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def listing_web_service(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[WebService]:
+    """A service that lets the public list rounds (``public_round_listing``: off by default)."""
+    settings = web_settings(tmp_path_factory.mktemp("web-listing"), public_round_listing=True)
+    async with (
+        running(settings) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        yield WebService(app, channel)
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def browser() -> AsyncIterator[Browser]:
     executable = chromium_path()
     async with async_playwright() as playwright:

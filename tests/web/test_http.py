@@ -77,20 +77,35 @@ async def test_a_round_whose_seed_is_secret_does_not_exist(web_service: WebServi
     for round_id in (dealt, "r-no-such-round"):
         status, document = await refusal(web_service, f"/rounds/{round_id}/receipt")
         assert status == 404
-        assert document == {"error": "NOT_FOUND", "reason": f"there is no round '{round_id}'"}
+        # The same answer for both, and neither repeats the id.
+        assert document == {"error": "NOT_FOUND", "reason": "there is no round with this id"}
 
 
 async def test_a_round_id_with_a_slash_or_a_bad_character(web_service: WebService) -> None:
     status, document = await refusal(web_service, "/rounds/table-1%2Fround-1/receipt")
     assert (status, document["error"]) == (404, "NOT_FOUND")
-    assert "table-1/round-1" in document["reason"]
+    assert "round-1" not in document["reason"]  # a refusal never echoes the id
     status, document = await refusal(web_service, "/rounds/a%00b/receipt")
     assert (status, document["error"]) == (400, "INVALID_ARGUMENT")
     status, document = await refusal(web_service, f"/rounds/{'x' * 5000}/receipt")
     assert (status, document["error"]) == (400, "INVALID_ARGUMENT")
 
 
-async def test_rounds_lists_only_public_rounds_newest_first(web_service: WebService) -> None:
+async def test_rounds_is_refused_to_the_public_by_default(web_service: WebService) -> None:
+    round_id = await web_service.play("list-off")
+    for query in ("", "?table_id=list-off", "?page_size=-1", "?page_token=nonsense"):
+        status, document = await refusal(web_service, "/rounds" + query)
+        assert (status, document["error"]) == (403, "PERMISSION_DENIED"), query
+        assert "public_round_listing" in document["reason"]
+    # The round id is the capability: its receipt is still served.
+    status, _, body = await get(web_service, f"/rounds/{round_id}/receipt")
+    assert status == 200 and Receipt.from_text(body).round_id == round_id
+
+
+async def test_rounds_lists_only_public_rounds_newest_first(
+    listing_web_service: WebService,
+) -> None:
+    web_service = listing_web_service
     first = await web_service.play("list-table")
     second = await web_service.play("list-table")
     third = await web_service.play("list-table", until="Reveal")
@@ -119,7 +134,8 @@ async def test_rounds_lists_only_public_rounds_newest_first(web_service: WebServ
     assert third in [r["round_id"] for r in json.loads(body)["rounds"]]
 
 
-async def test_bad_listing_parameters_are_refused(web_service: WebService) -> None:
+async def test_bad_listing_parameters_are_refused(listing_web_service: WebService) -> None:
+    web_service = listing_web_service
     for query in ("page_size=-1", "page_size=ten", "page_token=nonsense", f"table_id={'t' * 200}"):
         status, document = await refusal(web_service, f"/rounds?{query}")
         assert (status, document["error"]) == (400, "INVALID_ARGUMENT"), query

@@ -265,8 +265,9 @@ async def test_tampered_receipts_fail_at_the_step_the_command_line_names(
 
 
 async def test_recall_lists_the_tables_rounds_and_opens_one(
-    page: Page, web_service: WebService
+    page: Page, listing_web_service: WebService
 ) -> None:
+    web_service = listing_web_service  # the public may list rounds here
     settled = await web_service.play("recall-table")
     revealed = await web_service.play("recall-table", until="Reveal")
     secret = await web_service.play("recall-other", until="Deal")  # its seed is not public
@@ -293,6 +294,28 @@ async def test_recall_lists_the_tables_rounds_and_opens_one(
     assert f"round {revealed}, revealed" in text
 
 
+async def test_recall_says_plainly_when_listing_is_off(page: Page, web_service: WebService) -> None:
+    round_id = await web_service.play("recall-off")
+    await open_page(page, web_service)
+    status = page.locator("#recall-status")
+    # On opening, the listing the service refuses (its default) is said, not shown as a fault.
+    await expect(status).to_contain_text("Listing rounds is off on this service")
+    await expect(status).to_contain_text("round id")
+    await expect(page.locator("#recall-list button")).to_have_count(0)
+    await expect(page.locator("#recall-more")).to_be_hidden()
+    await page.fill("#table-id", "recall-off")
+    await page.click("#list-rounds")
+    await expect(status).to_contain_text("Listing rounds is off on this service")
+    assert "Cannot list rounds" not in await status.inner_text()
+    # The round id, as the platform hands it to its players, still opens the round.
+    await page.fill("#vkey", web_service.vkey)
+    await page.fill("#round-id", round_id)
+    await page.click("#fetch-receipt")
+    state, _, text = await verdict(page)
+    assert state == "valid", text
+    assert f"round {round_id}, settled" in text
+
+
 async def test_an_unknown_round_and_a_missing_key_are_said_plainly(
     page: Page, web_service: WebService
 ) -> None:
@@ -301,7 +324,7 @@ async def test_an_unknown_round_and_a_missing_key_are_said_plainly(
     await page.click("#fetch-receipt")
     state, _, text = await verdict(page)
     assert state == "unreadable"
-    assert "there is no round 'r-no-such-round'" in text
+    assert "r-no-such-round: there is no round with this id" in text
     round_id = await web_service.play()
     await page.fill("#round-id", round_id)
     await page.click("#fetch-receipt")

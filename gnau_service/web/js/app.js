@@ -273,7 +273,9 @@ async function fetchJson(path) {
     } catch {
       /* not a JSON refusal: keep the status line */
     }
-    throw new Error(reason);
+    const refused = new Error(reason);
+    refused.status = response.status;
+    throw refused;
   }
   return text;
 }
@@ -320,6 +322,14 @@ async function listRounds(more = false) {
   try {
     page = JSON.parse(await fetchJson(`rounds?${params}`));
   } catch (error) {
+    if (error.status === 403) {
+      // The service lists no rounds to the public (its default): a round id is the way in.
+      $("recall-list").replaceChildren();
+      nextPageToken = "";
+      $("recall-more").hidden = true;
+      $("recall-status").textContent = "Listing rounds is off on this service. Paste the round id your platform gave you into Round id above, open #ROUND_ID, or drop a receipt file.";
+      return;
+    }
     $("recall-status").textContent = `Cannot list rounds: ${error.message}`;
     return;
   }

@@ -366,8 +366,9 @@ class ListRoundsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
-    """Only rounds of this table; empty lists the rounds of every table. To the public role only
-    rounds whose seed is public (revealed, settled or voided) exist.
+    """Only rounds of this table; empty lists the rounds of every table. To the public role
+    (when `public_round_listing` lets it list) only rounds whose seed is public (revealed,
+    settled or voided) exist.
     """
     page_size: _builtins.int
     """The most rounds to return: 0 means the server's default (50); values above 1000 are

@@ -182,7 +182,10 @@ class DealerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def ListRounds(self, request, context):
-        """Lists rounds, newest first, one page at a time (AIP-158).
+        """Lists rounds, newest first, one page at a time (AIP-158). The operator and auditor roles
+        list every round; the public role (no credentials) only if the service runs with
+        `public_round_listing` on, and is otherwise refused with PERMISSION_DENIED, reason
+        LISTING_NOT_PUBLIC: it reads a round by its id alone, which is the capability.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -71,7 +71,11 @@ class DealerServiceStub:
     GetRound: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundRequest, _dealer_pb2.GetRoundResponse]
     """Returns one round as it stands."""
     ListRounds: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.ListRoundsRequest, _dealer_pb2.ListRoundsResponse]
-    """Lists rounds, newest first, one page at a time (AIP-158)."""
+    """Lists rounds, newest first, one page at a time (AIP-158). The operator and auditor roles
+    list every round; the public role (no credentials) only if the service runs with
+    `public_round_listing` on, and is otherwise refused with PERMISSION_DENIED, reason
+    LISTING_NOT_PUBLIC: it reads a round by its id alone, which is the capability.
+    """
     EvaluateHand: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.EvaluateHandRequest, _dealer_pb2.EvaluateHandResponse]
     """Evaluates one five-card hand under the given house rules. Changes nothing."""
     GetRoundReceipt: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundReceiptRequest, _dealer_pb2.GetRoundReceiptResponse]
@@ -130,7 +134,11 @@ class DealerServiceAsyncStub(DealerServiceStub):
     GetRound: _aio.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundRequest, _dealer_pb2.GetRoundResponse]  # type: ignore[assignment]
     """Returns one round as it stands."""
     ListRounds: _aio.UnaryUnaryMultiCallable[_dealer_pb2.ListRoundsRequest, _dealer_pb2.ListRoundsResponse]  # type: ignore[assignment]
-    """Lists rounds, newest first, one page at a time (AIP-158)."""
+    """Lists rounds, newest first, one page at a time (AIP-158). The operator and auditor roles
+    list every round; the public role (no credentials) only if the service runs with
+    `public_round_listing` on, and is otherwise refused with PERMISSION_DENIED, reason
+    LISTING_NOT_PUBLIC: it reads a round by its id alone, which is the capability.
+    """
     EvaluateHand: _aio.UnaryUnaryMultiCallable[_dealer_pb2.EvaluateHandRequest, _dealer_pb2.EvaluateHandResponse]  # type: ignore[assignment]
     """Evaluates one five-card hand under the given house rules. Changes nothing."""
     GetRoundReceipt: _aio.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundReceiptRequest, _dealer_pb2.GetRoundReceiptResponse]  # type: ignore[assignment]
@@ -228,7 +236,11 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _dealer_pb2.ListRoundsRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_dealer_pb2.ListRoundsResponse, _abc.Awaitable[_dealer_pb2.ListRoundsResponse]]:
-        """Lists rounds, newest first, one page at a time (AIP-158)."""
+        """Lists rounds, newest first, one page at a time (AIP-158). The operator and auditor roles
+        list every round; the public role (no credentials) only if the service runs with
+        `public_round_listing` on, and is otherwise refused with PERMISSION_DENIED, reason
+        LISTING_NOT_PUBLIC: it reads a round by its id alone, which is the capability.
+        """
 
     @_abc_1.abstractmethod
     def EvaluateHand(
