@@ -13,7 +13,7 @@ import { after, before, describe, it } from 'node:test';
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
 
-import { commitment, deal, shuffledDeck, transcriptHash } from './fairness.mjs';
+import { FORMATS, PLAYER_REF, commitment, deal, shuffledDeck, transcriptHash, verifyRevealedRound } from './fairness.mjs';
 import { openCheckpoint } from './note.mjs';
 
 const { TARGET, TOKEN } = process.env;
@@ -122,6 +122,25 @@ function rulesText(rules) {
 
 const uniqueTable = (what) => `node-${what}-${randomUUID().slice(0, 8)}`;
 
+/**
+ * The fairness version the log holds for a revealed or voided round (docs/fairness.md): its
+ * receipt's ROUND_COMMITTED entry says `"fairness_version": 2` for a v2 round, nothing for v1.
+ * The receipt's revealed round (when dealt) must be in that version's format, and verify.
+ */
+async function loggedVersion(roundId) {
+  const { receipt } = await call(dealer, 'GetRoundReceipt', { round_id: roundId });
+  const document = JSON.parse(receipt);
+  const committed = JSON.parse(document.entries[0].entry);
+  assert.equal(committed.kind, 'ROUND_COMMITTED');
+  const version = committed.payload.fairness_version ?? 1;
+  assert.ok(version === 1 || version === 2, `fairness_version ${version}`);
+  if (document.round !== null) {
+    assert.equal(document.round.format, FORMATS[version], 'the receipt round is of the logged version');
+    assert.deepEqual(verifyRevealedRound(document.round), [], 'the receipt round verifies');
+  }
+  return version;
+}
+
 describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
   before(() => {
     assert.ok(TARGET && TOKEN, 'set TARGET (host:port) and TOKEN (an operator token)');
@@ -174,7 +193,9 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
       assert.deepEqual(round.seats.map((s) => s.seat_number), [1, 2, 3]);
       for (const seat of round.seats) {
         const sent = seats.find((s) => s.seat_number === seat.seat_number);
-        assert.equal(seat.player_id, sent.player_id);
+        assert.equal(seat.player_id, sent.player_id, 'the operator sees the player id it sent');
+        // v2 (docs/fairness.md): each seat also gets its player reference, unique to the round.
+        if (seat.player_ref) assert.match(seat.player_ref, PLAYER_REF);
         assert.equal(seat.stake, sent.stake, 'int64 stakes come back exact, as strings');
         assert.ok(Buffer.from(seat.client_seed).equals(sent.client_seed), 'client seed echoed');
       }
@@ -207,16 +228,27 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
       revealed = round;
     });
 
-    await t.test('the round verifies independently (docs/fairness.md, in JS)', () => {
+    await t.test('the round verifies independently (docs/fairness.md, in JS)', async () => {
+      const version = await loggedVersion(roundId);
+      // A v2 round's seats carry references; a v1 round's do not.
+      assert.equal(revealed.seats.every((s) => PLAYER_REF.test(s.player_ref ?? '')), version === 2);
       const seed = Buffer.from(revealed.server_seed, 'hex');
       const rules = rulesText(revealed.house_rules);
-      assert.equal(commitment(roundId, rules, seed), shuffled.commitment, 'commitment');
+      assert.equal(commitment(roundId, rules, seed, version), shuffled.commitment, 'commitment');
       const lockedSeats = revealed.seats.map((s) => ({ ...s, client_seed: Buffer.from(s.client_seed) }));
       assert.equal(
-        transcriptHash(revealed.commitment, lockedSeats, revealed.beacon), revealed.transcript_hash,
+        transcriptHash(revealed.commitment, lockedSeats, revealed.beacon, version), revealed.transcript_hash,
         'transcript hash (seats and beacon as sent)',
       );
-      assert.equal(transcriptHash(revealed.commitment, seats, beacon), revealed.transcript_hash);
+      assert.equal(transcriptHash(revealed.commitment, seats, beacon, version), revealed.transcript_hash);
+      if (version === 2) {
+        // The lock holds no player: another player at a seat leaves the transcript as it is,
+        // another stake does not.
+        const renamed = seats.map((s) => ({ ...s, player_id: `${s.player_id}-else` }));
+        assert.equal(transcriptHash(revealed.commitment, renamed, beacon, 2), revealed.transcript_hash);
+        const restaked = seats.map((s, i) => ({ ...s, stake: i === 0 ? BigInt(s.stake) + 1n : s.stake }));
+        assert.notEqual(transcriptHash(revealed.commitment, restaked, beacon, 2), revealed.transcript_hash);
+      }
       const deck = shuffledDeck(seed, revealed.transcript_hash, rules.decks);
       assert.deepEqual(revealed.deck, deck, 'deck');
       const { hands, dealer: dealerHand } = deal(deck, [1, 2, 3]);
@@ -285,7 +317,8 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
     assert.equal(voided.round.void_reason, reason);
     // docs/fairness.md: a void reveals the seed, so the voided deal can be recomputed.
     const seed = Buffer.from(voided.round.server_seed, 'hex');
-    assert.equal(commitment(round.round_id, rulesText(round.house_rules), seed), round.commitment);
+    const version = await loggedVersion(round.round_id);
+    assert.equal(commitment(round.round_id, rulesText(round.house_rules), seed, version), round.commitment);
     // The table is free again.
     const next = await call(dealer, 'Shuffle', { request_id: randomUUID(), table_id: tableId });
     await call(dealer, 'VoidRound', { request_id: randomUUID(), round_id: next.round.round_id, reason });

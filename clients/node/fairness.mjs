@@ -1,11 +1,38 @@
 // An independent re-implementation of docs/fairness.md ("The construction, byte by byte") with
 // node:crypto only: it recomputes a revealed round's commitment, transcript hash, deck and hands.
 // It shares no code with the service, so agreement with the service is evidence for both.
+// Both fairness versions: v1 hashes each seat's player_id; v2 (the format of new rounds) hashes
+// under its own commitment and lock tags and leaves the player out of the lock: a v2 seat names
+// a player reference (p- and 32 hex digits), bound to its seat by the signed ROUND_DEALT entry.
 
 import { createHash, createHmac } from 'node:crypto';
 
 const utf8 = (text) => Buffer.from(text, 'utf8');
-const tag = (name) => utf8(`gnau-dealer/fairness/v1/${name}`);
+const tag = (name, version = 1) => utf8(`gnau-dealer/fairness/v${version}/${name}`);
+
+/** The revealed-round format of each fairness version, and a v2 seat's player reference. */
+export const FORMATS = { 1: 'gnau-dealer/revealed-round/v1', 2: 'gnau-dealer/revealed-round/v2' };
+export const PLAYER_REF = /^p-[0-9a-f]{32}$/;
+
+/** The fairness version of a revealed round (1 or 2) from its `format`; throws for another. */
+export function versionOf(round) {
+  const version = Number(Object.keys(FORMATS).find((v) => FORMATS[v] === round.format));
+  if (!version) throw new Error(`not a revealed round: format ${JSON.stringify(round.format)}`);
+  return version;
+}
+
+/** Throws unless each seat names its player as the version says: a non-empty player_id in v1,
+ *  a player_ref matching PLAYER_REF in v2 (and not the other member). */
+export function checkSeats(seats, version) {
+  for (const s of seats) {
+    const [want, other] = version === 2 ? ['player_ref', 'player_id'] : ['player_id', 'player_ref'];
+    if (Object.hasOwn(s, other)) throw new Error(`seat ${s.seat_number}: a v${version} seat has no ${other}`);
+    if (typeof s[want] !== 'string' || !s[want]) throw new Error(`seat ${s.seat_number}: ${want} missing`);
+    if (version === 2 && !PLAYER_REF.test(s.player_ref)) {
+      throw new Error(`seat ${s.seat_number}: player_ref ${JSON.stringify(s.player_ref)} is not a player reference`);
+    }
+  }
+}
 const u32 = (n) => { const b = Buffer.alloc(4); b.writeUInt32BE(n); return b; };
 const u64 = (n) => { const b = Buffer.alloc(8); b.writeBigUInt64BE(BigInt(n)); return b; };
 /** frame(x): the length of x as 4 bytes big-endian, then x. */
@@ -15,26 +42,29 @@ const sha256 = (...fields) => createHash('sha256').update(frames(...fields)).dig
 const mac = (key, data) => createHmac('sha256', key).update(data).digest();
 
 /**
- * The commitment (hex) of `roundId` under `rules` ({name: value_text}, every rule) to `seed`.
+ * The commitment (hex) of `roundId` under `rules` ({name: value_text}, every rule) to `seed`,
+ * under the tag of fairness `version` (1 or 2).
  */
-export function commitment(roundId, rules, seed) {
+export function commitment(roundId, rules, seed, version = 1) {
   const keys = Object.keys(rules).sort();
   const encoded = Buffer.concat(keys.map((k) => frames(utf8(k), utf8(String(rules[k])))));
-  return sha256(tag('commitment'), utf8(roundId), encoded, u64(rules.decks), seed).toString('hex');
+  return sha256(tag('commitment', version), utf8(roundId), encoded, u64(rules.decks), seed).toString('hex');
 }
 
 /**
  * The transcript hash (hex) locking `seats` ([{seat_number, player_id, stake, client_seed}],
  * stake a number, string or BigInt, client_seed a Buffer) and `beacon` ({label, value} or null).
+ * In `version` 2 a seat is frame(seat_number) || frame(stake) || frame(client_seed): no player.
  */
-export function transcriptHash(commitmentHex, seats, beacon) {
+export function transcriptHash(commitmentHex, seats, beacon, version = 1) {
   const ordered = [...seats].sort((a, b) => a.seat_number - b.seat_number);
+  const player = (s) => (version === 2 ? [] : [utf8(s.player_id)]);
   const locked = Buffer.concat(ordered.map((s) => frame(frames(
-    u64(s.seat_number), utf8(s.player_id), u64(s.stake), Buffer.from(s.client_seed)))));
+    u64(s.seat_number), ...player(s), u64(s.stake), Buffer.from(s.client_seed)))));
   const beaconBytes = beacon
     ? Buffer.concat([Buffer.of(1), frame(utf8(beacon.label)), frame(Buffer.from(beacon.value))])
     : Buffer.of(0);
-  return sha256(tag('lock'), Buffer.from(commitmentHex, 'hex'), locked, beaconBytes).toString('hex');
+  return sha256(tag('lock', version), Buffer.from(commitmentHex, 'hex'), locked, beaconBytes).toString('hex');
 }
 
 /** HMAC_DRBG_Update (SP 800-90A 10.1.2.2). */
@@ -80,4 +110,36 @@ export function deal(deck, seatNumbers) {
   const n = ordered.length + 1;
   const hand = (k) => [0, 1, 2, 3, 4].map((pass) => deck[k + pass * n]);
   return { hands: ordered.map((seat, k) => ({ seat_number: seat, cards: hand(k) })), dealer: hand(n - 1) };
+}
+
+/**
+ * Checks a revealed round (the JSON of docs/fairness.md, v1 or v2) link by link; returns the
+ * names of the links that fail (`format`, `seats`, `commitment`, `lock`, `deck`, `hands`,
+ * `dealer hand`), empty when it verifies.
+ */
+export function verifyRevealedRound(r) {
+  let version;
+  try {
+    version = versionOf(r);
+    checkSeats(r.seats, version);
+  } catch (error) {
+    return [version ? 'seats' : 'format'];
+  }
+  const failures = [];
+  const seed = Buffer.from(r.server_seed, 'hex');
+  const rules = { decks: 1, five_small: true, payout: 'points', suited_double: false, ten_is_duke: false,
+    three_six_pair: false, tie: 'dealer', trips_make_ox: true, ...r.house_rules };
+  if (commitment(r.round_id, rules, seed, version) !== r.commitment.toLowerCase()) failures.push('commitment');
+  const seats = r.seats.map((s) => ({ ...s, client_seed: Buffer.from(s.client_seed ?? '', 'hex') }));
+  const beacon = r.beacon && { label: r.beacon.label, value: Buffer.from(r.beacon.value, 'hex') };
+  if (transcriptHash(r.commitment, seats, beacon, version) !== r.transcript_hash.toLowerCase()) failures.push('lock');
+  const deck = shuffledDeck(seed, r.transcript_hash, rules.decks);
+  const card = (c) => c.toUpperCase().replace('10', 'T');
+  if (deck.join(' ') !== r.deck.map(card).join(' ')) failures.push('deck');
+  const dealt = deal(deck, seats.map((s) => s.seat_number));
+  const published = [...r.hands].sort((a, b) => a.seat_number - b.seat_number)
+    .map((h) => ({ seat_number: h.seat_number, cards: h.cards.map(card) }));
+  if (JSON.stringify(dealt.hands) !== JSON.stringify(published)) failures.push('hands');
+  if (dealt.dealer.join(' ') !== r.dealer_hand.map(card).join(' ')) failures.push('dealer hand');
+  return failures;
 }

@@ -2,7 +2,8 @@
 a round in the verifiable form ``gnau verify-round`` reads.
 
 - ``gnau receipt get ROUND_ID [--target HOST:PORT] [--token T] [--pin CHECKPOINT] [--out FILE]``
-- ``gnau verify-receipt FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]``
+- ``gnau verify-receipt FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]
+  [--seat REF_OR_NUMBER]``
 - ``gnau round get ROUND_ID [--target ...] [--token T] [--json]``
 
 Exit statuses: 0 valid (or done), 1 invalid (the first failing step is named), 2 unreadable
@@ -13,8 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import grpc
 from gnau.v1 import round_pb2
@@ -32,6 +36,9 @@ from gnau_service.cli.remote import (
     refusal,
 )
 from gnau_service.cli.witness_options import add_witness_options, witness_policy
+
+if TYPE_CHECKING:
+    from gnau_service.audit.receipts import ReceiptEntry
 
 
 def add_receipt_arguments(receipt: argparse.ArgumentParser) -> None:
@@ -62,6 +69,12 @@ def add_verify_receipt_arguments(verify: argparse.ArgumentParser) -> None:
     )
     verify.add_argument("--checkpoint", type=Path, help="a signed checkpoint seen earlier")
     add_witness_options(verify)
+    verify.add_argument(
+        "--seat",
+        metavar="REF_OR_NUMBER",
+        help="your player reference (p-...) or seat number: once the receipt is valid, show that "
+        "seat (its stake, outcome and delta); exit 1 if the round has no such seat",
+    )
     verify.set_defaults(run=run_verify_receipt)
 
 
@@ -139,7 +152,47 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
         receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
     )
     print(report.summary())
-    return 0 if report.ok else 1
+    if not report.ok:
+        return 1
+    return 0 if args.seat is None else _show_seat(receipt.round, receipt.entries, args.seat)
+
+
+_PLAYER_REF = re.compile(r"p-[0-9a-f]{32}")
+
+
+def find_seat(round_: dict[str, Any] | None, query: str) -> dict[str, Any] | None:
+    """The seat of a revealed round's JSON that ``query`` names: a player reference (v2, in
+    either case), a seat number, or (v1) the player id as written; None if no seat does."""
+    text = query.strip()
+    if round_ is None or not text:
+        return None
+    seats: list[dict[str, Any]] = round_["seats"]
+    if _PLAYER_REF.fullmatch(text.lower()):
+        return next((seat for seat in seats if seat.get("player_ref") == text.lower()), None)
+    if text.isascii() and text.isdigit():
+        return next((seat for seat in seats if seat["seat_number"] == int(text)), None)
+    return next((seat for seat in seats if seat.get("player_id") == text), None)
+
+
+def _show_seat(round_: dict[str, Any] | None, entries: Sequence[ReceiptEntry], query: str) -> int:
+    """Print the seat of a verified receipt that ``query`` names, with its settlement."""
+    seat = find_seat(round_, query)
+    if seat is None or round_ is None:
+        print(f"no seat of this round has the reference or seat number {query.strip()!r}")
+        return 1
+    who = (
+        f"reference {seat['player_ref']}" if "player_ref" in seat else f"player {seat['player_id']}"
+    )
+    last = json.loads(entries[-1].data)
+    outcome = ""
+    if last["kind"] == "ROUND_SETTLED":
+        players = last["payload"]["players"]
+        result = next(item for item in players if item["seat"] == seat["seat_number"])
+        outcome = f", {result['outcome']}, delta {result['delta']:+d}"
+    elif last["kind"] == "ROUND_VOIDED":
+        outcome = ", voided: no stake was won or lost"
+    print(f"seat {seat['seat_number']}: {who}, stake {seat['stake']}{outcome}")
+    return 0
 
 
 def run_round_get(args: argparse.Namespace) -> int:

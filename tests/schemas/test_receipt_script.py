@@ -30,6 +30,15 @@ from gnau_service.rules.evaluation import Evaluator, class_multisets, class_repr
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.settlement import PlayerHand, settle
 from tests.conftest import Run
+from tests.references import ref
+from tests.schemas.example_receipts import (
+    EXAMPLE_VKEY,
+    V1_RECEIPT,
+    V2_RECEIPT,
+    V2_TAMPERINGS,
+    reference_step,
+    tampered_v2,
+)
 from tests.schemas.served import Served
 
 Gnau = Callable[..., Run]
@@ -140,17 +149,38 @@ def test_a_receipt_with_a_pinned_checkpoint_is_valid_to_both(
     assert output.endswith("checkpoint, inclusion, consistency")
 
 
-def test_the_example_receipt_of_the_docs_is_valid_to_the_script(tmp_path: Path) -> None:
-    """docs/schemas/examples/receipt.json, with the example key of docs/audit.md."""
-    receipt = (REPO_ROOT / "docs" / "schemas" / "examples" / "receipt.json").read_text("utf-8")
-    vkey = "gnau-dealer/example+ce9c202d+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4"
-    assert reference(json.loads(receipt), vkey)[0] is None
-    status, output = run_script(tmp_path, receipt, vkey)
+@pytest.mark.parametrize("path", [V2_RECEIPT, V1_RECEIPT], ids=["v2", "v1"])
+def test_the_example_receipts_of_the_docs_are_valid_to_the_script(
+    tmp_path: Path, path: Path
+) -> None:
+    """docs/schemas/examples/receipt.json (a fairness v2 round) and receipt-v1.json (as the
+    service wrote receipts before player references), with the example key of docs/audit.md."""
+    receipt = path.read_text("utf-8")
+    version = json.loads(receipt)["round"]["format"].rpartition("/")[2]
+    assert version == path.stem.rpartition("-")[2].replace("receipt", "v2")
+    assert reference(json.loads(receipt), EXAMPLE_VKEY)[0] is None
+    status, output = run_script(tmp_path, receipt, EXAMPLE_VKEY)
     assert status == 0, output
     tampered = json.loads(receipt)
-    tampered["round"]["seats"][1]["player_id"] = "mallory"
-    assert reference(tampered, vkey)[0] == "fairness"
-    assert script_step(run_script(tmp_path, tampered, vkey)[1]) == "fairness"
+    tampered["round"]["seats"][1]["stake"] += 1
+    assert reference(tampered, EXAMPLE_VKEY)[0] == "fairness"
+    assert script_step(run_script(tmp_path, tampered, EXAMPLE_VKEY)[1]) == "fairness"
+    if version == "v1":
+        tampered = json.loads(receipt)
+        tampered["round"]["seats"][1]["player_id"] = "mallory"  # hashed into a v1 lock
+        assert reference(tampered, EXAMPLE_VKEY)[0] == "fairness"
+        assert ": lock:" in run_script(tmp_path, tampered, EXAMPLE_VKEY)[1]
+
+
+@pytest.mark.parametrize("name", list(V2_TAMPERINGS))
+def test_a_tampered_v2_receipt_fails_at_the_step_of_the_reference(
+    tmp_path: Path, name: str
+) -> None:
+    receipt = tampered_v2()[name]
+    step = V2_TAMPERINGS[name][1]
+    assert reference_step(receipt) == step
+    status, output = run_script(tmp_path, receipt, EXAMPLE_VKEY)
+    assert (status, script_step(output)) == (1, step), output
 
 
 def test_gnau_verify_receipt_agrees_on_a_valid_and_a_tampered_receipt(
@@ -247,7 +277,11 @@ def _resize(text: str) -> str:
 
 
 def _other_player(payload: dict[str, Any]) -> None:
-    payload["seats"][0]["player_id"] = "mallory"
+    seat = payload["seats"][0]
+    if "player_ref" in seat:  # a v2 round: another well-formed reference, which is not hashed
+        seat["player_ref"] = ref("mallory")
+    else:
+        seat["player_id"] = "mallory"
 
 
 def _paid_more(payload: dict[str, Any]) -> None:
@@ -630,3 +664,32 @@ def test_the_script_keeps_the_reference_description_of_identical_threes(
     assert expected["points"] == [6, 3, 1, 10, 10]
     assert expected["description"] == "Single-Ox 0  ox 3C(6) 3C(6) AD  power KH QS"
     assert script_functions["evaluate"](cards, rules) == expected
+
+
+def test_gnau_verify_receipt_shows_a_players_own_seat(gnau: Gnau, tmp_path: Path) -> None:
+    """--seat: a player finds their seat of a valid receipt by reference or seat number (v2),
+    or by player id (v1); nothing is shown of an invalid receipt, or of a seat not there."""
+    v2 = json.loads(V2_RECEIPT.read_text("utf-8"))
+    seat = v2["round"]["seats"][1]
+    settled = json.loads(v2["entries"][-1]["entry"])["payload"]["players"]
+    result = next(item for item in settled if item["seat"] == seat["seat_number"])
+    expected = (
+        f"seat {seat['seat_number']}: reference {seat['player_ref']}, stake {seat['stake']}, "
+        f"{result['outcome']}, delta {result['delta']:+d}"
+    )
+    for query in (seat["player_ref"], seat["player_ref"].upper().replace("P-", "p-"), "2"):
+        run = gnau("verify-receipt", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", query)
+        assert run.status == 0, run.err
+        assert run.out.splitlines()[1:] == [expected], run.out
+    absent = gnau(
+        "verify-receipt", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", "p-" + "0" * 32
+    )
+    assert absent.status == 1 and "no seat of this round" in absent.out
+    v1 = json.loads(V1_RECEIPT.read_text("utf-8"))["round"]["seats"][0]
+    run = gnau("verify-receipt", str(V1_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", v1["player_id"])
+    assert run.status == 0 and f"seat {v1['seat_number']}: player {v1['player_id']}," in run.out
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(tampered_v2()["another well-formed reference"]), "utf-8")
+    run = gnau("verify-receipt", str(tampered), "--key", EXAMPLE_VKEY, "--seat", "1")
+    assert run.status == 1 and "INVALID at step round" in run.out
+    assert "seat 1:" not in run.out

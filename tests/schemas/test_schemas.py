@@ -30,7 +30,11 @@ PAYLOAD_SCHEMAS = {
     "SERVICE_STARTED": "payload-service-started.schema.json",
     "CONFIG_CHANGED": "payload-config-changed.schema.json",
     "KEY_ROTATED": "payload-key-rotated.schema.json",
+    "PLAYER_FORGOTTEN": "payload-player-forgotten.schema.json",
 }
+#: Entry kinds with a schema before the service writes them (issue 21 adds PLAYER_FORGOTTEN to
+#: EntryKind in another change); once it is an EntryKind this set adds nothing.
+SCHEMA_BEFORE_KIND = {"PLAYER_FORGOTTEN"}
 
 
 # -- the schemas themselves -----------------------------------------------------------------------
@@ -38,7 +42,7 @@ PAYLOAD_SCHEMAS = {
 
 def test_there_is_a_schema_for_every_format_and_payload_kind() -> None:
     names = {path.name for path in schema_files()}
-    assert set(PAYLOAD_SCHEMAS) == {str(kind) for kind in EntryKind}
+    assert set(PAYLOAD_SCHEMAS) == {str(kind) for kind in EntryKind} | SCHEMA_BEFORE_KIND
     assert set(PAYLOAD_SCHEMAS.values()) <= names
     assert {
         "revealed-round.schema.json",
@@ -100,13 +104,13 @@ def test_every_member_a_schema_names_says_what_it_is(path: Any) -> None:
 
 
 def _narrows(where: str, schema: dict[str, Any]) -> bool:
-    """A subschema beside a $ref that only tightens what the reference declares (the stake
-    limit of a log entry's seats)."""
+    """A subschema beside a $ref (or a oneOf of them) that only tightens what the reference
+    declares (the stake limit of a log entry's seats, of either fairness version)."""
     parent = schema
     parts = [part for part in where.split("/") if part]
     for part in parts[:-1]:
         parent = parent[int(part)] if isinstance(parent, list) else parent[part]
-    return parts[-1:] == ["items"] and "$ref" in parent
+    return parts[-1:] == ["items"] and ("$ref" in parent or "oneOf" in parent)
 
 
 # -- real outputs ---------------------------------------------------------------------------------
@@ -163,8 +167,10 @@ def test_each_payload_kind_the_service_writes_validates_on_its_own(served: Serve
         if "entry" in line:
             entry = json.loads(line["entry"])
             payloads.setdefault(entry["kind"], []).append(entry["payload"])
-    # Everything but CONFIG_CHANGED, which nothing in the service writes.
-    assert set(payloads) == set(PAYLOAD_SCHEMAS) - {"CONFIG_CHANGED"}
+    # Everything but CONFIG_CHANGED, which nothing in the service writes (nor, until the served
+    # stories forget a player, PLAYER_FORGOTTEN: test_a_player_forgotten_entry_names_no_one).
+    written = set(PAYLOAD_SCHEMAS) - {"CONFIG_CHANGED"}
+    assert set(payloads) - SCHEMA_BEFORE_KIND == written - SCHEMA_BEFORE_KIND
     assert {payload["state"] for payload in payloads["ROUND_VOIDED"]} == {
         "SHUFFLED",
         "DEALT",
@@ -205,6 +211,26 @@ def test_config_changed_takes_any_object_within_the_entry_limits() -> None:
     assert errors("log-entry.schema.json", entry) == []
     for payload in ({"ratio": 0.5}, {"nested": [{"big": 2**53}]}, {"low": -(2**53)}):
         assert errors("log-entry.schema.json", {**entry, "payload": payload}), payload
+
+
+def test_a_player_forgotten_entry_names_no_one() -> None:
+    entry = {
+        "index": 9,
+        "key_id": "0c787b25",
+        "kind": "PLAYER_FORGOTTEN",
+        "payload": {},
+        "prev_hash": "ab" * 32,
+        "round_id": None,
+        "signature": "cd" * 64,
+        "time": "2026-12-02T08:00:00.000000Z",
+    }
+    assert errors("log-entry.schema.json", entry) == []
+    for payload in ({"player_id": "alice"}, {"player_ref": "p-" + "0" * 32}, {"count": 2}):
+        assert errors("log-entry.schema.json", {**entry, "payload": payload}), payload
+    assert errors("log-entry.schema.json", {**entry, "round_id": "r-1"})
+    for name in set(PAYLOAD_SCHEMAS.values()) - {"payload-player-forgotten.schema.json"}:
+        if name != "payload-config-changed.schema.json":  # which takes any object
+            assert errors(name, {}), f"an empty payload passes for {name}"
 
 
 # -- documents each schema must refuse ------------------------------------------------------------
@@ -251,8 +277,11 @@ def _set(document: dict[str, Any], path: str, value: object) -> dict[str, Any]:
     return changed
 
 
+V1_SEAT = {"seat_number": 1, "player_id": "alice", "stake": 1, "client_seed": ""}
+V2_SEAT = {"seat_number": 1, "player_ref": "p-" + "0" * 32, "stake": 1, "client_seed": ""}
 REVEALED_ROUND_REFUSALS: list[tuple[str, str, object]] = [
-    ("another format", "format", "gnau-dealer/revealed-round/v2"),
+    ("another format", "format", "gnau-dealer/revealed-round/v3"),
+    ("a v1 round with a v2 seat", "seats.0", V2_SEAT),
     ("a missing member", "server_seed", ...),
     ("an unknown member", "table_id", "table-1"),
     ("a card that is not one", "deck.0", "1X"),
@@ -293,6 +322,48 @@ def test_the_revealed_round_schema_refuses(why: str, path: str, value: object) -
     revealed = load_json(FAIRNESS_VECTORS[0])["revealed_round"]
     assert errors("revealed-round.schema.json", revealed) == []
     assert _refused_at("revealed-round.schema.json", _set(revealed, path, value), path), why
+
+
+def as_v2(revealed: dict[str, Any]) -> dict[str, Any]:
+    """A v1 round's fields in the v2 form (format, and a reference for each player id): the
+    schema checks the form only, not the hashes."""
+    seats = [
+        {
+            "seat_number": seat["seat_number"],
+            "player_ref": f"p-{seat['seat_number']:032x}",
+            "stake": seat["stake"],
+            "client_seed": seat["client_seed"],
+        }
+        for seat in revealed["seats"]
+    ]
+    return {**revealed, "format": "gnau-dealer/revealed-round/v2", "seats": seats}
+
+
+V2_REVEALED_ROUND_REFUSALS: list[tuple[str, str, object]] = [
+    ("a player id for a reference", "seats.0.player_ref", "alice"),
+    ("an upper-case reference", "seats.0.player_ref", "p-" + "A" * 32),
+    ("a reference of 31 bytes", "seats.0.player_ref", "p-" + "0" * 62),
+    ("a reference with a newline after it", "seats.0.player_ref", "p-" + "0" * 32 + "\n"),
+    ("a reference without its p-", "seats.0.player_ref", "0" * 32),
+    ("a seat without its reference", "seats.0.player_ref", ...),
+    ("a seat with the player id too", "seats.0.player_id", "alice"),
+    ("a v1 seat", "seats.0", V1_SEAT),
+    ("a stake of 0", "seats.0.stake", 0),
+    ("a client seed of 65 bytes", "seats.0.client_seed", "00" * 65),
+]
+
+
+@pytest.mark.parametrize(
+    ("why", "path", "value"),
+    V2_REVEALED_ROUND_REFUSALS,
+    ids=[r[0] for r in V2_REVEALED_ROUND_REFUSALS],
+)
+def test_the_revealed_round_schema_refuses_in_v2(why: str, path: str, value: object) -> None:
+    for vector in FAIRNESS_VECTORS:
+        revealed = load_json(vector)["revealed_round"]
+        v2 = revealed if revealed["format"].endswith("/v2") else as_v2(revealed)
+        assert errors("revealed-round.schema.json", v2) == [], vector.name
+    assert _refused_at("revealed-round.schema.json", _set(v2, path, value), path), why
 
 
 RECEIPT_REFUSALS: list[tuple[str, str, object]] = [
@@ -418,6 +489,10 @@ ENTRY_REFUSALS: list[tuple[str, str, str, object]] = [
     ("a start of other software", "SERVICE_STARTED", "payload.software.name", "other"),
     ("a start with a bad origin", "SERVICE_STARTED", "payload.origin", "gnau-dealer/Prod"),
     ("a rotation that is not a note", "KEY_ROTATED", "payload.rotation", "old → new"),
+    ("a fairness version 1 (absent means 1)", "ROUND_COMMITTED", "payload.fairness_version", 1),
+    ("a fairness version 3", "ROUND_COMMITTED", "payload.fairness_version", 3),
+    ("a fairness version as text", "ROUND_COMMITTED", "payload.fairness_version", "2"),
+    ("a dealt seat of two versions", "ROUND_DEALT", "payload.seats.0.player_ref", "alice"),
 ]
 
 
@@ -512,3 +587,23 @@ def test_the_bundle_header_schema_refuses(
     assert errors("bundle-line.schema.json", header) == []
     assert errors("bundle-line.schema.json", _set(header, path, value)), why
     assert _refused_at("bundle-line.schema.json", _set(header, path, value), path, "#/$defs/header")
+
+
+def test_a_dealt_payload_holds_seats_of_one_version(served: Served) -> None:
+    dealt = _entry(served, "ROUND_DEALT")["payload"]
+    v1_seats = [
+        {
+            "seat_number": seat["seat_number"],
+            "player_id": seat.get("player_id", "alice"),
+            "stake": seat["stake"],
+            "client_seed": seat["client_seed"],
+        }
+        for seat in dealt["seats"]
+    ]
+    v2_seats: list[dict[str, Any]] = as_v2({"seats": v1_seats})["seats"]
+    assert errors("payload-round-dealt.schema.json", {**dealt, "seats": v1_seats}) == []
+    assert errors("payload-round-dealt.schema.json", {**dealt, "seats": v2_seats}) == []
+    mixed = [v1_seats[0], *v2_seats[1:]] if len(v1_seats) > 1 else [*v1_seats, *v2_seats]
+    assert errors("payload-round-dealt.schema.json", {**dealt, "seats": mixed})
+    committed = _entry(served, "ROUND_COMMITTED")["payload"]
+    assert errors("payload-round-committed.schema.json", {**committed, "fairness_version": 2}) == []

@@ -2,7 +2,7 @@
 // modules beside this one, and shows the verdict and the round. Everything a document holds is
 // put on the page as text (textContent), never as markup.
 
-import { readRevealedRound } from "./fairness.js";
+import { findSeat, readRevealedRound } from "./fairness.js";
 import { hexOf } from "./bytes.js";
 import { parseJson, isObject } from "./json.js";
 import { cardLabel, cardName, rankTitle } from "./rules.js";
@@ -136,9 +136,52 @@ function resultView(evaluation, outcome, delta, stake) {
   return result;
 }
 
-function handView(title, cards, evaluation, { outcome, delta, stake, dealer = false } = {}) {
+function handView(title, cards, evaluation, { outcome, delta, stake, dealer = false, attributes = {} } = {}) {
   const head = element("div", { className: "hand-head" }, element("h3", { text: title }));
-  return element("article", { className: `hand${dealer ? " dealer" : ""}`, attributes: { "aria-label": title } }, head, cardsView(cards, evaluation), resultView(evaluation, outcome, delta, stake));
+  return element("article", { className: `hand${dealer ? " dealer" : ""}`, attributes: { "aria-label": title, ...attributes } }, head, cardsView(cards, evaluation), resultView(evaluation, outcome, delta, stake));
+}
+
+/** Who sits at a seat, as the round names them: the player reference of a v2 round, the
+ *  platform's player id of a v1 round. */
+const seatHolder = (seat) => seat.player_ref ?? seat.player_id;
+
+// -- check your seat ----------------------------------------------------------------------------
+
+/** The round on show, and whether it verified: what "check your seat" searches. */
+let shownRound = null;
+
+function checkSeat() {
+  const status = $("seat-status");
+  for (const article of document.querySelectorAll("article.hand.yours")) {
+    article.classList.remove("yours");
+    article.removeAttribute("aria-current");
+  }
+  const query = $("seat-query").value;
+  if (!shownRound) {
+    status.textContent = "Verify a round first: then find your seat in it.";
+    return;
+  }
+  const { round, report } = shownRound;
+  const seat = findSeat(round, query);
+  status.dataset.found = seat ? "true" : "false";
+  if (!seat) {
+    status.textContent = `No seat of round ${round.round_id} has the reference or seat number ${JSON.stringify(query.trim())}.`;
+    return;
+  }
+  const article = document.querySelector(`article.hand[data-seat-number="${seat.seat_number}"]`);
+  if (article) {
+    article.classList.add("yours");
+    article.setAttribute("aria-current", "true");
+    article.scrollIntoView({ block: "nearest" });
+  }
+  const settled = report?.settlement?.seats?.find((item) => item.seat === seat.seat_number);
+  const verified = report && !report.failure;
+  const who = seat.player_ref ? `reference ${seat.player_ref}` : `player ${seat.player_id}`;
+  const result = settled && report.state !== "voided" ? `: ${settled.outcome}, delta ${signed(BigInt(settled.delta))}` : "";
+  const trust = verified
+    ? "The round verified, so this seat is as the casino's signed log holds it."
+    : "The round did not verify: do not rely on it.";
+  status.textContent = `Seat ${seat.seat_number}, ${who}, stake ${seat.stake}${result}. ${trust}`;
 }
 
 function factsView(pairs) {
@@ -151,6 +194,8 @@ function showRound(text, report) {
   const section = $("round-section");
   const container = $("round");
   container.replaceChildren();
+  shownRound = null;
+  $("seat-status").textContent = "";
   let round = report?.round ?? null;
   const verified = report && !report.failure;
   if (!round) {
@@ -169,6 +214,7 @@ function showRound(text, report) {
     return;
   }
   section.hidden = false;
+  shownRound = { round, report };
   if (!verified) {
     container.append(element("p", { className: "warning", text: "Shown as the document states it: it did not verify, so do not rely on any of it." }));
   }
@@ -177,6 +223,7 @@ function showRound(text, report) {
   container.append(
     factsView([
       ["Round", round.round_id],
+      ["Seats name", round.version === 2 ? "player references (fairness v2): ask the casino for yours" : "the platform's player ids (fairness v1)"],
       ...(report?.tableId ? [["Table", report.tableId]] : []),
       ...(verified && report?.returnToPlayer ? [["Return to player", `${report.returnToPlayer.rtp} per unit staked (house edge ${report.returnToPlayer.houseEdge}), as disclosed when the round began`]] : []),
       ["House rules", `${rules.decks} deck${rules.decks > 1 ? "s" : ""}; tie: ${rules.tie}; payout: ${rules.payout}; 10 is a Duke: ${rules.ten_is_duke ? "yes" : "no"}; 3-6 pairs: ${rules.three_six_pair ? "yes" : "no"}; trips make an ox: ${rules.trips_make_ox ? "yes" : "no"}; Five Small: ${rules.five_small ? "yes" : "no"}; suited pays double: ${rules.suited_double ? "yes" : "no"}`],
@@ -190,12 +237,13 @@ function showRound(text, report) {
   const handsBySeat = new Map(round.hands.map((hand) => [hand.seat_number, hand.cards]));
   for (const seat of round.seats) {
     const settled = bySeat.get(seat.seat_number);
-    const title = `Seat ${seat.seat_number}: ${seat.player_id}`;
+    const title = `Seat ${seat.seat_number}: ${seatHolder(seat)}`;
     hands.append(
       handView(title, handsBySeat.get(seat.seat_number) ?? [], settled?.evaluation ?? null, {
         stake: seat.stake,
         outcome: report?.state === "voided" ? "" : settled?.outcome,
         delta: settled?.delta,
+        attributes: { "data-seat-number": String(seat.seat_number), "data-player": seatHolder(seat) },
       }),
     );
   }
@@ -367,6 +415,10 @@ function start() {
     listRounds();
   });
   $("recall-more").addEventListener("click", () => listRounds(true));
+  $("seat-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    checkSeat();
+  });
   window.addEventListener("hashchange", openRoundFromHash);
   openRoundFromHash();
   listRounds();

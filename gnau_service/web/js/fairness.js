@@ -7,8 +7,19 @@ import { hmacKey, hmacWith, sha256 } from "./crypto.js";
 import { isInteger, isObject, jsonType } from "./json.js";
 import { DEFAULT_RULES, RulesError, parseCard, readHouseRules, standardDeck } from "./rules.js";
 
-export const REVEALED_ROUND_FORMAT = "gnau-dealer/revealed-round/v1";
-const TAG = (name) => utf8(`gnau-dealer/fairness/v1/${name}`);
+/** The revealed-round format of each fairness version (docs/fairness.md): v1 seats name the
+ *  platform's player id, v2 seats a player reference, and v2 hashes under its own tags. */
+export const REVEALED_ROUND_FORMATS = { 1: "gnau-dealer/revealed-round/v1", 2: "gnau-dealer/revealed-round/v2" };
+export const REVEALED_ROUND_FORMAT = REVEALED_ROUND_FORMATS[1];
+export const FAIRNESS_VERSIONS = [1, 2];
+/** A v2 seat's player reference: "p-" and 32 lower-case hex digits (docs/fairness.md). */
+export const PLAYER_REF_PATTERN = /^p-[0-9a-f]{32}$/;
+export const isPlayerRef = (text) => typeof text === "string" && PLAYER_REF_PATTERN.test(text);
+/** The fairness version a revealed-round format names, or null for none. */
+export const versionOfFormat = (format) => FAIRNESS_VERSIONS.find((version) => REVEALED_ROUND_FORMATS[version] === format) ?? null;
+/** The member of a seat that says who sits there: the player id in v1, the reference in v2. */
+export const playerField = (version) => (version === 2 ? "player_ref" : "player_id");
+const TAG = (name, version = 1) => utf8(`gnau-dealer/fairness/v${version}/${name}`);
 
 /** The error of a revealed round that cannot be read; the message names the field's path. */
 export class RevealFormatError extends Error {}
@@ -23,20 +34,26 @@ export function encodeHouseRules(rules) {
   return concat(...keys.map((key) => frames(utf8(key), utf8(ruleText(rules[key])))));
 }
 
-export async function computeCommitment(roundId, rules, serverSeed) {
-  return sha256(frames(TAG("commitment"), utf8(roundId), encodeHouseRules(rules), uint64(rules.decks), serverSeed));
+export async function computeCommitment(roundId, rules, serverSeed, version = 1) {
+  return sha256(frames(TAG("commitment", version), utf8(roundId), encodeHouseRules(rules), uint64(rules.decks), serverSeed));
 }
 
 // -- step 2: lock -------------------------------------------------------------------------------
 
 const bySeatNumber = (a, b) => (a.seat_number < b.seat_number ? -1 : a.seat_number > b.seat_number ? 1 : 0);
 
-export async function computeTranscriptHash(commitment, seats, beacon) {
-  const encodedSeats = [...seats]
-    .sort(bySeatNumber)
-    .map((seat) => frames(uint64(seat.seat_number), utf8(seat.player_id), uint64(seat.stake), seat.client_seed));
+/** A seat as it enters the lock: v1 frames the player id after the seat number; v2 frames no
+ *  player at all (the reference is bound by the signed ROUND_DEALT entry, not by the deck). */
+export function encodeSeat(seat, version = 1) {
+  return version === 2
+    ? frames(uint64(seat.seat_number), uint64(seat.stake), seat.client_seed)
+    : frames(uint64(seat.seat_number), utf8(seat.player_id), uint64(seat.stake), seat.client_seed);
+}
+
+export async function computeTranscriptHash(commitment, seats, beacon, version = 1) {
+  const encodedSeats = [...seats].sort(bySeatNumber).map((seat) => encodeSeat(seat, version));
   const encodedBeacon = beacon === null ? new Uint8Array([0]) : concat(new Uint8Array([1]), frames(utf8(beacon.label), beacon.value));
-  return sha256(frames(TAG("lock"), commitment, frames(...encodedSeats), encodedBeacon));
+  return sha256(frames(TAG("lock", version), commitment, frames(...encodedSeats), encodedBeacon));
 }
 
 // -- step 3: shuffle and deal -------------------------------------------------------------------
@@ -204,7 +221,9 @@ class Fields {
 export function readRevealedRound(value) {
   const top = new Fields(value, "", TOP_FIELDS);
   const format = top.get("format");
-  if (format !== REVEALED_ROUND_FORMAT) top.fail("format", `must be '${REVEALED_ROUND_FORMAT}', got ${quoted(format)}`);
+  const version = versionOfFormat(format);
+  if (version === null) top.fail("format", `must be '${REVEALED_ROUND_FORMATS[1]}' or '${REVEALED_ROUND_FORMATS[2]}', got ${quoted(format)}`);
+  const player = playerField(version);
   let rules;
   try {
     rules = readHouseRules(top.get("house_rules"));
@@ -213,10 +232,13 @@ export function readRevealedRound(value) {
     throw new RevealFormatError(`house_rules: ${error.message}`);
   }
   const seats = top.array("seats").map((item, index) => {
-    const seat = new Fields(item, `seats[${index}]`, ["seat_number", "player_id", "stake", "client_seed"]);
+    const seat = new Fields(item, `seats[${index}]`, ["seat_number", player, "stake", "client_seed"]);
+    const seatNumber = seat.integer("seat_number", 1, LIMITS.seatNumber);
+    const who = seat.text(player, LIMITS.text);
+    if (version === 2 && !isPlayerRef(who)) seat.fail(player, `must be a player reference, 'p-' and 32 lower-case hex digits, got ${quoted(who)}`);
     return {
-      seat_number: seat.integer("seat_number", 1, LIMITS.seatNumber),
-      player_id: seat.text("player_id", LIMITS.text),
+      seat_number: seatNumber,
+      [player]: who,
       stake: seat.integer("stake", 1, LIMITS.stake),
       client_seed: seat.hex("client_seed", { optional: true, max: LIMITS.clientSeed }),
     };
@@ -228,6 +250,7 @@ export function readRevealedRound(value) {
     beacon = { label: fields.text("label", LIMITS.text), value: fields.hex("value", { min: 1, max: LIMITS.beaconValue }) };
   }
   const round = {
+    version,
     round_id: top.text("round_id", LIMITS.text),
     rules,
     seats: seats.sort(bySeatNumber),
@@ -271,7 +294,7 @@ export function readRevealedRound(value) {
  *  every house rule): two readings of one round give equal JSON. */
 export function revealedRoundJson(round) {
   return {
-    format: REVEALED_ROUND_FORMAT,
+    format: REVEALED_ROUND_FORMATS[round.version ?? 1],
     round_id: round.round_id,
     house_rules: Object.fromEntries(Object.keys(DEFAULT_RULES).map((key) => [key, round.rules[key]])),
     seats: round.seats.map((seat) => ({ ...seat, client_seed: hexOf(seat.client_seed) })),
@@ -294,14 +317,15 @@ export function revealedRoundJson(round) {
  */
 export async function verifyRevealedRound(round) {
   const failures = [];
-  const commitment = await computeCommitment(round.round_id, round.rules, round.server_seed);
+  const version = round.version ?? 1;
+  const commitment = await computeCommitment(round.round_id, round.rules, round.server_seed, version);
   if (!equalBytes(commitment, round.commitment)) {
     failures.push({
       subject: "commitment",
       detail: `the round id, house rules and revealed seed hash to ${hexOf(commitment)}, but the published commitment is ${hexOf(round.commitment)}`,
     });
   }
-  const transcript = await computeTranscriptHash(round.commitment, round.seats, round.beacon);
+  const transcript = await computeTranscriptHash(round.commitment, round.seats, round.beacon, version);
   if (!equalBytes(transcript, round.transcript_hash)) {
     failures.push({
       subject: "lock",
@@ -339,6 +363,17 @@ export async function verifyRevealedRound(round) {
     failures.push({ subject: "dealer hand", detail: differs(deal.dealerHand, round.dealer_hand) });
   }
   return { failures, deck, deal };
+}
+
+/** The seat a player's query names: a player reference (v2) or player id (v1), exactly, or a
+ *  seat number; null when no seat of the round matches. */
+export function findSeat(round, query) {
+  const text = query.trim();
+  if (!round || !text) return null;
+  const reference = text.toLowerCase();
+  if (isPlayerRef(reference)) return round.seats.find((seat) => seat.player_ref === reference) ?? null;
+  if (/^[0-9]{1,10}$/.test(text)) return round.seats.find((seat) => seat.seat_number === Number(text)) ?? null;
+  return round.seats.find((seat) => (seat.player_ref ?? seat.player_id) === text) ?? null;
 }
 
 export const failureText = (failure) => `${failure.subject}: ${failure.detail}`;

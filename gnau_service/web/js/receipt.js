@@ -5,13 +5,14 @@ import { HEX_PAIRS, bytesOfHex, hexOf, quoted, utf8 } from "./bytes.js";
 import { cosigners, parseWitnessVkey } from "./cosignature.js";
 import { ed25519Verify } from "./crypto.js";
 import {
-  REVEALED_ROUND_FORMAT,
+  REVEALED_ROUND_FORMATS,
   RevealFormatError,
   computeCommitment,
   failureText,
   readRevealedRound,
   revealedRoundJson,
   verifyRevealedRound,
+  versionOfFormat,
 } from "./fairness.js";
 import { canonicalJson, CanonicalError } from "./jcs.js";
 import { JsonError, isInteger, isObject, jsonType, parseJson } from "./json.js";
@@ -107,7 +108,7 @@ export function readReceipt(value) {
 // -- entries (docs/audit.md, "Entries") ---------------------------------------------------------
 
 const ENTRY_MEMBERS = ["index", "key_id", "kind", "payload", "prev_hash", "round_id", "signature", "time"];
-const KINDS = ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED", "SERVICE_STARTED", "CONFIG_CHANGED", "KEY_ROTATED"];
+const KINDS = ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED", "SERVICE_STARTED", "CONFIG_CHANGED", "KEY_ROTATED", "PLAYER_FORGOTTEN"];
 const MAX_NESTING = 32;
 
 /** Parse, check and verify one entry's text against the trusted keys; throws with the rule it
@@ -174,8 +175,9 @@ const EVENT_FIELDS = {
   ROUND_DEALT: ["seats", "beacon", "transcript_hash", "hands", "dealer_hand"],
   ROUND_REVEALED: ["server_seed", "deck"],
 };
-/** Members an event may carry besides: the rule set's disclosed return to player (docs/audit.md). */
-const OPTIONAL_FIELDS = { ROUND_COMMITTED: ["return_to_player"] };
+/** Members an event may carry besides: the rule set's disclosed return to player (docs/audit.md),
+ *  and a v2 round's fairness version (docs/fairness.md; absent means v1). */
+const OPTIONAL_FIELDS = { ROUND_COMMITTED: ["return_to_player", "fairness_version"] };
 const DISCLOSED_MEMBERS = ["house_edge", "house_edge_decimal", "rtp", "rtp_decimal"];
 /** The fields of each event that the round merges: the commitment's table_id is not one. */
 const MERGED_FIELDS = { ...EVENT_FIELDS, ROUND_COMMITTED: ["house_rules", "commitment"], ROUND_VOIDED: ["server_seed"] };
@@ -285,6 +287,9 @@ async function entriesStep(receipt, keys) {
         throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} must carry exactly ${fields.join(", ")}, got ${quoted(given, 120)}`);
       }
     }
+    if (entry.kind === "ROUND_COMMITTED" && Object.hasOwn(entry.payload, "fairness_version") && entry.payload.fairness_version !== 2) {
+      throw new StepFailure("entries", `round ${receipt.roundId}: ROUND_COMMITTED's fairness_version must be 2 (absent for a v1 round), got ${quoted(entry.payload.fairness_version)}`);
+    }
     last = entry.kind;
     entries.push(entry);
   }
@@ -332,10 +337,18 @@ export function sixPlaces(numerator, denominator) {
   return `${negative ? "-" : ""}${units / 1000000n}.${String(units % 1000000n).padStart(6, "0")}`;
 }
 
-/** The fields the entries published, merged into one revealed-round object. */
+/** The fairness version the round's ROUND_COMMITTED entry states: 2, or 1 when it names none. */
+export function committedVersion(entries) {
+  const commit = entries.find((entry) => entry.kind === "ROUND_COMMITTED");
+  return commit?.payload.fairness_version === 2 ? 2 : 1;
+}
+
+/** The fields the entries published, merged into one revealed-round object, in the revealed-round
+ *  format of the committed fairness version. */
 function published(entries) {
   const merged = Object.create(null);
   for (const entry of entries) for (const key of MERGED_FIELDS[entry.kind] ?? []) merged[key] = entry.payload[key] ?? null;
+  merged.format = REVEALED_ROUND_FORMATS[committedVersion(entries)];
   return merged;
 }
 
@@ -351,7 +364,7 @@ function roundStep(receipt, round, merged) {
   try {
     // A voided round's log holds no deck: the receipt's own, which step 1 proved is the shuffle.
     theirs = revealedRoundJson(
-      readRevealedRound({ ...merged, format: REVEALED_ROUND_FORMAT, round_id: receipt.roundId, deck: merged.deck ?? ours.deck }),
+      readRevealedRound({ ...merged, round_id: receipt.roundId, deck: merged.deck ?? ours.deck }),
     );
   } catch (error) {
     if (error instanceof RevealFormatError) throw new StepFailure("round", `the entries do not form a round: ${error.message}`);
@@ -368,7 +381,9 @@ async function outcomeStep(receipt, entries) {
   const fail = (reason) => {
     throw new StepFailure("outcome", `round ${roundId}: ${reason}`);
   };
+  const version = committedVersion(entries);
   const document = Object.create(null);
+  document.format = REVEALED_ROUND_FORMATS[version];
   let settlement = null;
   for (const entry of entries) {
     const payload = entry.payload;
@@ -403,7 +418,7 @@ async function outcomeStep(receipt, entries) {
       let commitment;
       try {
         if (!HEX_PAIRS.test(seed) || seed.length !== 64) throw new RulesError(`server_seed must be exactly 32 bytes of hex, got ${quoted(seed)}`);
-        commitment = await computeCommitment(roundId, readHouseRules(document.house_rules), bytesOfHex(seed));
+        commitment = await computeCommitment(roundId, readHouseRules(document.house_rules), bytesOfHex(seed), version);
       } catch (error) {
         if (error instanceof RulesError) fail(`its void cannot be checked: ${error.message}`);
         throw error;
@@ -416,7 +431,7 @@ async function outcomeStep(receipt, entries) {
 
 function readLogged(document, roundId, fail) {
   try {
-    return readRevealedRound({ ...document, format: REVEALED_ROUND_FORMAT, round_id: roundId });
+    return readRevealedRound({ ...document, round_id: roundId });
   } catch (error) {
     if (error instanceof RevealFormatError) fail(`its logged fields do not form a round: ${error.message}`);
     throw error;
@@ -562,7 +577,7 @@ export async function verifyDocument(text, { vkeys = [], pinnedCheckpoint = null
     if (error instanceof JsonError) throw new UnreadableError(`not JSON: ${error.message}`);
     throw error;
   }
-  if (isObject(value) && value.format === REVEALED_ROUND_FORMAT) return { kind: "round", ...(await readableRound(value)) };
+  if (isObject(value) && versionOfFormat(value.format) !== null) return { kind: "round", ...(await readableRound(value)) };
   if (isObject(value) && !Object.hasOwn(value, "format") && isObject(value.revealed_round)) {
     return { kind: "round", ...(await readableRound(value.revealed_round)) };
   }
