@@ -15,6 +15,7 @@ from gnau_service.cli import audit_commands
 from gnau_service.store import Store, open_store
 from tests.audit.logs import new_signer, play_round
 from tests.conftest import Run
+from tests.references import ref
 from tests.steps import append
 
 Gnau = Callable[..., Run]
@@ -159,7 +160,8 @@ def test_round_shows_one_round_in_full(gnau: Gnau, database: tuple[str, Store]) 
     assert run.out.startswith("round round-1   table table-1   SETTLED")
     assert "server seed: " in run.out
     for seat in (1, 2, 3):
-        assert f"seat {seat}   player-{seat}" in run.out
+        # The log names each seat's player by reference (tests/audit/logs.play_round).
+        assert f"seat {seat}   {ref(f'player-{seat}')}" in run.out
     assert any(symbol in run.out for symbol in "♣♦♥♠")
     assert "ROUND_COMMITTED" in run.out and "ROUND_SETTLED" in run.out
     voided = gnau("audit", "round", "round-voided", "--database", url)

@@ -99,9 +99,8 @@ async def test_a_round_played_through_the_api_verifies_by_its_id(
     # The round itself: the dealer's hand and the three seats, each with stake, outcome, delta.
     await expect(page.locator("#round article.hand")).to_have_count(4)
     await expect(page.locator("#round .card")).to_have_count(20)
-    await expect(page.locator("#round article", has_text="Seat 2: bob")).to_contain_text(
-        "stake 250"
-    )
+    # A v2 round shows each seat's player reference, never the id the platform sent ("bob").
+    await expect(page.locator("#round article", has_text="Seat 2: p-")).to_contain_text("stake 250")
     await expect(page.locator("#round .outcome")).to_have_count(3)
     await expect(page.locator("#round .card.ox")).to_have_count(await ox_cards_expected(page))
     # The return to player the round's commitment disclosed (the default rules' PAR sheet).
