@@ -20,7 +20,9 @@ ALLOWED = {
     "store": {"store", "audit"},
     # The witness is a separate service: it checks and cosigns checkpoints with the audit floor
     # and keeps its state with the store's SQLite helpers, but never uses the dealer's server.
-    "witness": {"witness", "audit", "store"},
+    "witness": {"witness", "audit", "store", "edge"},
+    # The network edge: what every server port shares, using nothing of the project.
+    "edge": {"edge"},
 }
 
 

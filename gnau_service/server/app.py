@@ -32,6 +32,7 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
+from gnau_service.edge.http import connection_cap, descriptor_limit
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
@@ -259,6 +260,9 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         parts.push_async_callback(storage.stop)
         await server.start()
         webs = [bound for bound in (web, metrics_web) if bound is not None]
+        # Each HTTP port gets an equal share of the descriptors the gRPC port does not need.
+        descriptors = descriptor_limit()
+        http_connections = connection_cap(descriptors, len(webs))
 
         async def stop_serving() -> None:
             # Calls still running now have overrun the grace period; the transport cancels
@@ -275,11 +279,14 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
                 settings.grace_seconds,
                 metrics,
                 quorum,
+                connections=http_connections,
                 public_round_listing=settings.public_round_listing,
             )
         if metrics_web is not None:
             assert metrics is not None
-            await metrics_web.serve(metrics_application(metrics), settings.grace_seconds)
+            await metrics_web.serve(
+                metrics_application(metrics), settings.grace_seconds, connections=http_connections
+            )
         tokens.start()
         if witnessing is not None:
             await witnessing.start()
@@ -299,6 +306,8 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             http_port=None if web is None else web.port,
             metrics_listen=settings.metrics_listen or None,
             metrics_port=None if metrics_web is None else metrics_web.port,
+            descriptors=descriptors,
+            http_connections_per_port=http_connections if webs else None,
             tracing=tracing is not None,
             witnesses=[endpoint.key.name for endpoint in endpoints] or None,
             witness_quorum=quorum.threshold if endpoints else None,

@@ -37,6 +37,7 @@ from typing import Any, Final
 import grpc
 import structlog
 
+from gnau_service.edge.peers import PeerWarnings, peer_address
 from gnau_service.rules.errors import RulesError
 from gnau_service.server.auth import Credentials, Role, allowed
 from gnau_service.server.calls import CallName, CallObserver, RpcType
@@ -51,7 +52,6 @@ from gnau_service.server.errors import (
     status_of,
 )
 from gnau_service.server.limits import MAX_REQUEST_ID_HEADER_CHARS
-from gnau_service.server.peers import PeerWarnings, peer_address
 from gnau_service.server.refusals import DealerError
 from gnau_service.server.shutdown import Shutdown
 from gnau_service.server.streams import StreamSlots

@@ -33,6 +33,14 @@ from typing import Final
 import structlog
 from aiohttp import web
 
+from gnau_service.edge.http import (
+    ERROR_CODES,
+    EdgeLimits,
+    EdgeRunner,
+    EdgeServer,
+    RefusalShape,
+    json_body,
+)
 from gnau_service.server.config import split_host_port
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.limits import MAX_ERROR_MESSAGE_BYTES
@@ -88,7 +96,7 @@ class WebServer:
         self._listener = listener
         self.address = address
         self.port: int = listener.getsockname()[1]
-        self._runner: web.AppRunner | None = None
+        self._runner: EdgeRunner | None = None
 
     @classmethod
     def bind(cls, address: str, flag: str = "--http-listen") -> WebServer:
@@ -121,23 +129,34 @@ class WebServer:
         metrics: Metrics | None,
         quorum: WitnessQuorum,
         *,
+        connections: int,
         public_round_listing: bool = False,
     ) -> None:
         application = web_application(
             dealer, store, metrics, quorum, public_round_listing=public_round_listing
         )
-        await self.serve(application, shutdown_timeout)
+        await self.serve(application, shutdown_timeout, connections=connections, name="page")
 
-    async def serve(self, application: web.Application, shutdown_timeout: float) -> None:
-        runner = web.AppRunner(
-            application,
-            access_log=None,
-            handle_signals=False,
-            shutdown_timeout=shutdown_timeout,
-        )
+    async def serve(
+        self,
+        application: web.Application,
+        shutdown_timeout: float,
+        *,
+        connections: int,
+        name: str = "metrics",
+    ) -> None:
+        """Serve ``application`` within the edge's limits (:mod:`gnau_service.edge.http`),
+        holding at most ``connections`` at once; the port takes no request body."""
+        limits = EdgeLimits(connections, JSON_REFUSALS, max_body_bytes=0, name=name)
+        runner = EdgeRunner(application, limits, shutdown_timeout)
         await runner.setup()
         self._runner = runner
         await web.SockSite(runner, self._listener).start()
+
+    @property
+    def edge(self) -> EdgeServer | None:
+        """The running server's connection budget and warnings, once started."""
+        return None if self._runner is None else self._runner.edge
 
     async def stop(self) -> None:
         """Stop accepting, let requests in flight finish (within the shutdown timeout), close."""
@@ -165,7 +184,8 @@ def web_application(
         app.router.add_get("/metrics", metrics_handler(metrics))
     app.router.add_get("/rounds", routes.list_rounds)
     # A round id may hold "/" (sent as %2F, which the router sees decoded): match to the suffix.
-    app.router.add_get(r"/rounds/{round_id:.+}/receipt", routes.receipt)
+    # It may hold any character, a newline too, so that validation refuses it (400), not the router.
+    app.router.add_get(r"/rounds/{round_id:[\s\S]+}/receipt", routes.receipt)
     app.router.add_get("/keys", routes.keys)
     app.router.add_get("/{path:.*}", routes.static)
     return app
@@ -309,10 +329,13 @@ def _json_response(text: str, status: int = 200) -> web.Response:
     )
 
 
+#: Every refusal of the page and metrics ports, from the application or from the edge itself.
+JSON_REFUSALS: Final = RefusalShape("application/json; charset=utf-8", json_body, SECURITY_HEADERS)
+
+
 def error_response(status: int, error: str, reason: str) -> web.Response:
     """``{"error": ..., "reason": ...}``, the reason cut to a bounded size."""
-    body = json.dumps({"error": error, "reason": _bounded(reason)}, ensure_ascii=False)
-    return _json_response(body, status)
+    return JSON_REFUSALS.response(status, _bounded(reason), error=error)
 
 
 def _bounded(text: str) -> str:
@@ -320,13 +343,6 @@ def _bounded(text: str) -> str:
     if len(data) <= MAX_ERROR_MESSAGE_BYTES:
         return text
     return data[: MAX_ERROR_MESSAGE_BYTES - 3].decode("utf-8", errors="ignore") + "…"
-
-
-_HTTP_ERRORS: Final = {
-    400: "INVALID_ARGUMENT",
-    404: "NOT_FOUND",
-    405: "METHOD_NOT_ALLOWED",
-}
 
 
 @web.middleware
@@ -345,7 +361,7 @@ async def _edge(
             response = await handler(request)
         except web.HTTPException as error:
             response = error_response(
-                error.status, _HTTP_ERRORS.get(error.status, "REFUSED"), error.reason
+                error.status, ERROR_CODES.get(error.status, "REFUSED"), error.reason
             )
         except (DealerError, StoreUnavailable) as error:
             response = _refusal(error)

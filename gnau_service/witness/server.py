@@ -9,11 +9,18 @@ Checks, in the spec's order; every refusal is a short ``text/plain`` reason exce
 404   the origin is not a log this witness follows
 409   ``old`` is not the latest cosigned size, or the sizes match but the roots do
       not; the body is the latest size and a newline, ``Content-Type: text/x.tlog.size``
-413   the body is larger than :data:`~gnau_service.witness.protocol.MAX_REQUEST_BYTES`
+404   (also) any other path; 405 any other method on the path
+408   the body did not arrive within the edge's body timeout
+413   the body is larger than :data:`~gnau_service.witness.protocol.MAX_REQUEST_BYTES`, refused
+      before any of it is read when its length is declared (never ``100 Continue``)
+415   the body has a ``Content-Encoding``: compressed bodies are refused, never inflated
 422   the consistency proof does not verify
 503   the database cannot be used now (nothing was recorded or cosigned)
 200   the cosignature line(s), ``— <witness name> base64(key ID || time || signature)``
 ====  ==============================================================================
+
+The port is held to the limits of :mod:`gnau_service.edge.http` (connections, idle, header and
+body timeouts, refusals before work); its parser's refusals take the same text shape.
 
 Every refusal of a validly signed checkpoint (400 for ``old`` too large, 409, 422) is recorded
 as evidence (:mod:`~gnau_service.witness.state`). The check and the record happen in one
@@ -35,6 +42,16 @@ from aiohttp import web
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from gnau_service.audit.cosignature import WitnessSigner
 from gnau_service.audit.note import NoteError, SignedNote
+from gnau_service.edge.http import (
+    ClientGoneError,
+    EdgeLimits,
+    EdgeRunner,
+    RefusalShape,
+    connection_cap,
+    descriptor_limit,
+    read_body,
+    text_body,
+)
 from gnau_service.witness.logs import TrustedLogs
 from gnau_service.witness.protocol import (
     ADD_CHECKPOINT_PATH,
@@ -69,15 +86,19 @@ class Witness:
     clock: Clock = utc_now
 
 
-def _refusal(status: int, reason: str) -> web.Response:
-    return web.Response(
-        status=status, text=reason[:MAX_REASON_CHARS] + "\n", content_type="text/plain"
-    )
+#: Every refusal's shape: the reason, a line of plain text.
+TEXT_REFUSALS: Final = RefusalShape("text/plain; charset=utf-8", text_body)
+#: Seconds a stop waits for requests in flight; below the shipped unit's ``TimeoutStopSec=15``.
+GRACE_SECONDS: Final = 10.0
+
+
+def _refusal(status: int, reason: str, *, close: bool = False) -> web.Response:
+    return TEXT_REFUSALS.response(status, reason[:MAX_REASON_CHARS], close=close)
 
 
 def witness_app(witness: Witness) -> web.Application:
-    """The aiohttp application; bodies above :data:`MAX_REQUEST_BYTES` get 413 unread."""
-    app = web.Application(client_max_size=MAX_REQUEST_BYTES, middlewares=[_no_tracebacks])
+    """The aiohttp application: one route, every refusal a line of text."""
+    app = web.Application(middlewares=[_no_tracebacks])
     app.router.add_post(witness.logs.prefix + ADD_CHECKPOINT_PATH, _handler(witness))
     return app
 
@@ -88,8 +109,13 @@ async def _no_tracebacks(
 ) -> web.StreamResponse:
     try:
         return await handler(request)
-    except web.HTTPException:
-        raise
+    except web.HTTPException as error:
+        # Fixed reasons: aiohttp's own would quote the method or the path.
+        if error.status == 405:
+            return _refusal(405, "only POST is allowed here")
+        if error.status == 404:
+            return _refusal(404, f"the only endpoint is POST <prefix>{ADD_CHECKPOINT_PATH}")
+        return _refusal(error.status, error.reason)
     except Exception:
         log.exception("add_checkpoint_failed")
         return _refusal(500, "internal error")
@@ -97,7 +123,11 @@ async def _no_tracebacks(
 
 def _handler(witness: Witness) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def add_checkpoint(request: web.Request) -> web.Response:
-        return await handle_add_checkpoint(witness, await request.read())
+        try:
+            body = await read_body(request, MAX_REQUEST_BYTES)
+        except ClientGoneError:
+            return _refusal(400, "the client closed the connection", close=True)
+        return await handle_add_checkpoint(witness, body)
 
     return add_checkpoint
 
@@ -157,16 +187,22 @@ async def handle_add_checkpoint(witness: Witness, body: bytes) -> web.Response:
 class RunningWitness:
     """A started server: where it listens, and how to stop it."""
 
-    runner: web.AppRunner
+    runner: EdgeRunner
     addresses: list[tuple[str, int]]
 
     async def stop(self) -> None:
         await self.runner.cleanup()
 
 
-async def start_witness(witness: Witness, host: str, port: int) -> RunningWitness:
-    """Bind ``host:port`` (0 picks a free port) and serve until :meth:`RunningWitness.stop`."""
-    runner = web.AppRunner(witness_app(witness), access_log=None, handle_signals=False)
+async def start_witness(
+    witness: Witness, host: str, port: int, *, connections: int | None = None
+) -> RunningWitness:
+    """Bind ``host:port`` (0 picks a free port) and serve until :meth:`RunningWitness.stop`,
+    holding at most ``connections`` at once (by default, what the descriptor limit allows)."""
+    if connections is None:
+        connections = connection_cap(descriptor_limit(), 1)
+    limits = EdgeLimits(connections, TEXT_REFUSALS, MAX_REQUEST_BYTES, name="witness")
+    runner = EdgeRunner(witness_app(witness), limits, GRACE_SECONDS)
     await runner.setup()
     site = web.TCPSite(runner, host, port, reuse_address=True)
     try:
@@ -181,8 +217,17 @@ async def start_witness(witness: Witness, host: str, port: int) -> RunningWitnes
 async def serve_until_signalled(
     witness: Witness, host: str, port: int, on_ready: Callable[[RunningWitness], None]
 ) -> None:
-    """Serve until SIGTERM or SIGINT, then finish the requests in flight and stop."""
-    running = await start_witness(witness, host, port)
+    """Serve until SIGTERM or SIGINT, then finish the requests in flight (for at most
+    :data:`GRACE_SECONDS`) and stop."""
+    descriptors = descriptor_limit()
+    connections = connection_cap(descriptors, 1)
+    running = await start_witness(witness, host, port, connections=connections)
+    log.info(
+        "witness_serving",
+        descriptors=descriptors,
+        connections=connections,
+        grace_seconds=GRACE_SECONDS,
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
