@@ -81,6 +81,9 @@ MAX_HEADERS: Final = 128
 #: Descriptors kept for everything but the HTTP ports: gRPC connections, the database, log
 #: files, the worker threads.
 DESCRIPTOR_RESERVE: Final = 256
+#: The listen backlog of every HTTP port. asyncio accepts up to this many connections at one
+#: wake-up before any of them is refused, so each port's share leaves room for them.
+ACCEPT_BACKLOG: Final = 32
 #: The fewest connections a port is given, however low the descriptor limit.
 MIN_CONNECTIONS: Final = 16
 #: At most one warning per peer in this many seconds.
@@ -221,6 +224,9 @@ async def read_body(request: web.Request, max_body_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+FULL_REASON: Final = "this port holds all the connections it can; retry later"
+
+
 class ConnectionBudget:
     """Connections open on one port, in total and by peer address."""
 
@@ -232,11 +238,15 @@ class ConnectionBudget:
         self.refused = 0
         self._by_peer: dict[str, int] = {}
 
+    @property
+    def full(self) -> bool:
+        return self.open >= self.cap
+
     def admit(self, peer: str) -> tuple[int, str] | None:
         """Count a new connection in, or the (status, reason) that refuses it."""
-        if self.open >= self.cap:
+        if self.full:
             self.refused += 1
-            return 503, f"this port holds {self.cap} connections already; retry later"
+            return 503, FULL_REASON
         held = self._by_peer.get(peer, 0)
         if held >= self.per_peer:
             self.refused += 1
@@ -267,14 +277,16 @@ def descriptor_limit() -> int:
 
 
 def connection_cap(descriptors: int, ports: int) -> int:
-    """Connections each of ``ports`` HTTP ports may hold under a ``descriptors`` limit.
+    """Connections each of ``ports`` HTTP ports may hold under a ``descriptors`` limit: an equal
+    share of what the reserve and the ports' accept backlogs leave.
 
     >>> connection_cap(1024, 2), connection_cap(1024, 1), connection_cap(65536, 2)
-    (384, 768, 1024)
+    (352, 736, 1024)
     >>> connection_cap(200, 1)
     16
     """
-    share = (descriptors - DESCRIPTOR_RESERVE) // max(ports, 1)
+    ports = max(ports, 1)
+    share = (descriptors - DESCRIPTOR_RESERVE - ports * ACCEPT_BACKLOG) // ports
     return max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, share))
 
 
@@ -293,6 +305,20 @@ def _peer(transport: asyncio.BaseTransport) -> str:
     if isinstance(where, tuple) and where:
         return str(where[0])
     return "local"
+
+
+class _Refused(asyncio.Protocol):
+    """A connection over the port's cap: the prepared 503, then the end."""
+
+    def __init__(self, edge: EdgeServer) -> None:
+        self._edge = edge
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._edge.budget.refused += 1
+        self._edge.refused(_peer(transport), 503, "connection")
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(self._edge.full_answer)
+        transport.close()
 
 
 class EdgeProtocol(RequestHandler):
@@ -367,7 +393,7 @@ class EdgeProtocol(RequestHandler):
         if request.writer.output_size > 0:
             raise ConnectionError("an answer was sent already")
         # The parser's stand-in request says HTTP/1.0; the answer is HTTP/1.1 like every other.
-        request._message = request._message._replace(version=HttpVersion11)
+        request._version = HttpVersion11
         if status == 500:
             log.error("http_handler_failed", port=self._edge.limits.name, exc_info=exc)
             reason = "internal error"
@@ -392,8 +418,12 @@ class EdgeServer(web.Server):
         self.limits = limits
         self.budget = ConnectionBudget(limits.connections)
         self.warnings = PeerWarnings(WARNING_INTERVAL_SECONDS)
+        self.full_answer = limits.shape.raw(503, FULL_REASON)
 
-    def __call__(self) -> EdgeProtocol:
+    # aiohttp uses the server only as the listener's protocol factory: any protocol will do.
+    def __call__(self) -> asyncio.Protocol:  # type: ignore[override]
+        if self.budget.full:
+            return _Refused(self)
         return EdgeProtocol(self, loop=self._loop, **self._kwargs)
 
     def refused(self, peer: str, status: int, where: str) -> None:

@@ -34,6 +34,7 @@ import structlog
 from aiohttp import web
 
 from gnau_service.edge.http import (
+    ACCEPT_BACKLOG,
     ERROR_CODES,
     EdgeLimits,
     EdgeRunner,
@@ -114,7 +115,7 @@ class WebServer:
             # As the gRPC port: a second service on a taken port fails to start.
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             listener.bind(where)
-            listener.listen(128)
+            listener.listen(ACCEPT_BACKLOG)
         except OSError as error:
             listener.close()
             raise OSError(error.errno, f"{flag} {address}: {error.strerror}") from None
@@ -151,7 +152,7 @@ class WebServer:
         runner = EdgeRunner(application, limits, shutdown_timeout)
         await runner.setup()
         self._runner = runner
-        await web.SockSite(runner, self._listener).start()
+        await web.SockSite(runner, self._listener, backlog=ACCEPT_BACKLOG).start()
 
     @property
     def edge(self) -> EdgeServer | None:

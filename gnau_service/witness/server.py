@@ -43,9 +43,11 @@ from gnau_service.audit.checkpoint import Checkpoint, CheckpointError, open_chec
 from gnau_service.audit.cosignature import WitnessSigner
 from gnau_service.audit.note import NoteError, SignedNote
 from gnau_service.edge.http import (
+    ACCEPT_BACKLOG,
     ClientGoneError,
     EdgeLimits,
     EdgeRunner,
+    RefusalError,
     RefusalShape,
     connection_cap,
     descriptor_limit,
@@ -116,6 +118,8 @@ async def _no_tracebacks(
         if error.status == 404:
             return _refusal(404, f"the only endpoint is POST <prefix>{ADD_CHECKPOINT_PATH}")
         return _refusal(error.status, error.reason)
+    except RefusalError:
+        raise  # the edge answers it, in this port's shape
     except Exception:
         log.exception("add_checkpoint_failed")
         return _refusal(500, "internal error")
@@ -204,7 +208,7 @@ async def start_witness(
     limits = EdgeLimits(connections, TEXT_REFUSALS, MAX_REQUEST_BYTES, name="witness")
     runner = EdgeRunner(witness_app(witness), limits, GRACE_SECONDS)
     await runner.setup()
-    site = web.TCPSite(runner, host, port, reuse_address=True)
+    site = web.TCPSite(runner, host, port, reuse_address=True, backlog=ACCEPT_BACKLOG)
     try:
         await site.start()
     except OSError:
