@@ -141,6 +141,10 @@ class Server:
                 levels["text"] += 1
         return levels
 
+    def descriptors_exhausted(self) -> int:
+        """Log lines that say a call failed with EMFILE: the limit was reached between samples."""
+        return sum("[Errno 24]" in line for line in _text(self.stderr).splitlines())
+
     def stop(self) -> int:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
@@ -709,12 +713,14 @@ def abuse_table(result: dict[str, Any]) -> list[str]:
 
 def resource_table(peaks: Peaks, servers: Sequence[Server], hwm: dict[str, int]) -> list[str]:
     lines = [
-        "| server | peak descriptors | peak RSS MiB (sampled) | VmHWM MiB | log lines by level |",
-        "|---|---:|---:|---:|---|",
+        "| server | peak descriptors (sampled) | EMFILE errors logged | peak RSS MiB (sampled) "
+        "| VmHWM MiB | log lines by level |",
+        "|---|---:|---:|---:|---:|---|",
     ]
     for server in servers:
         lines.append(
             f"| {server.name} | {peaks.descriptors.get(server.name, 0):,} "
+            f"| {server.descriptors_exhausted():,} "
             f"| {peaks.rss_kib.get(server.name, 0) / 1024:.1f} | {hwm[server.name] / 1024:.1f} "
             f"| {counted(server.log_levels())} |"
         )
@@ -835,6 +841,11 @@ async def measure(
     print(f"\nPeaks over both phases (limit {arguments.descriptors} descriptors each)\n")
     print("\n".join(resource_table(peaks, servers, hwm)))
     for server in servers:
+        if server.descriptors_exhausted():
+            print(
+                f"  NOTE: {server.name} reached its descriptor limit between samples "
+                f"({server.descriptors_exhausted()} EMFILE errors logged)"
+            )
         errors = [line for line in _text(server.stderr).splitlines() if '"error"' in line]
         for line in errors[:3]:
             print(f"  {server.name} logged: {line[:300]}")
