@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli fairness-evidence dieharder-evidence clean
+	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge fairness-evidence dieharder-evidence clean
 
 $(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
 		examples/node-table-service/package-lock.json
@@ -39,7 +39,8 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli
+	bench-failover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli \
+	bench-http-edge
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -99,6 +100,11 @@ bench-sequencer: $(INSTALLED)
 ## bench-cli: each gnau command's start-up as a whole process, beside `python -c pass` (half a minute)
 bench-cli: $(INSTALLED)
 	$(BIN)/python bench/bench_cli_startup.py
+
+## bench-http-edge: rounds and receipts while 2,000 idle, 300 slowloris connections and a flood of
+## malformed requests hit each HTTP port, servers under a 1,024 descriptor limit (about a minute)
+bench-http-edge: $(INSTALLED)
+	$(BIN)/python bench/bench_http_edge.py
 
 ## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
 ## run; needs the postgresql-15 server binaries)
