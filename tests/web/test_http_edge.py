@@ -153,7 +153,8 @@ async def test_one_peer_holds_at_most_its_share(ports: Ports) -> None:
 #: Requests aiohttp's own parser refuses (defect 3), each with the status it must get.
 MALFORMED = {
     "control byte in the target": (b"GET /a\x01" + MARK + b" HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    "over-long request line": (b"GET /" + MARK + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    "over-long request line": (b"GET /" + MARK + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+                               400),
     "over-long header": (b"GET / HTTP/1.1\r\nHost: x\r\nX-A: " + MARK * 900 + b"\r\n\r\n", 400),
     "129 headers": (
         b"GET / HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: %s\r\n" % (n, MARK) for n in range(129))
@@ -165,7 +166,9 @@ MALFORMED = {
         b"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz" + MARK + b"\r\n",
         400,
     ),
-    "two content lengths": (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400),
+    "two content lengths": (
+        b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400
+    ),
     "not HTTP at all": (b"\x16\x03\x01\x02\x00" + MARK + b"\r\n\r\n", 400),
     "bad method": (b"G\x7fT / HTTP/1.1\r\nHost: x\r\n\r\n", 400),
     "missing Host": (b"GET / HTTP/1.1\r\n\r\n", 400),

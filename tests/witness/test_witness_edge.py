@@ -137,7 +137,7 @@ async def test_a_client_gone_mid_body_is_not_an_error(
     traceback."""
     port, _, _ = witness
     with structlog.testing.capture_logs() as events:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(post(b"old 0\n")[:-3].replace(b"Content-Length: 6", b"Content-Length: 900"))
         await writer.drain()
         await asyncio.sleep(0.2)
@@ -200,7 +200,7 @@ async def test_a_stop_ends_within_the_grace_whatever_a_client_holds(
         0,
     )
     port = running.addresses[0][1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(post(b"x" * 100)[:-90])  # a body that never finishes
     idle = held_connection(port, "127.0.0.1")
     await asyncio.sleep(0.2)
