@@ -264,8 +264,12 @@ class ConnectionBudget:
 
 
 def descriptor_limit() -> int:
-    """The soft ``RLIMIT_NOFILE``, first raised to the hard limit where that is allowed."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    """The soft ``RLIMIT_NOFILE``, first raised to the hard limit where that is allowed (a
+    seccomp filter may refuse even the read: then 1024, systemd's default, is assumed)."""
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except OSError:
+        return 1024
     if hard == resource.RLIM_INFINITY or hard > soft:
         target = 1 << 20 if hard == resource.RLIM_INFINITY else hard
         try:

@@ -287,6 +287,10 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             await metrics_web.serve(
                 metrics_application(metrics), settings.grace_seconds, connections=http_connections
             )
+        if metrics is not None:
+            for name, bound in (("page", web), ("metrics", metrics_web)):
+                if bound is not None and bound.edge is not None:
+                    metrics.watch_http_port(name, bound.edge)
         tokens.start()
         if witnessing is not None:
             await witnessing.start()

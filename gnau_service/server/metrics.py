@@ -23,7 +23,7 @@ for at most :data:`MAX_TABLE_SERIES` tables at a time.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 
@@ -44,6 +44,7 @@ from prometheus_client.registry import Collector
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.edge.http import EdgeServer
 from gnau_service.server.calls import CallName, CallWatch, Context
 from gnau_service.server.witnessing import Submission, WitnessStatus
 from gnau_service.store import LogReader, StoreError
@@ -191,10 +192,16 @@ class Metrics:
             registry=registry,
         ).set(streams_limit)
         registry.register(_StoreGauges(store))
+        self._http_ports: dict[str, EdgeServer] = {}
+        registry.register(_HttpGauges(self._http_ports))
         if witnesses:
             registry.register(_WitnessGauges(witnesses, log_size))
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
+
+    def watch_http_port(self, port: str, edge: EdgeServer) -> None:
+        """Report an HTTP port's connections and refusals (``page`` or ``metrics``)."""
+        self._http_ports[port] = edge
 
     def exposition(self) -> bytes:
         """The text exposition of every metric (reads the database: call it off the loop)."""
@@ -327,6 +334,37 @@ class _StoreGauges(Collector):
             moved = parse_utc_timestamp(open_round.updated_at)
             idle.add_metric((open_round.table_id,), max((now - moved).total_seconds(), 0.0))
         return [*found, by_state, per_table, idle]
+
+
+class _HttpGauges(Collector):
+    """Each HTTP port's connections and the refusals its clients caused, from its edge."""
+
+    def __init__(self, ports: Mapping[str, EdgeServer]) -> None:
+        self._ports = ports
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        connections = GaugeMetricFamily(
+            "gnau_http_connections", "Connections open on the HTTP port.", labels=("port",)
+        )
+        limit = GaugeMetricFamily(
+            "gnau_http_connections_limit",
+            "The most connections the HTTP port holds (from the descriptor limit).",
+            labels=("port",),
+        )
+        refusals = CounterMetricFamily(
+            "gnau_http_refusals",
+            "Requests and connections the HTTP port refused for the client's doing: over a "
+            "connection cap, too slow, malformed, a body where none is taken.",
+            labels=("port",),
+        )
+        for port, edge in self._ports.items():
+            connections.add_metric((port,), edge.budget.open)
+            limit.add_metric((port,), edge.budget.cap)
+            refusals.add_metric((port,), edge.warnings.total)
+        return [connections, limit, refusals]
 
 
 class _WitnessGauges(Collector):

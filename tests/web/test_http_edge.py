@@ -69,6 +69,19 @@ def health(target: str) -> int:
         return int(answer.status)
 
 
+async def until_metric(ports: Ports, name: str, value: int) -> None:
+    seen = None
+    for _ in range(100):
+        answer = await exchange(ports.metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        for line in answer.body.decode().splitlines():
+            if line.startswith(name + " "):
+                seen = float(line.split()[-1])
+        if seen == value:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{name} is {seen}, not {value}")
+
+
 def is_held(connection: socket.socket) -> bool:
     """Whether the server keeps ``connection`` open without answering (a refused one has an
     answer waiting, then its end)."""
@@ -108,7 +121,9 @@ async def test_many_connections_leave_grpc_and_health_alone(ports: Ports) -> Non
     sources = [f"127.0.0.{10 + n}" for n in range(20)]  # 55 each: under the per-peer cap
     held = [held_connection(ports.page, sources[n % 20]) for n in range(1100)]
     try:
-        await asyncio.sleep(0.5)
+        # The kernel's accept queue is short (32): connections beyond it retry their SYN, so
+        # wait for the port's own count to reach its cap.
+        await until_metric(ports, 'gnau_http_connections{port="page"}', CAP_PER_PORT)
         assert health(ports.served.target) == health_pb2.HealthCheckResponse.SERVING
         # Over the cap, a new connection is refused at once, in the documented shape.
         answer = await exchange(

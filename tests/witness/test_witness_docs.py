@@ -60,11 +60,21 @@ def test_worked_example_bytes() -> None:
 def test_every_status_and_limit_is_documented() -> None:
     table = DOC[DOC.index("| status | when |") :]
     statuses = {int(s) for s in re.findall(r"^\| (\d{3}) \|", table, re.MULTILINE)}
-    assert statuses == {200, 400, 403, 404, 409, 413, 422, 503}
+    assert statuses == {200, 400, 403, 404, 408, 409, 413, 415, 417, 422, 429, 503}
     assert f"{MAX_REQUEST_BYTES:,} bytes" in DOC
     assert f"more than {MAX_PROOF_LINES} proof lines" in DOC
     for refusal in ("old_size_too_large", "old_size_mismatch", "root_mismatch", "inconsistent"):
         assert f"`{refusal}`" in DOC
+
+
+def test_the_stop_ends_before_the_unit_kills_it() -> None:
+    """The grace for requests in flight, then the close, come before systemd's SIGKILL."""
+    from gnau_service.witness.server import GRACE_SECONDS
+
+    timeout = next(ln for ln in UNIT.read_text().splitlines() if ln.startswith("TimeoutStopSec="))
+    assert float(timeout.removeprefix("TimeoutStopSec=")) > GRACE_SECONDS + 2
+    assert f"gives requests in flight {GRACE_SECONDS:g} s" in DOC
+    assert "LimitNOFILE=" in UNIT.read_text()
 
 
 def test_the_logs_toml_example_parses() -> None:
