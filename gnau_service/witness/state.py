@@ -14,12 +14,14 @@ Tables::
                          checkpoint (the signed note as received), cosignature (our line),
                          cosigned_at (POSIX seconds)
     witness_evidence     one row per distinct refused, validly signed submission: origin,
-                         refusal, status, reason, old_size, proof (base64 lines), checkpoint,
+                         refusal, status, reason, old_size, proof (base64 lines), checkpoint
+                         (the note's text and only its trusted-key signatures),
                          latest_size and latest_checkpoint at the time, first_seen, last_seen
                          (RFC 3339), times (how often it was submitted)
 
 ``sqlite3 witness.db "SELECT * FROM witness_evidence WHERE refusal = 'root_mismatch'"`` lists the
-forks; ``gnau witness evidence`` prints the same.
+forks; ``gnau witness evidence`` prints the same. Forks are never deleted; other refusals are
+capped (:data:`MAX_EVIDENCE_PER_ORIGIN`, :data:`MAX_EVIDENCE_TOTAL`), oldest deleted first.
 """
 
 from __future__ import annotations
