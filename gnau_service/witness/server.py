@@ -23,8 +23,9 @@ The port is held to the limits of :mod:`gnau_service.edge.http` (connections, id
 body timeouts, refusals before work); its parser's refusals take the same text shape.
 
 Every refusal of a validly signed checkpoint (400 for ``old`` too large, 409, 422) is recorded
-as evidence (:mod:`~gnau_service.witness.state`). The check and the record happen in one
-database transaction, run in a worker thread so that a slow disk never stalls the event loop.
+as evidence (:mod:`~gnau_service.witness.state`): every fork for good, the rest within its
+caps. The check and the record happen in one database transaction, run in a worker thread so
+that a slow disk never stalls the event loop.
 """
 
 from __future__ import annotations

@@ -14,12 +14,14 @@ Tables::
                          checkpoint (the signed note as received), cosignature (our line),
                          cosigned_at (POSIX seconds)
     witness_evidence     one row per distinct refused, validly signed submission: origin,
-                         refusal, status, reason, old_size, proof (base64 lines), checkpoint,
+                         refusal, status, reason, old_size, proof (base64 lines), checkpoint
+                         (the note's text and only its trusted-key signatures),
                          latest_size and latest_checkpoint at the time, first_seen, last_seen
                          (RFC 3339), times (how often it was submitted)
 
 ``sqlite3 witness.db "SELECT * FROM witness_evidence WHERE refusal = 'root_mismatch'"`` lists the
-forks; ``gnau witness evidence`` prints the same.
+forks; ``gnau witness evidence`` prints the same. Forks are never deleted; other refusals are
+capped (:data:`MAX_EVIDENCE_PER_ORIGIN`, :data:`MAX_EVIDENCE_TOTAL`), oldest deleted first.
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ from gnau_service.witness.verdict import Refusal, Refused, judge
 SCHEMA_VERSION: Final = 1
 #: The busy timeout: how long a submission waits for another one's transaction.
 BUSY_TIMEOUT_SECONDS: Final = 30.0
+#: The most non-fork evidence rows kept for one log; beyond it the oldest one is deleted.
+MAX_EVIDENCE_PER_ORIGIN: Final = 1_000
+#: The most non-fork evidence rows kept in all; beyond it the oldest one is deleted.
+MAX_EVIDENCE_TOTAL: Final = 10_000
 
 SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS witness_checkpoints (
@@ -72,6 +78,7 @@ SCHEMA: Final = (
         last_seen TEXT NOT NULL,
         times INTEGER NOT NULL
     )""",
+    "CREATE INDEX IF NOT EXISTS witness_evidence_origin ON witness_evidence (origin, refusal)",
 )
 
 
@@ -111,8 +118,16 @@ class Evidence:
 class WitnessState:
     """The witness database at ``path``, created (0600) with its tables if missing."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_evidence_per_origin: int = MAX_EVIDENCE_PER_ORIGIN,
+        max_evidence_total: int = MAX_EVIDENCE_TOTAL,
+    ) -> None:
         self.path = Path(path)
+        self.max_evidence_per_origin = max_evidence_per_origin
+        self.max_evidence_total = max_evidence_total
         self._local = threading.local()
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -226,33 +241,91 @@ class WitnessState:
                     ),
                 )
                 return cosignature
-            proof_text = "\n".join(encode_base64(node) for node in proof)
-            digest = hashlib.sha256(
-                "\x00".join((verdict.refusal, str(old_size), proof_text, received)).encode()
-            ).digest()
-            seen = format_utc_timestamp(now.astimezone(UTC))
-            connection.execute(
-                "INSERT INTO witness_evidence (digest, origin, refusal, status, reason, "
-                "old_size, proof, checkpoint, latest_size, latest_checkpoint, first_seen, "
-                "last_seen, times) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) "
-                "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, "
-                "times = times + 1",
-                (
-                    digest,
-                    new.origin,
-                    verdict.refusal.value,
-                    verdict.status,
-                    verdict.reason,
-                    str(old_size),
-                    proof_text,
-                    received,
-                    str(verdict.latest_size),
-                    row[2] if row else None,
-                    seen,
-                    seen,
-                ),
+            self._record_evidence(
+                connection,
+                signed,
+                old_size=old_size,
+                proof=proof,
+                verdict=verdict,
+                latest_row=row,
+                now=now,
             )
             return verdict
+
+    def _record_evidence(
+        self,
+        connection: sqlite3.Connection,
+        signed: SignedCheckpoint,
+        *,
+        old_size: int,
+        proof: Sequence[bytes],
+        verdict: Refused,
+        latest_row: Any,
+        now: datetime,
+    ) -> None:
+        """Store (or count again) the refusal of ``signed``, keyed by what it proves.
+
+        Only the note's text and its signatures by the log's trusted keys are kept (every such
+        signature verified, or the note was refused before): junk signature lines and padding
+        collapse onto one row. A fork (``root_mismatch``) is keyed by that note alone and never
+        deleted; other refusals are capped per log and in total, oldest deleted first.
+        """
+        trusted = {(verifier.name, verifier.key_id) for verifier in signed.signed_by}
+        note = signed.note
+        kept = "".join(s.line for s in note.signatures if (s.name, s.key_id) in trusted)
+        canonical = note.text + "\n" + kept
+        fork = verdict.refusal is Refusal.ROOT_MISMATCH
+        if fork:
+            old_text, proof_text = "", ""
+        elif verdict.refusal is Refusal.INCONSISTENT:
+            old_text = str(old_size)
+            proof_text = "\n".join(encode_base64(node) for node in proof)
+        else:
+            old_text, proof_text = str(old_size), ""
+        digest = hashlib.sha256(
+            "\x00".join((verdict.refusal, old_text, proof_text, canonical)).encode()
+        ).digest()
+        seen = format_utc_timestamp(now.astimezone(UTC))
+        origin = signed.checkpoint.origin
+        connection.execute(
+            "INSERT INTO witness_evidence (digest, origin, refusal, status, reason, "
+            "old_size, proof, checkpoint, latest_size, latest_checkpoint, first_seen, "
+            "last_seen, times) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1) "
+            "ON CONFLICT (digest) DO UPDATE SET last_seen = excluded.last_seen, "
+            "times = times + 1",
+            (
+                digest,
+                origin,
+                verdict.refusal.value,
+                verdict.status,
+                verdict.reason,
+                str(old_size),
+                proof_text,
+                canonical,
+                str(verdict.latest_size),
+                latest_row[2] if latest_row else None,
+                seen,
+                seen,
+            ),
+        )
+        if not fork:
+            self._bound_evidence(connection, origin)
+
+    def _bound_evidence(self, connection: sqlite3.Connection, origin: str) -> None:
+        """Delete the oldest non-fork rows beyond the caps (``inconsistent`` ones last)."""
+        for scope, cap in ((origin, self.max_evidence_per_origin), (None, self.max_evidence_total)):
+            count = connection.execute(
+                "SELECT count(*) FROM witness_evidence "
+                "WHERE (?1 IS NULL OR origin = ?1) AND refusal != 'root_mismatch'",
+                (scope,),
+            ).fetchone()[0]
+            if count > cap:
+                connection.execute(
+                    "DELETE FROM witness_evidence WHERE id IN (SELECT id FROM witness_evidence "
+                    "WHERE (?1 IS NULL OR origin = ?1) AND refusal != 'root_mismatch' "
+                    "ORDER BY refusal = 'inconsistent', id LIMIT ?2)",
+                    (scope, count - cap),
+                )
 
     # --- Reading --------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from gnau_service.audit.merkle import leaf_hash
 from gnau_service.cli.main import build_parser
 from gnau_service.witness.logs import parse_logs
 from gnau_service.witness.protocol import MAX_PROOF_LINES, MAX_REQUEST_BYTES
+from gnau_service.witness.state import MAX_EVIDENCE_PER_ORIGIN, MAX_EVIDENCE_TOTAL
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = (REPO / "docs" / "witness.md").read_text(encoding="utf-8")
@@ -75,6 +76,13 @@ def test_the_stop_ends_before_the_unit_kills_it() -> None:
     assert float(timeout.removeprefix("TimeoutStopSec=")) > GRACE_SECONDS + 2
     assert f"gives requests in flight {GRACE_SECONDS:g} s" in DOC
     assert "LimitNOFILE=" in UNIT.read_text()
+
+
+def test_the_evidence_caps_are_documented() -> None:
+    section = DOC[DOC.index("## Evidence") : DOC.index("## Keys and state")]
+    assert f"at most {MAX_EVIDENCE_PER_ORIGIN:,} rows per log" in section
+    assert f"{MAX_EVIDENCE_TOTAL:,} in all" in section
+    assert "never deleted" in section
 
 
 def test_the_logs_toml_example_parses() -> None:
