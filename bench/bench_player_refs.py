@@ -1,14 +1,12 @@
 """What naming a seat's player by reference costs at the deal, in CPU microseconds per seat.
 
-Two parts, each against a same-run baseline, in the same process, interleaved, best of several
-repeats (CPU time, so the ratio holds on a noisy shared machine):
-
-- ``reference``: :func:`~gnau_service.fairness.player_refs.player_ref`, the HMAC-SHA-256 of the
-  round id and seat number under the player's key; its baseline is one seat's share of the
-  round's v2 lock, shuffle and deal (9 seats, 1 deck), the work the deal does anyway;
-- ``store``: the private rows the deal writes for a seat on SQLite (the player's key, read or
-  created, and the seat's link), in the deal's own transaction; its baseline is the same
-  transaction writing nothing but a round row's worth of text (see ``--help``).
+The reference, :func:`~gnau_service.fairness.player_refs.player_ref` (the HMAC-SHA-256 of the
+round id and seat number under the player's key), against a same-run baseline: one seat's share
+of the round's v2 lock, shuffle and deal (9 seats, 1 deck), the work the deal does anyway. Both
+in the same process, interleaved, best of several repeats (CPU time, so the ratio holds on a
+noisy shared machine). The private rows the deal also writes per seat (the player's key, read or
+created, and the seat's link) are part of the deal's store transaction, which
+``bench/bench_service.py`` measures whole.
 
     .venv/bin/python bench/bench_player_refs.py [--rounds 2000] [--repeats 7]
 """
