@@ -5,7 +5,7 @@ defaults).
 
 1. ``gnau serve`` (fresh SQLite file, page port and metrics port) and ``gnau witness serve`` run
    in their own processes, each under a 1,024 open-file limit (``--descriptors``), so the
-   dealer gives each of its two HTTP ports 352 connections and the witness its one port 736.
+   dealer gives each of its two HTTP ports 256 connections and the witness its one port 640.
 2. A measuring client in this process plays whole rounds on one table over gRPC (Shuffle, Deal,
    Reveal, Settle, each awaited) and after each round GETs ``/rounds/{id}/receipt`` on the page
    port over one kept-alive HTTP/1.1 connection (a player whose page is open). Every 0.5 s it

@@ -83,7 +83,7 @@ MAX_HEADERS: Final = 128
 DESCRIPTOR_RESERVE: Final = 256
 #: The listen backlog of every HTTP port. asyncio accepts up to this many connections at one
 #: wake-up before any of them is refused, so each port's share leaves room for them.
-ACCEPT_BACKLOG: Final = 32
+ACCEPT_BACKLOG: Final = 128
 #: The fewest connections a port is given, however low the descriptor limit.
 MIN_CONNECTIONS: Final = 16
 #: At most one warning per peer in this many seconds.
@@ -285,7 +285,7 @@ def connection_cap(descriptors: int, ports: int) -> int:
     share of what the reserve and the ports' accept backlogs leave.
 
     >>> connection_cap(1024, 2), connection_cap(1024, 1), connection_cap(65536, 2)
-    (352, 736, 1024)
+    (256, 640, 1024)
     >>> connection_cap(200, 1)
     16
     """
