@@ -18,6 +18,8 @@ a request's line and headers,      :data:`HEADER_SECONDS`          408 ``DEADLIN
 from its first byte                                                closed
 a request's body                   :data:`BODY_SECONDS`            408 ``DEADLINE_EXCEEDED``,
                                                                   closed
+an answer's unsent bytes must      :data:`ANSWER_SECONDS`          the connection is aborted
+shrink (the client reads) within
 the request line, each header      :data:`MAX_LINE_BYTES` bytes    400 ``INVALID_ARGUMENT``
 headers in one request             :data:`MAX_HEADERS`             400 ``INVALID_ARGUMENT``
 a declared body (Content-Length)   the port's ``max_body_bytes``   413 ``PAYLOAD_TOO_LARGE``,
@@ -74,6 +76,8 @@ IDLE_SECONDS: Final = 15.0
 HEADER_SECONDS: Final = 10.0
 #: Seconds a request's whole body may take to arrive.
 BODY_SECONDS: Final = 10.0
+#: Seconds in which an answer's unsent bytes must shrink: a client that stops reading is cut off.
+ANSWER_SECONDS: Final = 10.0
 #: Bytes of the request line, and of each header line.
 MAX_LINE_BYTES: Final = 8190
 #: Headers in one request.
@@ -336,6 +340,7 @@ class EdgeProtocol(RequestHandler):
         self._admitted = False
         self._in_request = False
         self._header_deadline: asyncio.TimerHandle | None = None
+        self._answer_deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         edge = self._edge
@@ -357,6 +362,8 @@ class EdgeProtocol(RequestHandler):
         self._admitted = False
         self._edge.budget.release(self._peer_address)
         self._cancel_header_deadline()
+        if self._answer_deadline is not None:
+            self._answer_deadline.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
@@ -371,7 +378,24 @@ class EdgeProtocol(RequestHandler):
         self._cancel_header_deadline()
 
     def request_finished(self) -> None:
+        """The handler has returned; aiohttp now writes its answer, which must keep leaving:
+        unsent bytes that did not shrink in :data:`ANSWER_SECONDS` (a client that stopped
+        reading) end the connection."""
         self._in_request = False
+        if self._answer_deadline is None:
+            self._answer_deadline = self._loop.call_later(ANSWER_SECONDS, self._answer_check, None)
+
+    def _answer_check(self, unsent_before: int | None) -> None:
+        self._answer_deadline = None
+        transport = self.transport
+        unsent = 0 if transport is None else transport.get_write_buffer_size()
+        if transport is None or unsent == 0:
+            return
+        if unsent_before is not None and unsent >= unsent_before:
+            self._edge.refused(self._peer_address, 408, "answer")
+            transport.abort()
+            return
+        self._answer_deadline = self._loop.call_later(ANSWER_SECONDS, self._answer_check, unsent)
 
     def _cancel_header_deadline(self) -> None:
         if self._header_deadline is not None:

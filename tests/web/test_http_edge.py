@@ -21,8 +21,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnau_service.edge import http as edge
+from gnau_service.server.app import running
 from tests.rawhttp import SECURITY_HEADERS, Answer, exchange, held_connection
-from tests.serving import Served, free_port, served
+from tests.serving import REPO, Served, free_port, served
+from tests.web.conftest import web_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -236,5 +238,27 @@ async def test_shipped_limits_are_what_the_edge_enforces() -> None:
         edge.MAX_LINE_BYTES, edge.MAX_HEADERS, edge.ACCEPT_BACKLOG,
     ):  # fmt: skip
         assert f"{number:,}" in docs or str(number) in docs, number
-    for seconds in (edge.IDLE_SECONDS, edge.HEADER_SECONDS, edge.BODY_SECONDS):
+    for seconds in (edge.IDLE_SECONDS, edge.HEADER_SECONDS, edge.BODY_SECONDS, edge.ANSWER_SECONDS):
         assert f"{seconds:g} s" in docs, seconds
+
+
+async def test_a_client_that_stops_reading_is_cut_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer that never leaves (the client reads nothing) must not hold its connection:
+    once its unsent bytes stop shrinking for ANSWER_SECONDS, the connection is aborted."""
+    monkeypatch.setattr(edge, "ANSWER_SECONDS", 0.3)
+    largest = max((REPO / "gnau_service" / "web" / "js").iterdir(), key=lambda f: f.stat().st_size)
+    async with running(web_settings(tmp_path)) as app:
+        assert app.web is not None and app.web.edge is not None
+        reader = socket.socket()
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.connect(("127.0.0.1", app.http_port))
+        request = f"GET /js/{largest.name} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        reader.sendall(request * 200)  # pipelined: answers pile up while nothing is read
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if app.web.edge.budget.open == 0:
+                break
+        assert app.web.edge.budget.open == 0
+        reader.close()
