@@ -57,8 +57,8 @@ from typing import Any, Final
 
 import structlog
 from aiohttp import http_exceptions, web
-from aiohttp.http import HttpVersion11
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.http import HttpVersion, HttpVersion10, HttpVersion11
+from aiohttp.web_protocol import ERROR, RequestHandler
 
 from gnau_service.edge.peers import PeerWarnings
 
@@ -341,6 +341,9 @@ class EdgeProtocol(RequestHandler):
         self._in_request = False
         self._header_deadline: asyncio.TimerHandle | None = None
         self._answer_deadline: asyncio.TimerHandle | None = None
+        #: Set when aiohttp parsed a request it cannot then represent (``CONNECT`` with an
+        #: empty target): the request is answered 400 instead of ending the connection's task.
+        self.unreadable_request = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         edge = self._edge
@@ -443,6 +446,8 @@ class EdgeServer(web.Server):
     def __init__(self, handler: _Handler, limits: EdgeLimits, **kwargs: Any) -> None:
         super().__init__(self._checked, **kwargs)
         self._inner = handler
+        self._plain_request = self.request_factory
+        self.request_factory = self._request_or_stand_in
         self.limits = limits
         self.budget = ConnectionBudget(limits.connections)
         self.warnings = PeerWarnings(WARNING_INTERVAL_SECONDS)
@@ -467,12 +472,31 @@ class EdgeServer(web.Server):
                 refusals=count,
             )
 
+    def _request_or_stand_in(
+        self,
+        message: Any,
+        payload: Any,
+        protocol: Any,
+        writer: Any,
+        task: Any,
+    ) -> web.BaseRequest:
+        try:
+            return self._plain_request(message, payload, protocol, writer, task)
+        except Exception:  # a message aiohttp's parser let through but its request cannot hold
+            if isinstance(protocol, EdgeProtocol):
+                protocol.unreadable_request = True
+            return self._plain_request(ERROR, payload, protocol, writer, task)
+
     async def _checked(self, request: web.BaseRequest) -> web.StreamResponse:
         protocol = request.protocol
         if isinstance(protocol, EdgeProtocol):
             protocol.request_started()
+        # The answer is HTTP/1.1 whatever the request said (the server's own version, as
+        # RFC 9110 asks); a request that is not HTTP/1.0 or 1.1 is refused below.
+        asked = request.version
+        request._version = HttpVersion11
         try:
-            refusal = self._refusal_before_work(request)
+            refusal = self._refusal_before_work(request, asked)
             if refusal is not None:
                 self.refused(_peer_of_request(request), refusal.status, "request")
                 raise refusal
@@ -486,7 +510,15 @@ class EdgeServer(web.Server):
             if isinstance(protocol, EdgeProtocol):
                 protocol.request_finished()
 
-    def _refusal_before_work(self, request: web.BaseRequest) -> RefusalError | None:
+    def _refusal_before_work(
+        self, request: web.BaseRequest, version: HttpVersion
+    ) -> RefusalError | None:
+        protocol = request.protocol
+        if isinstance(protocol, EdgeProtocol) and protocol.unreadable_request:
+            protocol.unreadable_request = False
+            return RefusalError(400, "the request target is not a valid path", close=True)
+        if version not in (HttpVersion10, HttpVersion11):
+            return RefusalError(400, "only HTTP/1.0 and HTTP/1.1 are spoken here", close=True)
         most = self.limits.max_body_bytes
         declared = request.content_length
         chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
