@@ -493,8 +493,9 @@ class EdgeServer(web.Server):
             protocol.request_started()
         # The answer is HTTP/1.1 whatever the request said (the server's own version, as
         # RFC 9110 asks); a request that is not HTTP/1.0 or 1.1 is refused below.
-        asked = request.version
+        asked = request._version
         request._version = HttpVersion11
+        request._cache.pop("version", None)  # the property is cached once read
         try:
             refusal = self._refusal_before_work(request, asked)
             if refusal is not None:
