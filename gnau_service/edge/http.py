@@ -32,7 +32,8 @@ a declared body (Content-Length)   the port's ``max_body_bytes``   413 ``PAYLOAD
 A refusal never echoes the request's bytes: its reason is one of the fixed texts here. Each
 port says how a refusal looks (:class:`RefusalShape`): the dealer's ports answer JSON
 ``{"error": CODE, "reason": text}`` with their security headers, the witness a line of text.
-Every status line is ``HTTP/1.1``. A client's mistake is never logged as an error: at most one
+Every status line is ``HTTP/1.1``; a request of another version than 1.0 or 1.1
+is refused (400). A client's mistake is never logged as an error: at most one
 WARNING per peer per :data:`WARNING_INTERVAL_SECONDS`, with the count it stands for.
 
 Descriptors are the resource that, once spent, stops everything else the process does (the
