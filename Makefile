@@ -3,23 +3,29 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge fairness-evidence dieharder-evidence clean
 
-$(INSTALLED): pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
-		examples/node-table-service/package-lock.json
+# The runtime alone (what `make serve` needs): no test tools, no npm.
+$(RUNTIME): pyproject.toml clients/python/pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit("Python 3.11 or newer is needed" if sys.version_info < (3, 11) else 0)'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ./clients/python -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ./clients/python -e .
+	touch $@
+
+# Everything `make test` needs besides: the test extra and the Node packages.
+$(INSTALLED): $(RUNTIME) pyproject.toml clients/python/pyproject.toml clients/node/package-lock.json \
+		examples/node-table-service/package-lock.json
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	npm ci --prefix clients/node --no-audit --no-fund --loglevel=error
 	npm ci --prefix examples/node-table-service --no-audit --no-fund --loglevel=error
 	touch $@
 
 ## serve: set up and run the service on SQLite in ./gnau-data, on 127.0.0.1:50051
-serve: $(INSTALLED)
+serve: $(RUNTIME)
 	$(BIN)/gnau serve --log-format console
 
 ## test: set up, then lint, type-check and run every test that is not marked slow, on every

@@ -12,7 +12,7 @@ import structlog
 
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
 from gnau_service.server.app import App, serve
-from gnau_service.server.config import ConfigError, Settings
+from gnau_service.server.config import ConfigError, Settings, split_host_port
 from gnau_service.server.structured_logs import configure_logging
 from gnau_service.store import redacted_url
 
@@ -60,6 +60,18 @@ def _cannot_start(error: Exception) -> int:
     return 2
 
 
+def _local_url(address: str, port: int) -> str:
+    """Where a browser on this machine reaches an HTTP port bound to ``address``.
+
+    >>> _local_url("0.0.0.0:8080", 8080), _local_url("[::1]:0", 41000)
+    ('http://127.0.0.1:8080/', 'http://[::1]:41000/')
+    """
+    host = split_host_port(address)[0]
+    if host in {"", "0.0.0.0", "::"}:  # noqa: S104  (a wildcard bind, read, not made)
+        host = "127.0.0.1"
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
 def _announce(app: App) -> None:
     """Tell the operator where the service is, and about a token it has just made.
 
@@ -76,6 +88,11 @@ def _announce(app: App) -> None:
         flush=True,
     )
     print(f"gnau: log key {app.store.signer.vkey}", flush=True)
+    if app.http_port is not None:
+        print(f"gnau: the verifier page at {_local_url(settings.http_listen, app.http_port)}")
+    if app.metrics_port is not None:
+        where = _local_url(settings.metrics_listen, app.metrics_port)
+        print(f"gnau: metrics at {where}metrics", flush=True)
     if token is None:
         return
     if sys.stdout.isatty():

@@ -15,7 +15,9 @@ graceful stop undo the same parts, the last made first. The log lines are set up
 from __future__ import annotations
 
 import asyncio
+import errno
 import signal
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -37,7 +39,7 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
-from gnau_service.server.config import Settings
+from gnau_service.server.config import Settings, split_host_port
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
@@ -425,6 +427,29 @@ def _channel_options(settings: Settings) -> list[tuple[str, int]]:
 
 
 def _bind(server: grpc.aio.Server, settings: Settings) -> int:
+    try:
+        return _add_port(server, settings)
+    except RuntimeError:
+        # gRPC says only "Failed to bind ... set GRPC_VERBOSITY=debug": ask the OS why.
+        raise _bind_failure(settings.listen) from None
+
+
+def _bind_failure(address: str) -> OSError:
+    """Why ``address`` cannot be listened on, in the words of the OS, naming the setting."""
+    reason, number = "it cannot be listened on", 0
+    try:
+        host, port = split_host_port(address)
+        where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        with socket.socket(where[0][0], socket.SOCK_STREAM) as probe:
+            probe.bind(where[0][4])
+    except (OSError, ValueError) as error:
+        number = getattr(error, "errno", 0) or 0
+        reason = getattr(error, "strerror", None) or str(error)
+    hint = "; another process holds it" if number == errno.EADDRINUSE else ""
+    return OSError(number, f"--listen {address} (GNAU_LISTEN): {reason}{hint}")
+
+
+def _add_port(server: grpc.aio.Server, settings: Settings) -> int:
     if settings.tls_cert is None or settings.tls_key is None:
         return server.add_insecure_port(settings.listen)
     root = settings.tls_client_ca.read_bytes() if settings.tls_client_ca else None

@@ -131,13 +131,14 @@ def test_a_new_token_is_not_printed_where_stdout_is_a_log(tmp_path: Path) -> Non
 
 
 def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
-    port = free_port()
+    """And the verifier page's address, when the HTTP port is on."""
+    port, http_port = free_port(), free_port()
     primary, secondary = pty.openpty()
     process = subprocess.Popen(
         [
             sys.executable, "-m", "gnau_service.cli.main", "serve", "--log-format", "console",
             "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"),
-            "--shutdown-notice-seconds", "0",
+            "--shutdown-notice-seconds", "0", "--http-listen", f"127.0.0.1:{http_port}",
         ],
         stdout=secondary,
         stderr=subprocess.DEVNULL,
@@ -146,7 +147,7 @@ def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
     os.close(secondary)
     shown = b""
     try:
-        while b"operator token" not in shown or shown.count(b"\n") < 4:
+        while b"operator token" not in shown or shown.count(b"\n") < 5:
             ready, _, _ = select.select([primary], [], [], 30)
             assert ready, f"nothing on the terminal: {shown!r}"
             shown += os.read(primary, 4096)
@@ -156,6 +157,7 @@ def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
         os.close(primary)
     token = (tmp_path / "data" / "operator-token").read_text().strip()
     assert token.encode() in shown
+    assert f"gnau: the verifier page at http://127.0.0.1:{http_port}/".encode() in shown
     (record,) = json.loads((tmp_path / "data" / "tokens.json").read_text())["tokens"]
     assert record["sha256"] == hashlib.sha256(token.encode()).hexdigest()
     assert (record["name"], record["role"]) == ("local-operator", "operator")
@@ -192,6 +194,11 @@ def test_on_a_busy_port_nothing_is_created(tmp_path: Path) -> None:
     assert not (tmp_path / "data").exists(), "a key, tokens or a database was created"
     lines = [json.loads(line) for line in started.stderr.splitlines()]
     assert [line["event"] for line in lines] == ["cannot start"]
+    # The OS's reason and the setting to change, not gRPC's "set GRPC_VERBOSITY=debug".
+    assert lines[0]["error"] == (
+        f"[Errno 98] --listen 127.0.0.1:{port} (GNAU_LISTEN): Address already in use; "
+        "another process holds it"
+    )
     assert started.stdout == ""
 
 
