@@ -1,4 +1,4 @@
-"""``gnau verify-round FILE``: check a revealed round from its JSON form.
+"""``gnau verify-round [FILE]``: check a revealed round from its JSON form.
 
 Exit statuses:
 
@@ -31,7 +31,12 @@ def add_verify_round_arguments(parser: argparse.ArgumentParser) -> None:
         "does not, 2 if the file cannot be used. docs/fairness.md describes the JSON form."
     )
     parser.add_argument(
-        "file", metavar="FILE", help=f"the revealed round as JSON, or {STDIN} for standard input"
+        "file",
+        metavar="FILE",
+        nargs="?",
+        default=STDIN,
+        help=f"the revealed round as JSON; {STDIN} or none for standard input "
+        "(gnau round get ID --json | gnau verify-round)",
     )
     parser.set_defaults(run=run_verify_round)
 

@@ -64,6 +64,14 @@ def test_standard_input_is_read_for_a_dash(verify_round: Callable[..., Run]) -> 
     assert "verifies" in result.out
 
 
+def test_standard_input_is_read_without_a_file(verify_round: Callable[..., Run]) -> None:
+    """So that ``gnau round get ID --json | gnau verify-round`` works as the docs print it."""
+    result = verify_round(stdin=json.dumps(sample_revealed_round().to_json()))
+    assert result.status == 0
+    assert "verifies" in result.out
+    assert verify_round(stdin="{").err.startswith("gnau verify-round: standard input: ")
+
+
 def test_an_invalid_round_exits_1_naming_the_check(
     verify_round: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -141,4 +149,4 @@ def test_the_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["verify-round", "--help"])
     assert exited.value.code == 0
-    assert "or - for standard input" in capsys.readouterr().out
+    assert "- or none for standard input" in " ".join(capsys.readouterr().out.split())
