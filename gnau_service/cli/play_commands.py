@@ -37,7 +37,7 @@ def add_play_arguments(play: argparse.ArgumentParser) -> None:
 
 
 def run_play(args: argparse.Namespace) -> int:
-    token = args.token or os.environ.get("GNAU_TOKEN") or _local_operator_token(args.token_file)
+    token, source = _operator_token(args)
     if token is None:
         print("gnau play: no operator token: pass --token or set GNAU_TOKEN", file=sys.stderr)
         return 2
@@ -56,6 +56,12 @@ def run_play(args: argparse.Namespace) -> int:
                     print(_render(played, number + 1, problem))
     except grpc.RpcError as error:
         print(f"gnau play: {error.code().name}: {error.details()}", file=sys.stderr)
+        if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+            print(
+                f"gnau play: the token sent came from {source}; a service with another data "
+                "directory keeps its own: pass --token-file DATA_DIR/operator-token",
+                file=sys.stderr,
+            )
         return 2
     except ValueError as error:  # the client refuses a token in clear text to another host
         print(f"gnau play: {error}", file=sys.stderr)
@@ -65,15 +71,25 @@ def run_play(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _local_operator_token(path: Path | None) -> str | None:
-    """The operator token a first start wrote for the local command line (at ``path``, by
-    default where the service's default settings put it), if it is there."""
+def _operator_token(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The token to send, and where it came from (said if the service refuses it)."""
+    if args.token:
+        return args.token, "--token"
+    if os.environ.get("GNAU_TOKEN"):
+        return os.environ["GNAU_TOKEN"], "GNAU_TOKEN"
+    path = args.token_file
     if path is None:
         # Imported here: the settings (the server's) are slow to import, and a token given
         # as --token or GNAU_TOKEN does not need them.
         from gnau_service.server.config import Settings  # noqa: PLC0415
 
         path = Settings().operator_token_path
+    return _local_operator_token(path), f"the file {path}"
+
+
+def _local_operator_token(path: Path) -> str | None:
+    """The operator token a first start wrote for the local command line at ``path``, if it
+    is there."""
     try:
         return read_private_file(path, "token file").decode("utf-8").strip() or None
     except (KeyFileError, UnicodeDecodeError):

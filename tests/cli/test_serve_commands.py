@@ -89,6 +89,24 @@ def test_play_without_a_token_says_so(
     assert "no operator token" in played.err
 
 
+def test_a_refused_token_names_where_it_came_from(
+    gnau: Gnau, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token from another data directory is refused with where it came from, never itself."""
+    monkeypatch.delenv("GNAU_TOKEN", raising=False)
+    with served(tmp_path / "data") as service:
+        wrong = service.token[:-1] + ("A" if service.token[-1] != "A" else "B")
+        elsewhere = tmp_path / "other-data" / "operator-token"
+        elsewhere.parent.mkdir()
+        elsewhere.write_text(wrong + "\n")
+        elsewhere.chmod(0o600)
+        played = gnau("play", "--target", service.target, "--token-file", str(elsewhere))
+    assert played.status == 2
+    assert "UNAUTHENTICATED" in played.err
+    assert f"the token sent came from the file {elsewhere}" in played.err
+    assert wrong not in played.err + played.out
+
+
 # -- secrets hygiene and honest start-up failures ------------------------------------------------
 
 
