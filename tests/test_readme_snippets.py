@@ -1,0 +1,42 @@
+"""The README's code runs as printed: its Python snippet against a real ``gnau serve``, and its
+layout names every package of ``gnau_service``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from gnau_service.rules.settlement import LARGEST_PAYOUT
+from tests.serving import REPO, served
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_python_snippet_plays_a_round_as_printed(tmp_path: Path) -> None:
+    (snippet,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert '"127.0.0.1:50051"' in snippet
+    # As make serve runs it: its data in ./gnau-data, beside where the snippet runs.
+    with served(tmp_path / "gnau-data") as service:
+        code = snippet.replace('"127.0.0.1:50051"', f'"{service.target}"')
+        ran = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert ran.returncode == 0, ran.stderr
+    state, delta = ran.stdout.split()
+    assert state == "ROUND_STATE_SETTLED"
+    assert abs(int(delta)) <= 500 * LARGEST_PAYOUT, delta  # one seat's stake, paid at most so
+
+
+def test_the_layout_names_every_package() -> None:
+    layout = README[README.index("## How it fits together") :]
+    packages = sorted(path.parent.name for path in (REPO / "gnau_service").glob("*/__init__.py"))
+    assert packages, "no packages found"
+    for package in packages:
+        assert re.search(rf"^  {package}/ ", layout, re.MULTILINE), package
