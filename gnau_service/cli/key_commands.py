@@ -1,4 +1,9 @@
-"""``gnau key rotate``: hand the audit log over to a new signing key.
+"""``gnau key show`` prints the log's verifier keys; ``gnau key rotate`` hands the audit log
+over to a new signing key.
+
+- ``gnau key show [--target HOST:PORT]``: the log's origin, its current verifier key and every
+  earlier one, from the service's database (the service's settings, as for ``rotate``) or, with
+  ``--target``, from a running service. Exit 0, or 2 if they cannot be read.
 
 - ``gnau key rotate [--dry-run] [--new-key PATH]`` with the service's settings (``--config``,
   ``--data-dir``, ``--database``, ``--key``, ``--origin``, and their ``GNAU_*`` variables).
@@ -26,7 +31,9 @@ import contextlib
 import os
 import sys
 from pathlib import Path
+from typing import Final
 
+import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.key_handover import (
@@ -37,6 +44,13 @@ from gnau_service.audit.key_handover import (
 from gnau_service.audit.note import KeyFormatError
 from gnau_service.audit.private_files import exclusive_lock
 from gnau_service.audit.signing import KeyFileError, LogSigner, load_private_key
+from gnau_service.cli.remote import (
+    TargetError,
+    add_target_option,
+    add_token_options,
+    connect,
+    refusal,
+)
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
 from gnau_service.server.config import ConfigError, Settings
 from gnau_service.store import DatabaseUrlError, StoreError, open_reader, open_store
@@ -68,6 +82,58 @@ def add_key_arguments(key: argparse.ArgumentParser) -> None:
     )
     add_settings_flags(rotate, KEY_SETTINGS)
     rotate.set_defaults(run=run_rotate)
+    show = commands.add_parser(
+        "show",
+        help="print the log's current and earlier verifier keys, and where to publish them",
+        description="Print the log's origin and verifier keys, newest first, from its database "
+        "or (--target) a running service. Only public keys are printed.",
+    )
+    add_target_option(show, fallback=None, meaning="read the keys from this running service")
+    add_token_options(show)
+    add_settings_flags(show, KEY_SETTINGS)
+    show.set_defaults(run=run_show)
+
+
+#: Where verifiers should get the key: anywhere but the service itself.
+PUBLISH_HINT: Final = (
+    "publish the current key where verifiers can pin it apart from this service (your site, "
+    "a regulator's register, the players' terms): a key fetched from the operator proves "
+    'nothing about the operator (docs/operations.md, "Rotating the log key")'
+)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    try:
+        origin, keys = _remote_keys(args) if args.target else _local_keys(settings_from_args(args))
+    except (ConfigError, DatabaseUrlError, StoreError, TargetError, OSError) as error:
+        print(f"gnau key show: {error}", file=sys.stderr)
+        return 2
+    except grpc.RpcError as error:
+        print(f"gnau key show: {refusal(args.target, error)}", file=sys.stderr)
+        return 2
+    if not keys:
+        print(
+            f"gnau key show: the log {origin} has no key yet: start the service once",
+            file=sys.stderr,
+        )
+        return 2
+    print(f"origin   {origin}")
+    print(f"current  {keys[-1]}")
+    for earlier in reversed(keys[:-1]):
+        print(f"earlier  {earlier}")
+    print(PUBLISH_HINT)
+    return 0
+
+
+def _local_keys(settings: Settings) -> tuple[str, list[str]]:
+    with open_reader(settings.database_url) as reader:
+        return settings.origin, reader.public_keys()
+
+
+def _remote_keys(args: argparse.Namespace) -> tuple[str, list[str]]:
+    with connect(args) as client:
+        answer = client.get_public_keys(timeout=10)
+    return answer.origin, list(answer.verifier_keys)
 
 
 def run_rotate(args: argparse.Namespace) -> int:

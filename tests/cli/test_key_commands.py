@@ -211,3 +211,30 @@ def test_a_server_with_a_retired_key_refuses_to_start(gnau: Gnau, tmp_path: Path
     assert started.returncode == 2
     (line,) = started.stderr.splitlines()[-1:]
     assert "cannot start" in line and new_vkey in line and signer.vkey in line
+
+
+def test_key_show_prints_the_current_key_first_then_the_earlier_ones(
+    gnau: Gnau, tmp_path: Path
+) -> None:
+    data, _, signer = started_log(tmp_path)
+    assert gnau("key", "rotate", "--data-dir", str(data)).status == 0
+    new = LogSigner.from_key_file(signer.origin, data / KEY_NAME)
+    assert new.vkey != signer.vkey
+    shown = gnau("key", "show", "--data-dir", str(data))
+    assert shown.status == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[:3] == [
+        f"origin   {signer.origin}",
+        f"current  {new.vkey}",
+        f"earlier  {signer.vkey}",
+    ]
+    assert "PRIVATE" not in shown.out and "publish the current key" in lines[3]
+
+
+def test_key_show_reads_a_running_service(gnau: Gnau, tmp_path: Path) -> None:
+    with served(tmp_path / "data") as service:
+        shown = gnau("key", "show", "--target", service.target)
+    assert shown.status == 0, shown.err
+    assert shown.out.splitlines()[1] == f"current  {service.vkey}"
+    unreachable = gnau("key", "show", "--target", "127.0.0.1:1")
+    assert unreachable.status == 2 and unreachable.err.count("\n") == 1

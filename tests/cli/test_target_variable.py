@@ -53,9 +53,10 @@ def test_without_the_variable_only_the_audit_commands_read_a_database(
 ) -> None:
     monkeypatch.delenv("GNAU_TARGET", raising=False)
     for command, action in target_options(build_parser()):
-        # The audit commands read a database, and gnau health asks this machine's own service
-        # (at GNAU_LISTEN's port: tests/deploy), unless a target is named.
-        expected = None if command[0] in ("audit", "health") else "127.0.0.1:50051"
+        # The audit commands and gnau key show read a database, and gnau health asks this
+        # machine's own service (at GNAU_LISTEN's port: tests/deploy), unless a target is named.
+        reads_a_database = command[0] in ("audit", "health") or command == ("key", "show")
+        expected = None if reads_a_database else "127.0.0.1:50051"
         assert action.default == expected, command
 
 
