@@ -222,9 +222,9 @@ async def read_body(request: web.Request, max_body_bytes: int) -> bytes:
         raise RefusalError(
             408, f"the body did not arrive within {BODY_SECONDS:g} s", close=True
         ) from None
-    except (ConnectionError, http_exceptions.HttpProcessingError) as error:
-        if isinstance(error, http_exceptions.HttpProcessingError):
-            raise RefusalError(400, parser_reason(error), close=True) from None
+    except http_exceptions.HttpProcessingError as error:
+        raise RefusalError(400, parser_reason(error), close=True) from None
+    except ConnectionError:
         raise ClientGoneError from None
     return b"".join(chunks)
 
@@ -239,8 +239,6 @@ class ConnectionBudget:
         self.cap = cap
         self.per_peer = per_peer
         self.open = 0
-        self.peak = 0
-        self.refused = 0
         self._by_peer: dict[str, int] = {}
 
     @property
@@ -250,15 +248,12 @@ class ConnectionBudget:
     def admit(self, peer: str) -> tuple[int, str] | None:
         """Count a new connection in, or the (status, reason) that refuses it."""
         if self.full:
-            self.refused += 1
             return 503, FULL_REASON
         held = self._by_peer.get(peer, 0)
         if held >= self.per_peer:
-            self.refused += 1
             return 429, f"your address holds {self.per_peer} connections already"
         self._by_peer[peer] = held + 1
         self.open += 1
-        self.peak = max(self.peak, self.open)
         return None
 
     def release(self, peer: str) -> None:
@@ -323,7 +318,6 @@ class _Refused(asyncio.Protocol):
         self._edge = edge
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._edge.budget.refused += 1
         self._edge.refused(_peer(transport), 503, "connection")
         assert isinstance(transport, asyncio.WriteTransport)
         transport.write(self._edge.full_answer)
