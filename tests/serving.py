@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 START_TIMEOUT = 30.0  # seconds until the server logs "serving", its last start-up line
@@ -40,6 +41,11 @@ class Served:
     def output(self) -> str:
         stderr = self.stderr_path.read_text(encoding="utf-8", errors="replace")
         return "".join(self.stdout_lines) + stderr[-20_000:]
+
+    def log_events(self) -> list[dict[str, Any]]:
+        """The service's JSON log lines so far, as events."""
+        text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
     def stop(self) -> None:
         """SIGTERM, then the service must exit 0 within its grace period."""
@@ -90,6 +96,29 @@ def served(
         yield started
     finally:
         started.stop()
+
+
+@dataclass
+class ServedHttp:
+    """A ``gnau serve`` with its page port (``--http-listen``) and its metrics port."""
+
+    served: Served
+    page: int
+    metrics: int
+
+
+@contextmanager
+def served_with_http(
+    data_dir: Path, *extra: str, preexec_fn: Callable[[], object] | None = None
+) -> Iterator[ServedHttp]:
+    """:func:`served`, with both HTTP ports on free ports of 127.0.0.1."""
+    page, metrics = free_port(), free_port()
+    with served(
+        data_dir,
+        "--http-listen", f"127.0.0.1:{page}", "--metrics-listen", f"127.0.0.1:{metrics}", *extra,
+        preexec_fn=preexec_fn,
+    ) as server:  # fmt: skip
+        yield ServedHttp(server, page, metrics)
 
 
 def _start(

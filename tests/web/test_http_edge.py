@@ -8,12 +8,10 @@ both its page port and its metrics port, as an operator would run it.
 from __future__ import annotations
 
 import asyncio
-import json
 import resource
 import socket
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
@@ -23,7 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gnau_service.edge import http as edge
 from gnau_service.server.app import running
 from tests.rawhttp import SECURITY_HEADERS, Answer, exchange, held_connection
-from tests.serving import REPO, Served, free_port, served
+from tests.serving import REPO, ServedHttp, served_with_http
 from tests.web.conftest import web_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -39,27 +37,11 @@ def _limit_descriptors() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, DESCRIPTORS))
 
 
-@dataclass
-class Ports:
-    served: Served
-    page: int
-    metrics: int
-
-    def log_events(self) -> list[dict[str, object]]:
-        lines = self.served.stderr_path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines if line.startswith("{")]
-
-
 @pytest.fixture(scope="module")
-def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ports]:
-    page, metrics = free_port(), free_port()
-    with served(
-        tmp_path_factory.mktemp("edge") / "data",
-        "--http-listen", f"127.0.0.1:{page}",
-        "--metrics-listen", f"127.0.0.1:{metrics}",
-        preexec_fn=_limit_descriptors,
-    ) as server:  # fmt: skip
-        yield Ports(server, page, metrics)
+def ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedHttp]:
+    data_dir = tmp_path_factory.mktemp("edge") / "data"
+    with served_with_http(data_dir, preexec_fn=_limit_descriptors) as server:
+        yield server
 
 
 def health(target: str) -> int:
@@ -71,7 +53,7 @@ def health(target: str) -> int:
         return int(answer.status)
 
 
-async def until_metric(ports: Ports, name: str, value: int) -> None:
+async def until_metric(ports: ServedHttp, name: str, value: int) -> None:
     seen = None
     for _ in range(300):
         answer = await exchange(ports.metrics, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -111,13 +93,13 @@ def assert_refusal_shape(answer: Answer, status: int) -> None:
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_the_serving_line_states_the_descriptor_budget(ports: Ports) -> None:
-    (serving,) = [event for event in ports.log_events() if event["event"] == "serving"]
+async def test_the_serving_line_states_the_descriptor_budget(ports: ServedHttp) -> None:
+    (serving,) = [event for event in ports.served.log_events() if event["event"] == "serving"]
     assert serving["descriptors"] == DESCRIPTORS
     assert serving["http_connections_per_port"] == CAP_PER_PORT
 
 
-async def test_many_connections_leave_grpc_and_health_alone(ports: Ports) -> None:
+async def test_many_connections_leave_grpc_and_health_alone(ports: ServedHttp) -> None:
     """Defect 1: ~1,100 idle connections used to exhaust the descriptors of a dealer under a
     1024 limit, and gRPC and health with them."""
     sources = [f"127.0.0.{10 + n}" for n in range(20)]  # 55 each: under the per-peer cap
@@ -145,14 +127,14 @@ async def test_many_connections_leave_grpc_and_health_alone(ports: Ports) -> Non
     await asyncio.sleep(0.3)
     answer = await exchange(ports.page, b"GET /keys HTTP/1.1\r\nHost: x\r\n\r\n")
     assert answer.status == 200
-    events = ports.log_events()
+    events = ports.served.log_events()
     assert not [event for event in events if event.get("level") == "error"]
     warned = [event for event in events if event["event"] == "http_refused"]
     assert 1 <= len(warned) <= len(sources) + 1  # at most one per peer per interval
     assert all(event["level"] == "warning" for event in warned)
 
 
-async def test_one_peer_holds_at_most_its_share(ports: Ports) -> None:
+async def test_one_peer_holds_at_most_its_share(ports: ServedHttp) -> None:
     held = [held_connection(ports.page, "127.0.2.1") for _ in range(edge.MAX_CONNECTIONS_PER_PEER)]
     try:
         await asyncio.sleep(0.2)
@@ -200,17 +182,17 @@ MALFORMED = {
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 @pytest.mark.parametrize("port", ["page", "metrics"])
 async def test_a_malformed_request_gets_the_documented_shape(
-    ports: Ports, port: str, name: str
+    ports: ServedHttp, port: str, name: str
 ) -> None:
     """Defects 2 and 3: the parser's refusals were text/plain, HTTP/1.0, without the security
     headers, echoing the request, and logged as ERROR with a traceback."""
     request, status = MALFORMED[name]
     answer = await exchange(getattr(ports, port), request)
     assert_refusal_shape(answer, status)
-    assert not [event for event in ports.log_events() if event.get("level") == "error"]
+    assert not [event for event in ports.served.log_events() if event.get("level") == "error"]
 
 
-async def test_a_declared_body_is_refused_before_it_is_read(ports: Ports) -> None:
+async def test_a_declared_body_is_refused_before_it_is_read(ports: ServedHttp) -> None:
     """Defect 6: a declared 100 MB body with none sent got no answer; Expect got 100."""
     started = time.monotonic()
     answer = await exchange(
@@ -225,7 +207,7 @@ async def test_a_declared_body_is_refused_before_it_is_read(ports: Ports) -> Non
     assert_refusal_shape(answer, 413)
 
 
-async def test_a_round_id_with_a_newline_is_invalid(ports: Ports) -> None:
+async def test_a_round_id_with_a_newline_is_invalid(ports: ServedHttp) -> None:
     """Defect 8: docs/web.md promises 400 for a control character; it was 404."""
     answer = await exchange(ports.page, b"GET /rounds/a%0ab/receipt HTTP/1.1\r\nHost: x\r\n\r\n")
     assert_refusal_shape(answer, 400)

@@ -50,7 +50,7 @@ from gnau_service.witness.protocol import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE
 from gnau_service.witness.server import RunningWitness, Witness, start_witness
 from gnau_service.witness.state import WitnessState
 from tests.rawhttp import SECURITY_HEADERS, Answer
-from tests.serving import Served, free_port, gnau, served
+from tests.serving import Served, ServedHttp, gnau, served_with_http
 from tests.witnessing import GrowingLog, write_logs_toml
 
 SEED = int(os.environ.get("GNAU_FUZZ_SEED", "20261203"))
@@ -206,7 +206,13 @@ class Fuzz:
         )
 
 
-def check_common(fuzz: Fuzz, plan: Plan, data: bytes, answers: list[Answer]) -> None:
+def checked_answers(fuzz: Fuzz, plan: Plan, data: bytes) -> list[Answer]:
+    """The answers in ``data``, each already held to what every port promises."""
+    answers, faults = parse_answers(data, plan.methods)
+    for fault in faults:
+        fuzz.fail(plan, fault)
+    if not answers:
+        fuzz.statuses["none"] += 1
     if fuzz.marker in data:
         fuzz.fail(plan, f"the answer echoes the request's marker: {data[:400]!r}")
     for answer in answers:
@@ -214,15 +220,11 @@ def check_common(fuzz: Fuzz, plan: Plan, data: bytes, answers: list[Answer]) -> 
         fuzz.statuses[str(answer.status)] += 1
         if not answer.status_line.startswith("HTTP/1.1 "):
             fuzz.fail(plan, f"status line is not HTTP/1.1: {answer.status_line!r}")
+    return answers
 
 
 def check_dealer(fuzz: Fuzz, plan: Plan, data: bytes) -> None:
-    answers, faults = parse_answers(data, plan.methods)
-    for fault in faults:
-        fuzz.fail(plan, fault)
-    if not answers:
-        fuzz.statuses["none"] += 1
-    check_common(fuzz, plan, data, answers)
+    answers = checked_answers(fuzz, plan, data)
     for answer, method in zip(answers, plan.methods + ["GET"] * len(answers), strict=False):
         missing = [name for name in SECURITY_HEADERS if name not in answer.headers]
         if missing:
@@ -253,12 +255,7 @@ def check_dealer(fuzz: Fuzz, plan: Plan, data: bytes) -> None:
 
 
 def check_witness(fuzz: Fuzz, plan: Plan, data: bytes) -> None:
-    answers, faults = parse_answers(data, plan.methods)
-    for fault in faults:
-        fuzz.fail(plan, fault)
-    if not answers:
-        fuzz.statuses["none"] += 1
-    check_common(fuzz, plan, data, answers)
+    answers = checked_answers(fuzz, plan, data)
     for answer, method in zip(answers, plan.methods + ["POST"] * len(answers), strict=False):
         kind = answer.headers.get("content-type")
         if answer.status >= 500 and answer.status != 503:
@@ -714,26 +711,14 @@ async def run_plans(port_of: dict[str, int], plans: list[tuple[str, Plan]]) -> l
 # --- the dealer -------------------------------------------------------------------------------
 
 
-@dataclass
-class Dealer:
-    served: Served
-    page: int
-    metrics: int
-
-
 @pytest.fixture(scope="module")
-def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dealer]:
-    page, metrics = free_port(), free_port()
-    with served(
-        tmp_path_factory.mktemp("fuzz") / "data",
-        "--http-listen", f"127.0.0.1:{page}",
-        "--metrics-listen", f"127.0.0.1:{metrics}",
-        "--public-round-listing", "true",
-    ) as server:  # fmt: skip
-        yield Dealer(server, page, metrics)
+def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedHttp]:
+    data_dir = tmp_path_factory.mktemp("fuzz") / "data"
+    with served_with_http(data_dir, "--public-round-listing", "true") as server:
+        yield server
 
 
-async def play(dealer: Dealer, until: str) -> tuple[str, str]:
+async def play(dealer: ServedHttp, until: str) -> tuple[str, str]:
     """A round through gRPC as far as ``until`` (Shuffle, Deal, Reveal or Settle): its id and
     its server seed once revealed."""
     metadata = (("authorization", f"Bearer {dealer.served.token}"),)
@@ -761,7 +746,7 @@ async def play(dealer: Dealer, until: str) -> tuple[str, str]:
     return round_id, seed
 
 
-async def reveal(dealer: Dealer, round_id: str) -> str:
+async def reveal(dealer: ServedHttp, round_id: str) -> str:
     metadata = (("authorization", f"Bearer {dealer.served.token}"),)
     async with grpc.aio.insecure_channel(dealer.served.target) as channel:
         stub = dealer_pb2_grpc.DealerServiceStub(channel)
@@ -805,12 +790,10 @@ def dealer_secrets(served: Served) -> set[bytes]:
 
 
 def log_events(served: Served) -> tuple[str, list[dict[str, Any]]]:
-    text = served.stderr_path.read_text(encoding="utf-8", errors="replace")
-    events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-    return text, events
+    return served.stderr_path.read_text(encoding="utf-8", errors="replace"), served.log_events()
 
 
-async def fuzz_dealer(dealer: Dealer, count: int, seed: int) -> Fuzz:
+async def fuzz_dealer(dealer: ServedHttp, count: int, seed: int) -> Fuzz:
     revealed = [await play(dealer, "Settle") for _ in range(2)] + [await play(dealer, "Reveal")]
     dealt = [(await play(dealer, "Deal"))[0] for _ in range(2)]
     shuffled = (await play(dealer, "Shuffle"))[0]
@@ -846,7 +829,7 @@ async def fuzz_dealer(dealer: Dealer, count: int, seed: int) -> Fuzz:
     return fuzz
 
 
-async def check_dealer_after(dealer: Dealer, fuzz: Fuzz, tmp_path: Path) -> None:
+async def check_dealer_after(dealer: ServedHttp, fuzz: Fuzz, tmp_path: Path) -> None:
     text, events = log_events(dealer.served)
     bad = [event for event in events if event.get("level") in {"error", "critical"}]
     assert not bad, f"seed {fuzz.seed}: errors logged: {bad[:5]}"
@@ -883,7 +866,9 @@ DEALER_STATUSES = {"200", "400", "404", "405", "413", "415", "417"}
 WITNESS_STATUSES = {"200", "400", "404", "405", "409", "413", "415"}
 
 
-async def test_the_dealer_ports_hold_their_shape_under_fuzz(dealer: Dealer, tmp_path: Path) -> None:
+async def test_the_dealer_ports_hold_their_shape_under_fuzz(
+    dealer: ServedHttp, tmp_path: Path
+) -> None:
     fuzz = await fuzz_dealer(dealer, DEALER_REQUESTS, SEED)
     assert_fuzz(fuzz, DEALER_REQUESTS, DEALER_STATUSES)
     await check_dealer_after(dealer, fuzz, tmp_path)
@@ -891,7 +876,7 @@ async def test_the_dealer_ports_hold_their_shape_under_fuzz(dealer: Dealer, tmp_
 
 @pytest.mark.slow
 async def test_the_dealer_ports_hold_their_shape_under_a_long_fuzz(
-    dealer: Dealer, tmp_path: Path
+    dealer: ServedHttp, tmp_path: Path
 ) -> None:
     count = DEALER_REQUESTS * SLOW_FACTOR
     fuzz = await fuzz_dealer(dealer, count, SEED + 1)
@@ -1010,7 +995,7 @@ async def status_lines(port: int, request: bytes, served: int) -> list[str]:
     return wrong
 
 
-async def test_every_status_line_is_http_1_1(dealer: Dealer) -> None:
+async def test_every_status_line_is_http_1_1(dealer: ServedHttp) -> None:
     """Found by the fuzz: answers to HTTP/1.0, HTTP/0.9 or HTTP/2.0 requests (or none with no
     version) carried that version in their status line, and were served."""
     wrong = []
@@ -1035,7 +1020,7 @@ async def test_every_witness_status_line_is_http_1_1(witness: tuple[int, Growing
 EMPTY_CONNECT = b"CONNECT \r\nHost: x\r\n\r\n"
 
 
-async def test_an_empty_connect_target_is_refused_at_once(dealer: Dealer) -> None:
+async def test_an_empty_connect_target_is_refused_at_once(dealer: ServedHttp) -> None:
     for port in (dealer.page, dealer.metrics):
         data = await talk(port, Plan([EMPTY_CONNECT], ["CONNECT"], "plain"))
         answers, _ = parse_answers(data, ["CONNECT"])
