@@ -65,6 +65,7 @@ from gnau_service.audit.entries import EntryKind, event_payload
 from gnau_service.audit.log import LogAppender
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import open_store
+from tests.postgres import OutsideLeader
 
 TARGET: Final = 10_000
 DEFAULT_POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -209,14 +210,9 @@ def _sequencer(
 ) -> Rate:
     """Events written to the outbox (``log_pending``) first, as committed steps leave them; then
     the sequencer's transactions (``sequencer.sequence``) on this thread until all are in the
-    log. On PostgreSQL this process holds the sequencer's advisory lock from before the store
+    log. On PostgreSQL this process holds the sequencer's lease from before the store
     opens, so that the store's own sequencer thread never leads: the one timed here is alone."""
-    election = None
-    if postgres:
-        from gnau_service.store.postgres import SEQUENCER_LOCK  # noqa: PLC0415
-
-        election = psycopg.connect(url, autocommit=True)
-        election.execute("SELECT pg_advisory_lock(%s)", (SEQUENCER_LOCK,))
+    election = OutsideLeader(url) if postgres else None
     try:
         with open_store(url, signer) as store:
             backend = store.backend
@@ -248,7 +244,7 @@ def _sequencer(
                 raise AssertionError(f"{store.size()} entries in the log, {len(items)} expected")
     finally:
         if election is not None:
-            election.close()
+            election.release()
     return rate
 
 

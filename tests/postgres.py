@@ -56,3 +56,29 @@ def fresh_database() -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url(), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class OutsideLeader:
+    """Holds the log's sequencer lease from outside, without end, so that no store of the log
+    leads until :meth:`release` (its session's end lets the next election take it). Makes the
+    schema first if the database has none."""
+
+    def __init__(self, url: str) -> None:
+        from gnau_service.store.postgres import PostgresBackend
+        from gnau_service.store.schema import create_schema
+
+        backend = PostgresBackend(url)
+        try:
+            connection = backend.connect()
+            create_schema(backend, connection)
+            connection.close()
+        finally:
+            backend.close()
+        self._session = psycopg.connect(url, autocommit=True)
+        self._session.execute(
+            "UPDATE log_lease SET epoch = epoch + 1, holder = 'outside',"
+            " holder_pid = pg_backend_pid(), expires_at = 'infinity' WHERE id = 1"
+        )
+
+    def release(self) -> None:
+        self._session.close()

@@ -178,6 +178,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             signer,
             key_file_source(settings.origin, settings.key_path),
             migrate=settings.migrate,
+            lease_seconds=settings.sequencer_lease_seconds,
         )
         parts.callback(store.close)
         if store.migrated:
@@ -212,9 +213,10 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
                 streams_open=lambda: streams.open,
                 streams_limit=streams.total,
                 storage_failing=lambda: storage.failing,
-                serving=lambda: not (storage.failing or shutdown.begun),
+                serving=lambda: storage.serving and not shutdown.begun,
                 witnesses=() if witnessing is None else witnessing.statuses,
                 log_size=lambda: tail.size,
+                log_stalled=lambda: storage.stalled,
             )
             store.observe(metrics.batch_committed)
         observers: list[CallObserver] = [
@@ -247,6 +249,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for name in ("", *SERVICE_NAMES):
             await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        storage.watch_stalls()
         if settings.reflection:
             reflection.enable_server_reflection(
                 (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server

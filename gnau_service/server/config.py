@@ -28,6 +28,7 @@ from gnau_service.server.limits import (
     MOST_SEATS,
 )
 from gnau_service.server.witness_endpoints import WitnessEndpoint, WitnessSpecError
+from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, LEASE_SECONDS_RANGE
 
 #: The values of ``--tracing``: off costs nothing (OpenTelemetry is not even imported).
 TRACING_MODES: Final = ("off", "console", "otlp")
@@ -81,6 +82,14 @@ def _positive_whole(value: object) -> int:
 
 def _positive_number(value: object) -> float:
     return _positive(_number(value, whole=False))
+
+
+def _lease_seconds(value: object) -> float:
+    number = _number(value, whole=False)
+    low, high = LEASE_SECONDS_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"must be {low:g} to {high:g} seconds, not {number}")
+    return number
 
 
 def _zero_or_more(value: object) -> float:
@@ -336,6 +345,16 @@ class Settings:
             "GNAU_MAX_STAKE",
             f"largest stake, in minor units; at most {LARGEST_MAX_STAKE}",
             _positive_whole,
+        ),
+    )
+    sequencer_lease_seconds: float = field(
+        default=DEFAULT_LEASE_SECONDS,
+        metadata=_about(
+            "--sequencer-lease-seconds",
+            "GNAU_SEQUENCER_LEASE_SECONDS",
+            "PostgreSQL: how long the log's sequencer may stop making progress before another"
+            f" replica takes over, {LEASE_SECONDS_RANGE[0]:g} to {LEASE_SECONDS_RANGE[1]:g}",
+            _lease_seconds,
         ),
     )
     grace_seconds: float = field(

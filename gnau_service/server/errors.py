@@ -41,7 +41,7 @@ from gnau_service.server.refusals import (
     TableBusy,
     WrongState,
 )
-from gnau_service.store import StoreUnavailable
+from gnau_service.store import LogStalled, StoreUnavailable
 
 DOMAIN: Final = "gnau.dealer"
 #: An ErrorInfo metadata value, at most this many bytes.
@@ -66,6 +66,7 @@ class Reason(StrEnum):
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
     TOO_MANY_RULE_SETS = "TOO_MANY_RULE_SETS"
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
+    LOG_STALLED = "LOG_STALLED"
     SHUTTING_DOWN = "SHUTTING_DOWN"
     INTERNAL = "INTERNAL"
     #: A refusal of a kind no other reason names: the fallback of :func:`status_of`.
@@ -87,6 +88,7 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.TOO_MANY_RULE_SETS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    Reason.LOG_STALLED: grpc.StatusCode.UNAVAILABLE,
     Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
     Reason.INTERNAL: grpc.StatusCode.INTERNAL,
     Reason.REFUSED: grpc.StatusCode.FAILED_PRECONDITION,
@@ -197,6 +199,12 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
         )
     if isinstance(error, RequestConflict):
         return _status(Reason.REQUEST_ID_REUSED, str(error))
+    if isinstance(error, LogStalled):
+        return _status(
+            Reason.LOG_STALLED,
+            "the change is committed, but the log's sequencer has not integrated it in time;"
+            " retry with the same request_id",
+        )
     if isinstance(error, StoreUnavailable):
         # The cause stays in the server's log (once per episode): it may name paths or hosts.
         return _status(

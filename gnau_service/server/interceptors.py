@@ -55,7 +55,7 @@ from gnau_service.server.limits import MAX_REQUEST_ID_HEADER_CHARS
 from gnau_service.server.refusals import DealerError
 from gnau_service.server.shutdown import Shutdown
 from gnau_service.server.streams import StreamSlots
-from gnau_service.store import StoreUnavailable
+from gnau_service.store import LogStalled, StoreUnavailable
 
 REQUEST_ID_HEADER: Final = "x-request-id"
 HEALTH_PREFIX: Final = "/grpc.health.v1."
@@ -280,7 +280,8 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             outcome.code, outcome.reason = status.code, reason_of(status)
         if not isinstance(error, Undecodable):  # counted in its peer's warning instead
             log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
-        if isinstance(error, StoreUnavailable):
+        # A stalled log is the store's to report (StorageHealth watches it), not an outage.
+        if isinstance(error, StoreUnavailable) and not isinstance(error, LogStalled):
             self.on_storage_failure(error)
         await _abort(context, status)
 

@@ -47,7 +47,7 @@ from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.edge.http import EdgeServer
 from gnau_service.server.calls import CallName, CallWatch, Context
 from gnau_service.server.witnessing import Submission, WitnessStatus
-from gnau_service.store import LogReader, StoreError
+from gnau_service.store import LogReader, Store, StoreError
 from gnau_service.store.batches import CommittedBatch
 from gnau_service.store.gauges import log_gauges, longest_open_rounds, open_rounds_by_state
 
@@ -93,6 +93,7 @@ class Metrics:
         serving: Callable[[], bool],
         witnesses: Sequence[WitnessStatus] = (),
         log_size: Callable[[], int] = lambda: 0,
+        log_stalled: Callable[[], bool] = lambda: False,
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.started = Counter(
@@ -192,6 +193,8 @@ class Metrics:
             registry=registry,
         ).set(streams_limit)
         registry.register(_StoreGauges(store))
+        if isinstance(store, Store):
+            registry.register(_SequencerGauges(store, log_stalled))
         self._http_ports: dict[str, EdgeServer] = {}
         registry.register(_HttpGauges(self._http_ports))
         if witnesses:
@@ -271,6 +274,63 @@ class _CallTimer:
         if reason and code is not grpc.StatusCode.INTERNAL:
             call = children.call
             children.metrics.refusals.labels(call.service, call.method, code.name, reason).inc()
+
+
+class _SequencerGauges(Collector):
+    """Whether the log makes progress, from what this process's sequencer last read (no query
+    at a scrape): the integration wait, the stall, and the lease (PostgreSQL only)."""
+
+    def __init__(self, store: Store, stalled: Callable[[], bool]) -> None:
+        self._store = store
+        self._stalled = stalled
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        store = self._store
+        gauges = [
+            _gauge(
+                "gnau_log_integration_wait_seconds",
+                "How long the oldest committed change not yet in the log has waited, in any"
+                " replica as far as this one can tell (0 if none waits).",
+                store.integration_wait(),
+            ),
+            _gauge(
+                "gnau_log_stalled",
+                "1 while the log is stalled (a change waited longer than the stall bound:"
+                " health says NOT_SERVING), else 0.",
+                float(self._stalled()),
+            ),
+            _gauge(
+                "gnau_sequencer_leading",
+                "1 while this process is the log's sequencer, else 0.",
+                float(store.leading),
+            ),
+        ]
+        progress = store.log_progress()
+        if progress is not None:
+            since_read = time.monotonic() - progress.read_at
+            gauges += [
+                _gauge(
+                    "gnau_sequencer_lease_age_seconds",
+                    "Seconds since the log's sequencer last renewed its lease, which it does in"
+                    " every integration: its last progress.",
+                    progress.lease_age + since_read,
+                ),
+                _gauge(
+                    "gnau_sequencer_epoch",
+                    "The sequencer lease's epoch: one more at each takeover.",
+                    float(progress.epoch),
+                ),
+            ]
+        return gauges
+
+
+def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation)
+    family.add_metric((), value)
+    return family
 
 
 class _StoreGauges(Collector):

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store.backend import Backend
-from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
+from gnau_service.store.errors import KeyNotCurrent, LogStalled, StoreError, StoreUnavailable
+from gnau_service.store.lease import DEFAULT_LEASE_SECONDS
 from gnau_service.store.postgres import PostgresBackend
 from gnau_service.store.reader import LogReader
 from gnau_service.store.sqlite import SqliteBackend
@@ -51,7 +52,7 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url.removeprefix(SQLITE_PREFIX)) if url.startswith(SQLITE_PREFIX) else None
 
 
-def open_backend(url: str) -> Backend:
+def open_backend(url: str, *, lease_seconds: float = DEFAULT_LEASE_SECONDS) -> Backend:
     """The backend for ``sqlite:///relative/path``, ``sqlite:////absolute/path`` or
     ``postgresql://user@host:port/database``."""
     path = sqlite_path(url)
@@ -62,19 +63,25 @@ def open_backend(url: str) -> Backend:
             )
         return SqliteBackend(path)
     if url.startswith(("postgresql://", "postgres://")):
-        return PostgresBackend(url)
+        return PostgresBackend(url, lease_seconds=lease_seconds)
     raise DatabaseUrlError(
         f"unsupported database URL {redacted_url(url)!r}: use sqlite:///path or postgresql://..."
     )
 
 
 def open_store(
-    url: str, signer: LogSigner, key_source: KeySource | None = None, *, migrate: bool = False
+    url: str,
+    signer: LogSigner,
+    key_source: KeySource | None = None,
+    *,
+    migrate: bool = False,
+    lease_seconds: float = DEFAULT_LEASE_SECONDS,
 ) -> Store:
     """Open the store at ``url``, signing with ``signer`` (and with what ``key_source`` finds
     when the log's key has been rotated elsewhere): a new, empty database gets the schema; an
     older one is migrated only if ``migrate`` (see :mod:`.schema`)."""
-    return Store(open_backend(url), signer, key_source=key_source, migrate=migrate)
+    backend = open_backend(url, lease_seconds=lease_seconds)
+    return Store(backend, signer, key_source=key_source, migrate=migrate)
 
 
 def open_reader(url: str) -> LogReader:
@@ -94,6 +101,7 @@ __all__ = [
     "KeyNotCurrent",
     "KeySource",
     "LogReader",
+    "LogStalled",
     "LogTail",
     "PendingEntry",
     "Store",

@@ -48,6 +48,8 @@ class Backend(ABC):
     driver_error: ClassVar[type[Exception]]
     #: The schema migrations this gnau knows, in order (each backend's constructor sets them).
     migrations: Sequence[Migration]
+    #: The sequencer's lease, where several processes elect one (seconds; None: no election).
+    lease_seconds: float | None = None
 
     @abstractmethod
     def connect(self, *, application_name: str | None = None) -> Any:

@@ -29,6 +29,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from gnau_service.audit.log import AppendedEntry, LogAppender
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.lease import LogProgress
 from gnau_service.store.waiting import Waiters
 
 T = TypeVar("T")
@@ -80,6 +81,16 @@ class Coordination(ABC):
     def enqueue(self, unit: QueuedUnit[Any]) -> None:
         """Hand ``unit`` to a step writer; its future is answered once its events are
         integrated (or it failed). Called on the unit's event loop."""
+
+    @property
+    def progress(self) -> LogProgress | None:
+        """The log's progress as the sequencer last read it (None where no election runs)."""
+        return None
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process integrates the log's events now."""
+        return True
 
     @abstractmethod
     def close(self) -> None:

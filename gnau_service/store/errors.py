@@ -13,6 +13,18 @@ class StoreUnavailable(StoreError):  # noqa: N818  (a condition a caller retries
     for the operator's log; it may hold paths or host names, so it is not for clients."""
 
 
+class LogStalled(StoreUnavailable):
+    """A step committed, but its events were not integrated within the stall bound (no
+    sequencer is making progress): the change is kept, and will be integrated once a sequencer
+    runs again, so a retry of the same request gets its answer then."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"the log's sequencer did not integrate the change within {seconds:.1f} s; it is"
+            " committed, and a retry of the same request gets its answer"
+        )
+
+
 class KeyNotCurrent(StoreUnavailable):
     """This process's log key is not the log's current key (another process rotated it, or the
     key file holds a wrong key): it signs nothing until it has the current key. Both keys are

@@ -4,8 +4,10 @@ Its coordination is an elected sequencer (:mod:`~gnau_service.store.step_writers
 :mod:`~gnau_service.store.sequencer`). Round steps run on a few step writer threads, each with its
 own connection, and lock only the rows they change. Sequencers serialise on the one-row ``log_head``
 (``SELECT ... FOR UPDATE``), which makes indices gap-free across processes; one process at a time is
-the sequencer, chosen by a session advisory lock on a dedicated connection (so the sequencer's
-connections must not go through a transaction-pooling proxy; steps and reads may). Steps tell the
+the sequencer, the holder of the lease in ``log_lease`` (:mod:`~gnau_service.store.lease`), on
+connections of its own whose waits are bounded by the lease (so the sequencer's connections must
+not go through a transaction-pooling proxy, which would drop their settings; steps and reads
+may). Steps tell the
 sequencer of new events with NOTIFY on :data:`PENDING_CHANNEL` (to which only the sequencer listens,
 so a step wakes one process, not all), and the sequencer tells every process the log's new size on
 :data:`HEAD_CHANNEL`.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from time import monotonic
 from typing import Any, Final
 
 import psycopg
@@ -29,6 +32,15 @@ from gnau_service.store.backend import Backend, Row
 from gnau_service.store.coordination import Coordination, WritingStore
 from gnau_service.store.errors import StoreError
 from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.lease import (
+    DEFAULT_LEASE_SECONDS,
+    PROGRESS_SQL,
+    TAKE_SQL,
+    Lease,
+    LogProgress,
+    keepalive_parameters,
+    session_settings,
+)
 from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration
 from gnau_service.store.schema import first_line
 from gnau_service.store.sequencer import Notices
@@ -42,8 +54,6 @@ SCHEMA_LOCK: Final = 0x676E6175  # "gnau"
 HEAD_CHANNEL: Final = "gnau_log_head"
 #: The NOTIFY channel on which a process that is not the sequencer says steps committed events.
 PENDING_CHANNEL: Final = "gnau_log_pending"
-#: The session advisory lock whose holder is the log's sequencer.
-SEQUENCER_LOCK: Final = 0x676E6173  # "gnas"
 # The outbox's first waiting rows are the start of the partial index log_pending_waiting.
 # With statistics older than a backlog (analysed when few rows waited), the planner would
 # rather scan the unique index on idx (idx IS NULL) as a bitmap and sort every waiting row:
@@ -64,13 +74,20 @@ class PostgresBackend(Backend):
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
     row_lock = " FOR UPDATE"
     driver_error = psycopg.Error
+    lease_seconds: float
     # The notice after a step's COMMIT, in a transaction of its own (see step_writers.py).
     steps_notice_sql = f"NOTIFY {PENDING_CHANNEL}"
 
     def __init__(
-        self, url: str, *, pool_size: int = 4, migrations: Sequence[Migration] = MIGRATIONS
+        self,
+        url: str,
+        *,
+        pool_size: int = 4,
+        migrations: Sequence[Migration] = MIGRATIONS,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.url = url
+        self.lease_seconds = lease_seconds
         #: The migrations this gnau knows (a test may pretend to be an older gnau).
         self.migrations = migrations
         self._pool = ConnectionPool(
@@ -99,9 +116,32 @@ class PostgresBackend(Backend):
 
     # -- the election (gnau_service.store.sequencer.Election) ---------------------------------
 
-    def try_lead(self, session: psycopg.Connection[Any]) -> bool:
-        row = session.execute("SELECT pg_try_advisory_lock(%s)", (SEQUENCER_LOCK,)).fetchone()
-        return bool(row and row[0])
+    def connect_sequencer(self, application_name: str, *, work: bool) -> psycopg.Connection[Any]:
+        tcp = keepalive_parameters(self.lease_seconds)
+        try:
+            connection = psycopg.connect(
+                make_conninfo(self.url, application_name=application_name, **tcp),
+                autocommit=True,
+            )
+        except psycopg.Error as error:
+            raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
+        if work:
+            for name, value in session_settings(self.lease_seconds).items():
+                connection.execute("SELECT set_config(%s, %s, false)", (name, value))
+        return connection
+
+    def take_lease(self, work: psycopg.Connection[Any], holder: str) -> Lease | None:
+        row = work.execute(TAKE_SQL, (holder, self.lease_seconds)).fetchone()
+        return None if row is None else Lease(int(row[0]), self.lease_seconds)
+
+    def progress(self, connection: psycopg.Connection[Any]) -> LogProgress:
+        row = connection.execute(PROGRESS_SQL).fetchone()
+        if row is None:  # the lease's row is made by its migration, and never deleted
+            raise StoreError(f"{self}: the table log_lease has no row")
+        epoch, holder, age, expired, oldest = row
+        return LogProgress(
+            int(epoch), str(holder), float(age), bool(expired), float(oldest or 0.0), monotonic()
+        )
 
     def listen(self, session: psycopg.Connection[Any]) -> None:
         session.execute(f"LISTEN {HEAD_CHANNEL}".encode())

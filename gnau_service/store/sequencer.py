@@ -24,12 +24,12 @@ in causal order.
 Each backend runs this protocol its own way (:mod:`~gnau_service.store.coordination`). On SQLite
 (one writer at a time, in one process) each step transaction integrates its own events, before
 its COMMIT: one fsync for both (:mod:`~gnau_service.store.in_step`). On PostgreSQL one process per
-log is the sequencer, chosen by a session advisory lock (:class:`Sequencer`); every process tries
-to take
-it every :data:`ELECTION_SECONDS`, so when the sequencer's process dies (its session ends and
-PostgreSQL releases the lock), another takes over within that interval plus the time PostgreSQL
-takes to see the session gone (at once for a killed process on a live host; TCP keepalive for
-a lost host: see docs/operations.md).
+log is the sequencer (:class:`Sequencer`): the holder of the log's lease
+(:mod:`~gnau_service.store.lease`), which every other process tries to take every
+:data:`~gnau_service.store.lease.ELECTION_SECONDS`. Each integration renews the lease after step 1
+and is rolled back if another process has taken it meanwhile (the fence), so a deposed sequencer
+commits nothing; and a sequencer that stops, killed or frozen, in a transaction or not, loses the
+lease within :func:`~gnau_service.store.lease.takeover_bound`.
 """
 
 from __future__ import annotations
@@ -51,17 +51,15 @@ from gnau_service.store.backend import CURRENT_KEY_SQL, Backend
 from gnau_service.store.coordination import Integrated, WritingStore
 from gnau_service.store.errors import KeyNotCurrent
 from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.lease import ELECTION_SECONDS, Deposed, Lease, LogProgress
 
 #: Pending events integrated in one transaction at most.
 SEQUENCE_BATCH: Final = 1024
-#: How often a process that is not the sequencer tries to become it (seconds): with the time
-#: PostgreSQL takes to end a dead session, the bound on a takeover.
-ELECTION_SECONDS: Final = 0.5
 #: How often the sequencer looks for pending events even if nobody said there are any: events
 #: whose step's process died between its COMMIT and its NOTIFY, or whose notice was lost.
 SWEEP_SECONDS: Final = 1.0
-#: The start of the sequencer session's application_name (then the process id), by which
-#: pg_stat_activity shows who holds the lock.
+#: The start of the sequencer sessions' application_name (then the process id), by which
+#: pg_stat_activity and the lease's holder name the process.
 APPLICATION_NAME: Final = "gnau-sequencer"
 #: How long a failed sequencer waits before it connects again: the first wait, doubled after
 #: each failure up to the last. A promoted standby takes a fraction of a second; a database that
@@ -92,12 +90,17 @@ def integrate(
     signer_for: SignerFor,
     *,
     log_level: LogLevelWork | None = None,
+    lease: Lease | None = None,
 ) -> Integration:
     """Integrate up to :data:`SEQUENCE_BATCH` pending events inside the caller's open
-    transaction (then a ``log_level`` entry, if given); nothing is committed here."""
-    head_rows, key_rows = backend.run_queries(
-        connection, [(backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
-    )
+    transaction (then a ``log_level`` entry, if given); nothing is committed here. With a
+    ``lease``, renew it under the head lock first, or raise Deposed."""
+    queries: list[tuple[str, Any]] = [(backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
+    if lease is not None:
+        queries.append(lease.renewal())
+    head_rows, key_rows, *renewed = backend.run_queries(connection, queries)
+    if lease is not None and not renewed[0]:
+        raise Deposed(lease.epoch)
     head = LogHead.decode(*head_rows[0])
     appender = LogAppender(signer_for(str(key_rows[0][0]) if key_rows else None), head)
     appended: list[AppendedEntry] = []
@@ -160,13 +163,14 @@ def sequence(
     signer_for: SignerFor,
     *,
     log_level: LogLevelWork | None = None,
+    lease: Lease | None = None,
 ) -> Integrated:
     """One sequencer transaction on its own connection: begin, integrate, commit."""
     started = perf_counter()
     backend.run(connection, backend.begin_sql)
     try:
         appended, indices, appender = integrate(
-            backend, connection, signer_for, log_level=log_level
+            backend, connection, signer_for, log_level=log_level, lease=lease
         )
         committing = perf_counter()
         backend.run(connection, "COMMIT")
@@ -186,15 +190,27 @@ class Notices(NamedTuple):
 
 
 class Election(Protocol):
-    """How processes elect the log's sequencer and tell each other of its work: PostgreSQL's
-    advisory lock and LISTEN/NOTIFY (:class:`~gnau_service.store.postgres.PostgresBackend`)."""
+    """How processes elect the log's sequencer and tell each other of its work: the lease
+    (:mod:`~gnau_service.store.lease`) and LISTEN/NOTIFY
+    (:class:`~gnau_service.store.postgres.PostgresBackend`)."""
 
     #: Tells the sequencer, wherever it runs, that steps committed events: sent after a step's
     #: COMMIT by a process that is not the sequencer.
     steps_notice_sql: str
+    #: How long the lease lasts after each renewal (seconds).
+    lease_seconds: float
 
-    def try_lead(self, session: Any) -> bool:
-        """Try to become the log's sequencer on ``session`` (held until the session ends)."""
+    def connect_sequencer(self, application_name: str, *, work: bool) -> Any:
+        """A connection of the sequencer: its ``work`` session (integrations, the lease), whose
+        every wait is bounded by the lease, or its notice session."""
+        ...
+
+    def take_lease(self, work: Any, holder: str) -> Lease | None:
+        """Take the log's lease on ``work`` if it is free (expired, or its holder gone)."""
+        ...
+
+    def progress(self, connection: Any) -> LogProgress:
+        """The lease, and how long the oldest event in the outbox has waited."""
         ...
 
     def listen(self, session: Any) -> None:
@@ -212,11 +228,12 @@ class Election(Protocol):
 
 class Sequencer:
     """The PostgreSQL sequencer of one store, on a thread of its own: it keeps trying to take the
-    log's advisory lock, and while it holds it integrates pending events whenever a step commits
-    (in this process: :meth:`wake`; in another: NOTIFY on the pending channel, which it listens
-    to only while it leads), and every :data:`SWEEP_SECONDS` in any case. The same thread,
-    leading or not, hears the log grow (the head channel) and tells the store, whose waiting
-    callers may be answered."""
+    log's lease, and while it holds it integrates pending events whenever a step commits (in
+    this process: :meth:`wake`; in another: NOTIFY on the pending channel, which it listens to
+    only while it leads), and every :data:`SWEEP_SECONDS` in any case, which renews the lease.
+    The same thread, leading or not, hears the log grow (the head channel) and tells the store,
+    whose waiting callers may be answered; and every sweep reads the log's progress
+    (:attr:`progress`), by which the service reports a stalled log."""
 
     def __init__(self, backend: Backend, election: Election, store: WritingStore) -> None:
         self._backend = backend
@@ -226,10 +243,18 @@ class Sequencer:
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._wake_reader.setblocking(False)
         self._wake_writer.setblocking(False)
-        #: Whether this process is the log's sequencer now (a hint: the head lock decides).
-        self.leading = False
+        self._name = f"{APPLICATION_NAME}-{os.getpid()}"
+        #: The lease this process holds now (None: it does not lead).
+        self.lease: Lease | None = None
+        #: The log's progress as last read (None until the first read).
+        self.progress: LogProgress | None = None
         self._thread = threading.Thread(target=self._run, name="gnau-sequencer", daemon=True)
         self._thread.start()
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process holds the lease (as far as it knows: the fence decides)."""
+        return self.lease is not None
 
     def wake(self) -> None:
         """A step committed pending events in this process."""
@@ -251,15 +276,15 @@ class Sequencer:
         while not self._stopping.is_set():
             session = work = None
             try:
-                session = backend.connect(application_name=f"{APPLICATION_NAME}-{os.getpid()}")
-                work = backend.connect()
+                session = election.connect_sequencer(self._name, work=False)
+                work = election.connect_sequencer(self._name, work=True)
                 election.listen(session)
                 retry = first_retry
                 self._serve(session, work)
             except Exception as error:
                 if not self._stopping.is_set():
                     log.warning("sequencer connection failed; retrying: %s", error)
-                self.leading = False
+                self.lease = None
                 self._store.expire_waiters()  # no query: the database may be the trouble
                 self._stopping.wait(retry)
                 retry = min(2 * retry, last_retry)
@@ -267,7 +292,7 @@ class Sequencer:
                 for connection in (session, work):
                     if connection is not None:
                         backend.close_quietly(connection)
-        self.leading = False
+        self.lease = None
 
     def _serve(self, session: Any, work: Any) -> None:
         election = self._election
@@ -276,28 +301,28 @@ class Sequencer:
         pending = True  # a new sequencer first integrates whatever is left
         while not self._stopping.is_set():
             now = perf_counter()
-            if not self.leading and now >= next_election:
-                self.leading = election.try_lead(session)
+            if self.lease is None and now >= next_election:
+                self.lease = election.take_lease(work, self._name)
                 next_election = now + ELECTION_SECONDS
-                if self.leading:
-                    log.info("this process is now the log's sequencer")
+                if self.lease is not None:
+                    log.info("this process is now the log's sequencer (epoch %d)", self.lease.epoch)
                     # Only the sequencer hears steps' notices: every process listening would
                     # wake every replica at every step. Steps committed before this LISTEN are
                     # integrated at once below (``pending``), so none is missed.
                     election.listen_for_steps(session)
                     pending = True
-            if self.leading and (pending or now >= next_sweep):
-                swept = now >= next_sweep
-                self._integrate_all(work)
-                if swept:  # callers whose events another process integrated (a key rotation)
-                    self._store.check_waiters()
-                next_sweep = perf_counter() + SWEEP_SECONDS
+            swept = now >= next_sweep
+            if self.lease is not None and (pending or swept):
+                self._integrate_all(work, self.lease)
                 pending = False
-            elif not self.leading and now >= next_sweep:
-                # A safety net under the head channel's notices (one lost while reconnecting).
+            if swept:
+                self.progress = election.progress(work)
+                # A safety net under the head channel's notices (one lost while reconnecting),
+                # and the answer of this process's callers whose events another integrated (a
+                # key rotation, or a takeover) while it thought it led.
                 self._store.check_waiters()
-                next_sweep = now + SWEEP_SECONDS
-            wait_until = next_sweep if self.leading else min(next_sweep, next_election)
+                next_sweep = perf_counter() + SWEEP_SECONDS
+            wait_until = next_sweep if self.lease is not None else min(next_sweep, next_election)
             timeout = max(0.0, wait_until - perf_counter())
             readable, _, _ = select.select([session.fileno(), self._wake_reader], [], [], timeout)
             if self._wake_reader in readable:
@@ -306,24 +331,24 @@ class Sequencer:
             if session.fileno() in readable:
                 grown, steps = election.notifications(session)
                 pending = pending or steps
-                if grown and not self.leading:  # the sequencer's own callers are answered
+                if grown and self.lease is None:  # the sequencer's own callers are answered
                     self._store.notified(grown)
-        if self.leading:
+        if self.lease is not None:
             # What this process's steps committed last is integrated before it lets go.
-            self._integrate_all(work)
+            self._integrate_all(work, self.lease)
 
-    def _integrate_all(self, work: Any) -> None:
+    def _integrate_all(self, work: Any, lease: Lease) -> None:
         try:
             while not self._stopping.is_set():
-                done = sequence(self._backend, work, self._store.signer_for)
+                done = sequence(self._backend, work, self._store.signer_for, lease=lease)
                 self._store.integrated(done)
                 if len(done.indices) < SEQUENCE_BATCH:
                     return
-        except KeyNotCurrent as refused:
-            # Another process may hold the current key: step down (the caller closes the
-            # session, which releases the lock), so that it can take over.
+        except (KeyNotCurrent, Deposed) as refused:
+            # Another process may hold the current key, or has the lease: step down (the caller
+            # closes the sessions), so that it can work.
             log.warning("sequencer stepping down: %s", refused)
-            self.leading = False
+            self.lease = None
             raise
 
     def _drain_wakes(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Final
 from gnau_service.store.backend import Backend
 from gnau_service.store.coordination import Coordination, QueuedUnit, WritingStore
 from gnau_service.store.errors import StoreUnavailable
+from gnau_service.store.lease import LogProgress
 from gnau_service.store.sequencer import Election, Sequencer
 from gnau_service.store.steps import MAX_BATCH, StepBatch
 from gnau_service.store.waiting import Reply, deliver
@@ -76,6 +77,14 @@ class ElectedSequencer(Coordination):
 
     def enqueue(self, unit: QueuedUnit[Any]) -> None:
         self._queue.put(unit)
+
+    @property
+    def progress(self) -> LogProgress | None:
+        return self.sequencer.progress
+
+    @property
+    def leading(self) -> bool:
+        return self.sequencer.leading
 
     def close(self) -> None:
         for _ in self._writers:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from time import monotonic
 from typing import Any, TypeVar
 
 from gnau_service.audit.entries import EntryKind
@@ -22,6 +23,12 @@ from gnau_service.store.batches import BatchObserver, CommittedBatch
 from gnau_service.store.coordination import Integrated, QueuedUnit
 from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
 from gnau_service.store.head_notices import HeadNotice
+from gnau_service.store.lease import (
+    DEFAULT_LEASE_SECONDS,
+    STALE_READING_SECONDS,
+    LogProgress,
+    stall_bound,
+)
 from gnau_service.store.reader import LogReader
 from gnau_service.store.schema import create_schema
 from gnau_service.store.sequencer import sequence
@@ -57,8 +64,12 @@ class Store(LogReader):
         self._closed = False
         self._listeners: list[CommitListener] = []
         self._observers: list[BatchObserver] = []
+        lease = backend.lease_seconds
+        #: How long a committed event may wait for integration before the log is stalled
+        #: (None where each step integrates its own: SQLite).
+        self.stall_seconds = None if lease is None else stall_bound(lease)
         #: The callers of this process waiting for their events to be integrated.
-        self.waiters = Waiters()
+        self.waiters = Waiters(expire_after=stall_bound(lease or DEFAULT_LEASE_SECONDS))
         # The backends raise a StoreError naming their database if they cannot connect or set
         # up the schema; the rest of start-up is wrapped the same way.
         try:
@@ -172,14 +183,41 @@ class Store(LogReader):
         self.signer = found
         return found
 
+    # -- progress ---------------------------------------------------------------------------
+
+    @property
+    def leading(self) -> bool:
+        """Whether this process integrates the log's events now (always, on SQLite)."""
+        return self._coordination.leading
+
+    def log_progress(self) -> LogProgress | None:
+        """The lease and outbox as this process's sequencer last read them (None on SQLite)."""
+        return self._coordination.progress
+
+    def integration_wait(self) -> float:
+        """How long the oldest committed event not yet integrated has waited, here or in any
+        process of the log, as far as this process can tell (seconds). A reading that is not
+        renewed (this process's sequencer cannot reach the database) counts as its age."""
+        wait = self.waiters.oldest()
+        progress = self._coordination.progress
+        if progress is not None:
+            age = monotonic() - progress.read_at
+            seen = progress.oldest_wait + age if progress.oldest_wait else 0.0
+            wait = max(wait, seen, age if age > STALE_READING_SECONDS else 0.0)
+        return wait
+
+    def stalled(self) -> bool:
+        """Whether the log has stalled: an event waited longer than :attr:`stall_seconds`."""
+        return self.stall_seconds is not None and self.integration_wait() > self.stall_seconds
+
     # -- integration ------------------------------------------------------------------------
 
     def integrated(self, done: Integrated) -> None:
         """What follows a durable integration of this process: a rotation in it takes effect;
         waiting callers, listeners and observers hear of it."""
         self.signer = done.appender.signer
-        deliver(self.waiters.resolve(done.indices))
         if done.appended:
+            # Listeners first: a caller answered next finds its entries in the log's tail.
             entries = [entry.data for entry in done.appended]
             for listener in self._listeners:
                 listener(done.appended[0].index, entries)
@@ -193,6 +231,7 @@ class Store(LogReader):
                 )
                 for observer in self._observers:
                     observer(measured)
+        deliver(self.waiters.resolve(done.indices))
 
     def notified(self, notices: Sequence[HeadNotice]) -> None:
         """After another process's sequencer grew the log: answer the callers whose events it

@@ -12,9 +12,10 @@ then hears of integrations in two ways, neither a poll:
   indices of every event still awaited here (the store's
   :meth:`~gnau_service.store.store.Store.check_waiters`).
 
-A caller still waiting after :data:`INTEGRATION_SECONDS` is answered StoreUnavailable: its step
-is committed and will be integrated whenever a sequencer runs again, so a retry with the same
-request gets the original answer then.
+A caller still waiting after the log's stall bound (:func:`~gnau_service.store.lease.stall_bound`)
+is answered :class:`~gnau_service.store.errors.LogStalled`: its step is committed and will be
+integrated whenever a sequencer runs again, so a retry with the same request gets the original
+answer then.
 """
 
 from __future__ import annotations
@@ -28,10 +29,7 @@ from time import monotonic
 from typing import Any, Final, NamedTuple
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.store.errors import StoreUnavailable
-
-#: The longest a caller waits for its committed events to be integrated.
-INTEGRATION_SECONDS: Final = 30.0
+from gnau_service.store.errors import LogStalled, StoreUnavailable
 
 
 @dataclass(eq=False)
@@ -75,7 +73,9 @@ class Waiters:
     indices of the events integrated lately (:attr:`recent`), so that a round's next step
     usually finds its previous event's index without asking the database."""
 
-    def __init__(self) -> None:
+    def __init__(self, expire_after: float) -> None:
+        #: The longest a caller waits for its committed events to be integrated (seconds).
+        self.expire_after = expire_after
         self._lock = threading.Lock()
         self._by_id: dict[int, list[Waiting]] = {}
         #: Pending id to log index, of events integrated lately (the newest RECENT_INDICES at
@@ -114,20 +114,22 @@ class Waiters:
                         done.append(Reply(waiting.future, waiting.value, None))
         return done
 
+    def oldest(self) -> float:
+        """How long the longest-waiting caller here has waited (seconds; 0 if none waits)."""
+        with self._lock:
+            since = min((w.since for ws in self._by_id.values() for w in ws), default=None)
+        return 0.0 if since is None else monotonic() - since
+
     def expire(self, failure: StoreUnavailable | None = None) -> list[Reply]:
-        """Refuse the callers that waited longer than INTEGRATION_SECONDS (every caller, with
+        """Refuse the callers that waited longer than :attr:`expire_after` (every caller, with
         ``failure``, if it is given)."""
-        limit = monotonic() - INTEGRATION_SECONDS if failure is None else float("inf")
+        limit = monotonic() - self.expire_after if failure is None else float("inf")
         with self._lock:
             old = {id(w): w for ws in self._by_id.values() for w in ws if w.since < limit}
             for waiting in old.values():
                 self._forget(waiting)
         if failure is None:
-            failure = StoreUnavailable(
-                "the log's sequencer did not integrate the change within"
-                f" {INTEGRATION_SECONDS:.0f} s; it is committed, and a retry of the same request"
-                " gets its answer"
-            )
+            failure = LogStalled(self.expire_after)
         return [Reply(w.future, None, failure) for w in old.values()]
 
     def _forget(self, waiting: Waiting) -> None:

@@ -31,7 +31,8 @@ from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from gnau_service.store import open_reader
-from gnau_service.store.sequencer import APPLICATION_NAME, ELECTION_SECONDS
+from gnau_service.store.lease import ELECTION_SECONDS
+from tests.frozen_leader import lease
 from tests.postgres import fresh_database
 from tests.server.conftest import Service, write_tokens
 from tests.server.test_service import SEATS, rid
@@ -42,8 +43,9 @@ STALL_SECONDS: Final = 4.0
 #: The bound on the p99 latency of replica B's calls meanwhile: far below the stall, wide enough
 #: for this noisy machine (a call takes some tens of milliseconds there).
 ISOLATED_P99_SECONDS: Final = 1.0
-#: The bound on a takeover after the sequencer's process is killed: the election interval, plus
-#: slack for a loaded machine (PostgreSQL ends a killed client's session at once).
+#: The bound on a takeover after the sequencer's process is killed: the election interval (its
+#: sessions end at once, and a lease whose holder's session is gone is free), plus slack for a
+#: loaded machine.
 TAKEOVER_SECONDS: Final = ELECTION_SECONDS + 4.5
 ROUND_KINDS: Final = [
     EntryKind.ROUND_COMMITTED,
@@ -196,14 +198,9 @@ async def test_concurrent_replicas_log_every_round_in_causal_order(tmp_path: Pat
 
 
 def sequencer_pid(url: str) -> int | None:
-    """The process id of the replica whose sequencer session holds the log's advisory lock."""
-    with psycopg.connect(url, autocommit=True) as connection:
-        rows = connection.execute(
-            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
-            " WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE %s",
-            (f"{APPLICATION_NAME}-%",),
-        ).fetchall()
-    return int(rows[0][0].rsplit("-", 1)[1]) if rows else None
+    """The process id of the replica that holds the log's sequencer lease."""
+    pid = lease(url)[1]
+    return pid or None
 
 
 def play_one(target: str, token: str, table: str) -> round_pb2.Round:

@@ -71,13 +71,19 @@ RELEASED = {
         "ad32fe00ce0e962659a81f2197338b1ede8d58d82de788d088dc17dfb2a4fe87"
     ),
     "0006_players.sqlite.sql": ("692080f0051a96b02662e38c0ba6a2194e10090b86559c96961b2af68882a681"),
+    "0007_sequencer_lease.postgresql.sql": (
+        "8c97356e29595789841315b76bfd215fc77248645419af9a15d1773f27d9f00f"
+    ),
+    "0007_sequencer_lease.sqlite.sql": (
+        "f15eebe6597989ac027bff7a500a473b859684d1a451ce7e263e88c5d7a358af"
+    ),
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6] and SCHEMA_VERSION == 6
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7] and SCHEMA_VERSION == 7
 
 
 @pytest.mark.parametrize(
@@ -219,7 +225,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 6" in out
+    assert "migrated from version 1 to version 7" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
@@ -255,7 +261,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(2,), (3,), (4,), (5,), (6,)]
+    assert history == [(2,), (3,), (4,), (5,), (6,), (7,)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)

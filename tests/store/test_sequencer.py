@@ -23,11 +23,10 @@ from gnau_service.store.postgres import (
     HEAD_CHANNEL,
     PENDING_CHANNEL,
     PENDING_PLAN_SQL,
-    SEQUENCER_LOCK,
     PostgresBackend,
 )
 from gnau_service.store.sequencer import Notices, Sequencer, sequence
-from tests.postgres import fresh_database
+from tests.postgres import OutsideLeader, fresh_database
 from tests.steps import append, run_steps
 
 
@@ -35,17 +34,6 @@ from tests.steps import append, run_steps
 def postgres_url() -> Iterator[str]:
     with fresh_database() as url:
         yield url
-
-
-class NoSequencer:
-    """Holds the sequencer's advisory lock from outside, so that no store of the log leads."""
-
-    def __init__(self, url: str) -> None:
-        self._session = psycopg.connect(url, autocommit=True)
-        self._session.execute("SELECT pg_advisory_lock(%s)", (SEQUENCER_LOCK,))
-
-    def release(self) -> None:
-        self._session.close()
 
 
 def pending_rows(url: str) -> list[tuple[int, int | None]]:
@@ -65,7 +53,7 @@ async def until(condition: object, what: str) -> None:
 def test_a_retry_before_integration_gets_the_same_answer(
     postgres_url: str, signer: LogSigner
 ) -> None:
-    outside = NoSequencer(postgres_url)
+    outside = OutsideLeader(postgres_url)
     with open_store(postgres_url, signer) as store:
         dealer = Dealer(store)
         request = Idempotency(str(uuid.uuid4()), "fingerprint")
@@ -96,7 +84,7 @@ def test_a_retry_before_integration_gets_the_same_answer(
 def test_two_sequencers_at_once_integrate_each_event_once(
     postgres_url: str, signer: LogSigner
 ) -> None:
-    outside = NoSequencer(postgres_url)
+    outside = OutsideLeader(postgres_url)
     with open_store(postgres_url, signer) as first, open_store(postgres_url, signer) as second:
         loop = asyncio.new_event_loop()
         futures = [

@@ -8,7 +8,7 @@ import asyncio
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gnau_service.store import StoreUnavailable
+from gnau_service.store.errors import LogStalled
 from gnau_service.store.waiting import PendingEntry, Reply, Waiters, Waiting, deliver
 
 #: Callers, each waiting for a few of the pending ids 1..40 (some ids shared by several).
@@ -27,7 +27,7 @@ def test_each_caller_is_answered_once_all_its_events_are_integrated(
     callers: list[set[int]], data: st.DataObject
 ) -> None:
     loop = asyncio.new_event_loop()
-    waiters = Waiters()
+    waiters = Waiters(expire_after=30.0)
     waiting = []
     for number, ids in enumerate(callers):
         entries = [PendingEntry(pending_id) for pending_id in sorted(ids)]
@@ -59,13 +59,14 @@ def test_each_caller_is_answered_once_all_its_events_are_integrated(
 
 def test_a_caller_that_waited_too_long_is_refused_and_forgotten() -> None:
     loop = asyncio.new_event_loop()
-    waiters = Waiters()
+    waiters = Waiters(expire_after=6.5)
     old = Waiting(loop.create_future(), "late", [PendingEntry(1), PendingEntry(2)], since=0.0)
     fresh = Waiting(loop.create_future(), "on time", [PendingEntry(2)])
     waiters.add(old)
     waiters.add(fresh)
     answer(loop, waiters.expire())
-    assert isinstance(old.future.exception(), StoreUnavailable)
+    assert isinstance(old.future.exception(), LogStalled)
+    assert "within 6.5 s" in str(old.future.exception())
     assert "a retry of the same request gets its answer" in str(old.future.exception())
     assert not fresh.future.done() and waiters.awaited() == [2]
     answer(loop, waiters.resolve({1: 7, 2: 8}))

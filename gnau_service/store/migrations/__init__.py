@@ -12,10 +12,10 @@ a change to the schema is a new migration, with the next number, for both dialec
 written to be safe to apply again (``IF NOT EXISTS``), so a database whose recorded version was
 lost can still be brought up to date.
 
->>> [migration.name for migration in MIGRATIONS]
-['tables', 'history', 'requests_by_time', 'checkpoint_cosignatures', 'outbox', 'players']
+>>> [migration.name for migration in MIGRATIONS][-3:]
+['outbox', 'players', 'sequencer_lease']
 >>> SCHEMA_VERSION
-6
+7
 """
 
 from __future__ import annotations

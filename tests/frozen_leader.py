@@ -1,0 +1,217 @@
+"""The frozen-leader drill: three ``gnau serve`` replicas on one PostgreSQL log under load, the
+sequencer stopped (not killed) for longer than its lease, then resumed; what the clients saw is
+held against the log.
+
+Each replica has a player (tests/failover_drill.py's: whole rounds, every refused step sent again
+with its request id until acknowledged). The leader is found by the lease's holder, and stopped
+in one of three ways (:class:`Freeze`):
+
+- ``in-transaction``: the leader's process, SIGSTOPped inside an integration. The drill holds a
+  lock on ``log_checkpoints`` until the leader's work session waits for it (so it is inside its
+  transaction, holding the head and lease rows), stops the process, then lets the lock go;
+- ``between``: the leader's process, SIGSTOPped while its work session is idle;
+- ``backend``: the leader's PostgreSQL work backend, SIGSTOPped while idle, the process running:
+  its connection is as good as cut, without a reset.
+
+Used by tests/server/test_frozen_leader.py (asserts) and bench/bench_takeover.py (prints).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Final
+
+import psycopg
+
+from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.entries import decode_entry
+from gnau_service.audit.note import Verifier
+from gnau_service.store import open_reader
+from gnau_service.store.sequencer import APPLICATION_NAME
+from tests.failover_drill import STEP_ENTRY, Player, play
+from tests.serving import Served, served
+
+REPLICAS: Final = 3
+#: How long the drill waits for a condition it needs (a liveness bound, not a timing claim).
+WAIT_SECONDS: Final = 30.0
+
+
+class Freeze(StrEnum):
+    IN_TRANSACTION = "in-transaction"
+    BETWEEN = "between"
+    BACKEND = "backend"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One freeze: how long until the log grew again, and what the log and clients show."""
+
+    freeze: Freeze
+    takeover_seconds: float  # freeze to the next integrated entry
+    epochs: tuple[int, int]  # the lease's epoch at the freeze, and after the resume
+    flowing: list[bool]  # per other replica: a step sent after the freeze was acknowledged
+    acknowledged_steps: int
+    lost: list[str]
+    verified: bool
+    failures: list[str]
+    frozen_output: str  # the frozen replica's log
+
+
+@contextmanager
+def replicas(work: Path, url: str, lease_seconds: float) -> Iterator[list[Served]]:
+    """``REPLICAS`` ``gnau serve`` on one log: one key, one token file."""
+    lease = ("--sequencer-lease-seconds", f"{lease_seconds:g}")
+    with ExitStack() as stack:
+        first = stack.enter_context(served(work / "replica-0", "--database", url, *lease))
+        shared = (
+            "--key", str(first.data_dir / "log-signing-key.pem"),
+            "--tokens", str(first.data_dir / "tokens.json"),
+        )  # fmt: skip
+        services = [first]
+        for n in range(1, REPLICAS):
+            other = stack.enter_context(
+                served(work / f"replica-{n}", "--database", url, *lease, *shared)
+            )
+            other.token = first.token
+            services.append(other)
+        yield services
+
+
+def lease(url: str) -> tuple[int, int, int]:
+    """The lease's epoch, its holder's process id (from its name) and its work backend's pid."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT epoch, holder, holder_pid FROM log_lease").fetchone()
+    assert row is not None
+    epoch, holder, backend = row
+    pid = int(holder.rsplit("-", 1)[1]) if holder.startswith(APPLICATION_NAME) else 0
+    return int(epoch), pid, int(backend)
+
+
+def log_size(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT size FROM log_head WHERE id = 1").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def backend_state(admin: psycopg.Connection[tuple[object, ...]], pid: int) -> tuple[str, str]:
+    row = admin.execute(
+        "SELECT coalesce(state, ''), coalesce(wait_event_type, '') FROM pg_stat_activity"
+        " WHERE pid = %s",
+        (pid,),
+    ).fetchone()
+    return (str(row[0]), str(row[1])) if row else ("", "")
+
+
+def _until(condition: object, what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.01)
+
+
+def freeze(url: str, how: Freeze, process: int, backend: int) -> int:
+    """Stop the leader as ``how`` says; the pid to SIGCONT later."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        if how is Freeze.IN_TRANSACTION:
+            holder = psycopg.connect(url)
+            try:
+                holder.execute("LOCK TABLE log_checkpoints IN EXCLUSIVE MODE")
+                _until(
+                    lambda: backend_state(admin, backend)[1] == "Lock",
+                    "the leader waits for the checkpoint table inside its integration",
+                )
+                os.kill(process, signal.SIGSTOP)
+            finally:
+                holder.rollback()
+                holder.close()
+            _until(
+                lambda: backend_state(admin, backend)[0] == "idle in transaction",
+                "the frozen leader's transaction is idle",
+            )
+            return process
+        target = process if how is Freeze.BETWEEN else backend
+        for _ in range(1000):
+            os.kill(target, signal.SIGSTOP)
+            if backend_state(admin, backend)[0] == "idle":
+                return target
+            os.kill(target, signal.SIGCONT)
+            time.sleep(0.003)
+        raise AssertionError("the leader's work session was never idle")
+
+
+def run_freeze(
+    services: list[Served],
+    url: str,
+    how: Freeze,
+    *,
+    lease_seconds: float,
+    hold_seconds: float,
+    warm_up_seconds: float = 1.0,
+    after_seconds: float = 1.0,
+) -> Outcome:
+    """Load; freeze the leader for ``hold_seconds``; resume it; load a while more; check."""
+    stop = threading.Event()
+    players = [Player(f"{how}-{n}") for n in range(len(services))]
+    threads = [
+        threading.Thread(target=play, args=(service, player, stop))
+        for service, player in zip(services, players, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    frozen: Served | None = None
+    try:
+        time.sleep(warm_up_seconds)
+        epoch, process, backend = lease(url)
+        frozen = next(s for s in services if s.process.pid == process)
+        stopped = freeze(url, how, process, backend)
+        frozen_at = time.monotonic()
+        size = log_size(url)
+        try:
+            _until(lambda: log_size(url) > size, "the log grows again")
+            took = time.monotonic() - frozen_at
+            time.sleep(max(0.0, frozen_at + hold_seconds - time.monotonic()))
+        finally:
+            os.kill(stopped, signal.SIGCONT)
+        time.sleep(after_seconds)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+    others = [p for p, s in zip(players, services, strict=True) if s is not frozen]
+    flowing = [p.first_ack_sent_after(frozen_at) is not None for p in others]
+    after_epoch = lease(url)[0]
+    acks = [ack for player in players for ack in player.acks]
+    with open_reader(url) as reader:
+        size = reader.size()
+        verifier = Verifier.from_vkey(services[0].vkey)
+        written = {
+            (entry.round_id, entry.kind)
+            for entry in (decode_entry(data, verifier) for data in reader.iter_entries(0, size))
+        }
+        bundle = io.StringIO()
+        write_bundle(reader, bundle, end=size)
+    report = verify_bundle(io.BytesIO(bundle.getvalue().encode()), pinned_keys=[verifier])
+    lost = [
+        f"{a.round_id} {a.step}" for a in acks if (a.round_id, STEP_ENTRY[a.step]) not in written
+    ]
+    return Outcome(
+        freeze=how,
+        takeover_seconds=took,
+        epochs=(epoch, after_epoch),
+        flowing=flowing,
+        acknowledged_steps=len(acks),
+        lost=lost,
+        verified=report.ok,
+        failures=[f for p in players for f in p.failures],
+        frozen_output=frozen.stderr_path.read_text(encoding="utf-8", errors="replace"),
+    )
