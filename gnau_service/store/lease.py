@@ -10,7 +10,7 @@ The protocol, with ``L`` the lease (``--sequencer-lease-seconds``):
 1. **Take.** A process that does not hold the lease tries every
    :data:`ELECTION_SECONDS` to take it (:data:`TAKE_SQL`): it
    succeeds only if the lease has expired, or its holder's session no longer exists (a killed
-   process: taken at the next try, as fast as the advisory lock it replaces), and only if no
+   process: taken at the next try), and only if no
    transaction holds the row (``SKIP LOCKED``: the try never waits). Taking adds one to the
    epoch, and the taker's epoch is that new one.
 2. **Renew and fence.** Every integration, after it locks the log head, renews the lease
