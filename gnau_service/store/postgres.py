@@ -117,17 +117,28 @@ class PostgresBackend(Backend):
     # -- the election (gnau_service.store.sequencer.Election) ---------------------------------
 
     def connect_sequencer(self, application_name: str, *, work: bool) -> psycopg.Connection[Any]:
+        settings = session_settings(self.lease_seconds) if work else {}
+        return self._connect_bounded(application_name, settings)
+
+    def connect_step_writer(self) -> psycopg.Connection[Any]:
+        # A frozen process's step holds its round's row: ended after the lease, so that the
+        # round's next step on another replica waits no longer than that.
+        idle = session_settings(self.lease_seconds)["idle_in_transaction_session_timeout"]
+        return self._connect_bounded(None, {"idle_in_transaction_session_timeout": idle})
+
+    def _connect_bounded(
+        self, application_name: str | None, settings: Mapping[str, str]
+    ) -> psycopg.Connection[Any]:
         tcp = keepalive_parameters(self.lease_seconds)
         try:
             connection = psycopg.connect(
                 make_conninfo(self.url, application_name=application_name, **tcp),
                 autocommit=True,
             )
+            for name, value in settings.items():
+                connection.execute("SELECT set_config(%s, %s, false)", (name, value))
         except psycopg.Error as error:
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
-        if work:
-            for name, value in session_settings(self.lease_seconds).items():
-                connection.execute("SELECT set_config(%s, %s, false)", (name, value))
         return connection
 
     def take_lease(self, work: psycopg.Connection[Any], holder: str) -> Lease | None:

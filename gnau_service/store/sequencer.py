@@ -205,6 +205,10 @@ class Election(Protocol):
         every wait is bounded by the lease, or its notice session."""
         ...
 
+    def connect_step_writer(self) -> Any:
+        """A step writer's connection, on which a transaction idle for the lease is ended."""
+        ...
+
     def take_lease(self, work: Any, holder: str) -> Lease | None:
         """Take the log's lease on ``work`` if it is free (expired, or its holder gone)."""
         ...

@@ -124,7 +124,7 @@ class ElectedSequencer(Coordination):
 
     def _connect_or_fail(self, batch: list[QueuedUnit[Any]]) -> Any:
         try:
-            return self.backend.connect()
+            return self.election.connect_step_writer()
         except Exception as error:
             log.warning("store writer cannot connect: %s", error)
             failure = StoreUnavailable(f"the database is unavailable: {error}")

@@ -224,3 +224,16 @@ def test_elections_never_wait_for_a_locked_lease(postgres_url: str) -> None:
             candidate.close()
     finally:
         frozen.close()
+
+
+def test_a_frozen_step_holds_its_rounds_row_for_the_lease_at_most(postgres_url: str) -> None:
+    """A step writer's session ends a transaction idle for the lease, as the sequencer's does
+    (proved above): a frozen replica's step blocks its round's next step for that long only."""
+    backend = PostgresBackend(postgres_url, lease_seconds=LEASE)
+    try:
+        writer = backend.connect_step_writer()
+        row = writer.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+        writer.close()
+    finally:
+        backend.close()
+    assert row == (f"{int(LEASE)}s",)
