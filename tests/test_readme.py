@@ -95,3 +95,19 @@ def test_links_in_code_are_not_links(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("[a](a.md) `[b](b.md)`\n\n```\n[c](c.md)\n```\n![d](d.png) [e](https://x/e)\n")
     assert relative_links(page) == ["a.md", "d.png"]
+
+
+#: The game's words a newcomer meets in the README and in gnau play's output.
+GAME_WORDS = ("Duke", "Ox points", "ox as 6", "Single-Ox", "Double-Ox", "Ngau Tonku", "PAR")
+
+
+def test_the_games_words_are_explained_before_the_readme_uses_them() -> None:
+    from gnau_service.cli.play_commands import GLOSSARY_HINT  # noqa: PLC0415
+
+    text = prose(README.read_text(encoding="utf-8"))
+    glossary = text.index("## Words of the game")
+    for word in GAME_WORDS:
+        assert text.find(word) >= glossary, f"{word!r} is used before the glossary explains it"
+        assert word in text[glossary : text.index("## Two commands")], word
+    page, _, heading = GLOSSARY_HINT.rpartition(": ")[2].partition("#")
+    assert page == "README.md" and heading in anchors(README)

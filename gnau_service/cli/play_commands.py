@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Final
 
 import grpc
 from gnau.v1 import round_pb2
@@ -67,8 +68,15 @@ def run_play(args: argparse.Namespace) -> int:
         print(f"gnau play: {error}", file=sys.stderr)
         return 2
     total = args.tables * args.rounds
+    print(GLOSSARY_HINT)
     print(f"{total - failures} of {total} rounds verified independently")
     return 1 if failures else 0
+
+
+#: Where a newcomer finds the game's words (Ox, Double-Ox, Ngau Tonku, Duke) that the rounds use.
+GLOSSARY_HINT: Final = (
+    "the game's words (Ox, Double-Ox, Ngau Tonku, Duke): README.md#words-of-the-game"
+)
 
 
 def _operator_token(args: argparse.Namespace) -> tuple[str | None, str]:
