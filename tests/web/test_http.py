@@ -159,6 +159,7 @@ async def test_keys_names_the_origin_and_the_key(web_service: WebService) -> Non
         ("/style.css", "text/css; charset=utf-8"),
         ("/js/app.js", "text/javascript; charset=utf-8"),
         ("/js/receipt.js", "text/javascript; charset=utf-8"),
+        ("/favicon.ico", "image/x-icon"),  # a browser asks for it: no 404 in its console
     ],
 )
 async def test_the_page_files_have_their_types_and_a_strict_policy(
