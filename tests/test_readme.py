@@ -102,7 +102,7 @@ GAME_WORDS = ("Duke", "Ox points", "ox as 6", "Single-Ox", "Double-Ox", "Ngau To
 
 
 def test_the_games_words_are_explained_before_the_readme_uses_them() -> None:
-    from gnau_service.cli.play_commands import GLOSSARY_HINT  # noqa: PLC0415
+    from gnau_service.cli.play_commands import GLOSSARY_HINT
 
     text = prose(README.read_text(encoding="utf-8"))
     glossary = text.index("## Words of the game")

@@ -195,14 +195,22 @@ class ReceiptReport:
     #: The rule set's return to player its ROUND_COMMITTED entry disclosed (None before the
     #: figures were logged).
     return_to_player: ReturnToPlayer | None = None
+    #: A step that could not be checked because the receipt lacks what it needs (a consistency
+    #: proof from the pinned size): not evidence of tampering. Every step before it passed.
+    unchecked: StepFailure | None = None
 
     @property
     def ok(self) -> bool:
-        return self.failure is None
+        return self.failure is None and self.unchecked is None
 
     def summary(self) -> str:
         if self.failure is not None:
             return f"round {self.round_id}: INVALID at step {self.failure}"
+        if self.unchecked is not None:
+            return (
+                f"round {self.round_id}: CANNOT CHECK step {self.unchecked} ("
+                f"{', '.join(self.passed)} hold; nothing is known to be wrong)"
+            )
         pinned = (
             f"; one history with the pinned checkpoint of size {self.pinned_size:,}"
             if self.pinned_size is not None
@@ -231,6 +239,10 @@ class _Failed(Exception):  # noqa: N818  (control flow: the first failing step)
         self.failure = StepFailure(step, reason)
 
 
+class _Unchecked(_Failed):
+    """A step the receipt does not carry enough to check (see ReceiptReport.unchecked)."""
+
+
 def verify_receipt(
     receipt: Receipt,
     pinned_keys: Sequence[Verifier],
@@ -245,6 +257,8 @@ def verify_receipt(
     report = ReceiptReport(receipt.round_id)
     try:
         _verify(receipt, pinned_keys, pinned_checkpoint, report, (witnesses, quorum))
+    except _Unchecked as unchecked:
+        report.unchecked = unchecked.failure
     except _Failed as failed:
         report.failure = failed.failure
     return report
@@ -483,17 +497,17 @@ def _consistency_with(
             raise _Failed(Step.CONSISTENCY, f"two signed roots for size {size:,}: a fork")
         return pin.size
     if pin.size > size:
-        raise _Failed(
+        raise _Unchecked(
             Step.CONSISTENCY,
             f"the pinned checkpoint ({pin.size:,} entries) is newer than the receipt's "
-            f"({size:,}): get the receipt again to check it against this pin",
+            f"({size:,}): get the receipt again with this pin",
         )
     proof = receipt.consistency
     if proof is None or proof.first_size != pin.size:
-        raise _Failed(
+        raise _Unchecked(
             Step.CONSISTENCY,
-            f"the receipt carries no consistency proof from size {pin.size:,}: get it with "
-            "that pin",
+            f"the receipt carries no consistency proof from size {pin.size:,}: get it again"
+            " with that pin",
         )
     try:
         verify_consistency(pin.size, size, proof.proof, pin.root_hash, root)

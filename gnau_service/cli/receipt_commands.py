@@ -68,6 +68,13 @@ def add_verify_receipt_arguments(verify: argparse.ArgumentParser) -> None:
         help="the log's public key (C2SP vkey, or a file holding one); repeatable",
     )
     verify.add_argument("--checkpoint", type=Path, help="a signed checkpoint seen earlier")
+    add_target_option(
+        verify,
+        fallback=None,
+        meaning="a service to fetch what the receipt lacks from (a consistency proof from the"
+        " pinned checkpoint); without one, such a receipt cannot be checked (exit 2)",
+    )
+    add_token_options(verify)
     add_witness_options(verify)
     verify.add_argument(
         "--seat",
@@ -151,9 +158,32 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
     report = verify_receipt(
         receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
     )
+    if report.unchecked is not None and args.target is not None and pinned is not None:
+        # The proof the receipt lacks, from the service: the receipt fetched with the pin.
+        try:
+            pinned_size = Checkpoint.parse(SignedNote.parse(pinned.encode()).text).size
+            with connect(args) as client:
+                text = client.get_round_receipt(receipt.round_id, pinned_size=pinned_size)
+            receipt = Receipt.from_text(text.encode())
+        except (NoteError, CheckpointError, ReceiptFormatError, TargetError) as error:
+            return _fail("verify-receipt", f"cannot fetch the proof from {args.target}: {error}")
+        except grpc.RpcError as error:
+            return _fail("verify-receipt", refusal(args.target, error))
+        print(f"fetched the receipt again from {args.target}, with a proof from the pin")
+        report = verify_receipt(
+            receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
+        )
     print(report.summary())
-    if not report.ok:
+    if report.failure is not None:
         return 1
+    if report.unchecked is not None:
+        print(
+            "gnau verify-receipt: the receipt cannot prove this pin; get one that does with"
+            f" gnau receipt get {receipt.round_id} --pin {args.checkpoint}, or add"
+            " --target HOST:PORT to fetch it now",
+            file=sys.stderr,
+        )
+        return 2
     return 0 if args.seat is None else _show_seat(receipt.round, receipt.entries, args.seat)
 
 

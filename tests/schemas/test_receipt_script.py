@@ -522,7 +522,6 @@ PIN_TAMPERINGS: list[tuple[str, Callable[[Receipts, str], str]]] = [
             or pin
         ),
     ),
-    ("no consistency proof", lambda r, pin: r.update(consistency=None) or pin),
     ("a pin with CRLF line ends", lambda r, pin: pin.replace("\n", "\r\n")),
     ("a pin with another root", lambda r, pin: pin.replace(pin.split("\n")[2], "A" * 43 + "=")),
 ]
@@ -539,6 +538,26 @@ def test_a_receipt_and_a_pin_that_disagree_fail_both_at_consistency(
     assert found == "consistency", summary
     status, output = run_script(tmp_path, receipt, served.vkey, pin)
     assert (status, script_step(output)) == (1, "consistency"), output
+
+
+@on_one_backend
+@pytest.mark.parametrize("lacking", ["no proof", "a proof from another size"])
+def test_a_receipt_without_the_pins_proof_cannot_be_checked_by_either(
+    served: Served, tmp_path: Path, lacking: str
+) -> None:
+    receipt = json.loads(served.pinned_receipt)
+    if lacking == "no proof":
+        receipt["consistency"] = None
+    else:
+        receipt["consistency"]["first_size"] -= 1
+    report = verify_receipt(
+        Receipt.from_json(receipt), [Verifier.from_vkey(served.vkey)], served.pin
+    )
+    assert report.failure is None and report.unchecked is not None, report.summary()
+    assert str(report.unchecked.step) == "consistency"
+    status, output = run_script(tmp_path, receipt, served.vkey, served.pin)
+    assert status == 2 and "CANNOT CHECK step consistency" in output, output
+    assert script_step(output) is None
 
 
 def test_another_pinned_key_fails_both_at_entries(served: Served, tmp_path: Path) -> None:

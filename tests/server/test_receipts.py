@@ -134,15 +134,20 @@ async def test_a_pinned_checkpoint_is_proved_consistent(service: Service) -> Non
     assert later["consistency"]["first_size"] == size_of(pin)
     report = verify(service, later, pinned=pin)
     assert report.ok and report.pinned_size == size_of(pin), report.summary()
-    # Without the proof from the pin's size, the pin cannot be checked.
+    # Without the proof from the pin's size, the pin cannot be checked: not a failure (nothing
+    # is wrong with the round), but not valid either.
     plain = await receipt_of(service, first.round_id)
-    failed = verify(service, plain, pinned=pin).failure
-    assert failed is not None and failed.step is Step.CONSISTENCY
+    lacking = verify(service, plain, pinned=pin)
+    assert lacking.failure is None and not lacking.ok
+    assert lacking.unchecked is not None and lacking.unchecked.step is Step.CONSISTENCY
+    assert "CANNOT CHECK step consistency" in lacking.summary()
+    assert "INVALID" not in lacking.summary()
     # A pin newer than the receipt: fetch the receipt again.
     await play(service, "pin-3")
     newer = await checkpoint_text(service)
-    failed = verify(service, later, pinned=newer).failure
-    assert failed is not None and failed.step is Step.CONSISTENCY and "newer" in failed.reason
+    stale = verify(service, later, pinned=newer)
+    assert stale.failure is None and stale.unchecked is not None
+    assert stale.unchecked.step is Step.CONSISTENCY and "newer" in stale.unchecked.reason
     # The same round fetched again proves it against the newer checkpoint.
     assert verify(service, await receipt_of(service, first.round_id), pinned=newer).ok
 

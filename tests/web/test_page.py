@@ -43,7 +43,8 @@ async def open_page(page: Page, service: WebService, fragment: str = "") -> None
 async def verdict(page: Page) -> tuple[str, str, str]:
     """The verdict once checking is done: its state, the step it names, its text."""
     box = page.locator("#verdict")
-    await expect(box).to_have_attribute("data-state", re.compile("^(valid|invalid|unreadable)$"))
+    done = re.compile("^(valid|invalid|unchecked|unreadable)$")
+    await expect(box).to_have_attribute("data-state", done)
     return (
         await box.get_attribute("data-state") or "",
         await box.get_attribute("data-step") or "",
@@ -419,6 +420,24 @@ async def test_a_pinned_checkpoint_must_be_one_history_with_the_receipts(
     state, step, text = await verdict(page)
     assert (state, step) == ("invalid", "consistency"), text
     assert "the pinned checkpoint does not open" in text
+
+
+async def test_a_receipt_without_the_pins_proof_is_amber_not_red(
+    page: Page, web_service: WebService
+) -> None:
+    earlier = (await receipt_of(web_service, await web_service.play()))["checkpoint"]
+    plain = await receipt_of(web_service, await web_service.play())  # fetched without a pin
+    await open_page(page, web_service)
+    await page.fill("#vkey", web_service.vkey)
+    await page.fill("#pinned-checkpoint", earlier)
+    await page.fill("#receipt-text", json.dumps(plain))
+    await page.click("#verify-pasted")
+    state, step, text = await verdict(page)
+    assert (state, step) == ("unchecked", "consistency"), text
+    assert "CANNOT CHECK" in text and "nothing is known to be wrong" in text
+    assert "INVALID" not in text and "--pin" in text
+    await expect(page.locator("#steps li[data-state=unchecked]")).to_have_count(1)
+    await expect(page.locator("#steps li[data-state=failed]")).to_have_count(0)
 
 
 async def test_a_v2_receipt_shows_references_and_a_player_finds_their_seat(

@@ -40,8 +40,9 @@ function showSteps(report) {
     let mark = "–";
     if (report.passed.includes(step)) [state, mark] = ["passed", "✓"];
     else if (report.failure?.step === step) [state, mark] = ["failed", "✗"];
+    else if (report.unchecked?.step === step) [state, mark] = ["unchecked", "?"];
     else if (step === "consistency" && !report.failure) [state, mark] = ["skipped", "–"];
-    const label = { passed: "holds", failed: "fails", "not-run": "not run", skipped: "no pinned checkpoint" }[state];
+    const label = { passed: "holds", failed: "fails", unchecked: "cannot check", "not-run": "not run", skipped: "no pinned checkpoint" }[state];
     list.append(element("li", { text: `${mark} ${step}`, attributes: { "data-step": step, "data-state": state, "aria-label": `${step}: ${label}` } }));
   }
 }
@@ -67,6 +68,13 @@ async function verifyText(text, origin) {
   }
   if (report.failure) {
     showVerdict("invalid", `✗ INVALID at step ${report.failure.step}`, report.failure.reason, report.failure.step);
+  } else if (report.unchecked) {
+    showVerdict(
+      "unchecked",
+      `? CANNOT CHECK step ${report.unchecked.step}: nothing is known to be wrong`,
+      `${report.unchecked.reason}. Every step before it holds: ${report.passed.join(", ")}. Fetch the round by its id with your pinned checkpoint filled in (or run gnau receipt get ${report.roundId} --pin FILE).`,
+      report.unchecked.step,
+    );
   } else if (report.kind === "round") {
     showVerdict(
       "valid",
@@ -175,7 +183,7 @@ function checkSeat() {
     article.scrollIntoView({ block: "nearest" });
   }
   const settled = report?.settlement?.seats?.find((item) => item.seat === seat.seat_number);
-  const verified = report && !report.failure;
+  const verified = report && !report.failure && !report.unchecked;
   const who = seat.player_ref ? `reference ${seat.player_ref}` : `player ${seat.player_id}`;
   const result = settled && report.state !== "voided" ? `: ${settled.outcome}, delta ${signed(BigInt(settled.delta))}` : "";
   const trust = verified
@@ -197,7 +205,7 @@ function showRound(text, report) {
   shownRound = null;
   $("seat-status").textContent = "";
   let round = report?.round ?? null;
-  const verified = report && !report.failure;
+  const verified = report && !report.failure && !report.unchecked;
   if (!round) {
     // Not verified: show what the document says, marked as such, if it reads as a round at all.
     try {

@@ -37,6 +37,10 @@ class StepFailure extends Error {
   }
 }
 
+/** A step the receipt does not carry enough to check (a consistency proof from the pin): not
+ * evidence of tampering, and not valid either. */
+class StepUnchecked extends StepFailure {}
+
 // -- reading ------------------------------------------------------------------------------------
 
 function members(value, what, names) {
@@ -490,11 +494,11 @@ async function consistencyStep(receipt, checkpoint, pinned, keys) {
     return pin.size;
   }
   if (pin.size > size) {
-    throw new StepFailure("consistency", `the pinned checkpoint (${pin.size} entries) is newer than the receipt's (${size}): get the receipt again to check it against this pin`);
+    throw new StepUnchecked("consistency", `the pinned checkpoint (${pin.size} entries) is newer than the receipt's (${size}): get the receipt again with this pin`);
   }
   const proof = receipt.consistency;
   if (proof === null || BigInt(proof.firstSize) !== pin.size) {
-    throw new StepFailure("consistency", `the receipt carries no consistency proof from size ${pin.size}: get it with that pin`);
+    throw new StepUnchecked("consistency", `the receipt carries no consistency proof from size ${pin.size}: get it again with that pin`);
   }
   try {
     await verifyConsistency(pin.size, size, proof.proof, pin.root, root);
@@ -512,7 +516,7 @@ async function consistencyStep(receipt, checkpoint, pinned, keys) {
  * settlement}: every step that held, or the first that failed.
  */
 export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witnessing = { witnesses: [], quorum: 0 }) {
-  const report = { roundId: receipt.roundId, passed: [], failure: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null };
+  const report = { roundId: receipt.roundId, passed: [], failure: null, unchecked: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null };
   try {
     if (receipt.round !== null) report.round = await fairnessStep(receipt);
     report.passed.push("fairness");
@@ -539,7 +543,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witn
     }
   } catch (error) {
     if (!(error instanceof StepFailure)) throw error;
-    report.failure = { step: error.step, reason: error.message };
+    report[error instanceof StepUnchecked ? "unchecked" : "failure"] = { step: error.step, reason: error.message };
   }
   return report;
 }
@@ -628,6 +632,7 @@ export function pinnedSizeOf(text) {
 
 export const summaryOf = (report) => {
   if (report.failure) return `round ${report.roundId}: INVALID at step ${report.failure.step}: ${report.failure.reason}`;
+  if (report.unchecked) return `round ${report.roundId}: CANNOT CHECK step ${report.unchecked.step}: ${report.unchecked.reason} (${report.passed.join(", ")} hold; nothing is known to be wrong)`;
   if (report.kind === "round") return `round ${report.roundId}: VALID (revealed round): fairness holds; not checked against the log`;
   const pin = report.pinnedSize === null ? "" : `; one history with the pinned checkpoint of size ${report.pinnedSize}`;
   const cosigned = report.cosignedBy?.length ? `, cosigned by ${report.cosignedBy.length} witnesses (${report.cosignedBy.join(", ")})` : "";
