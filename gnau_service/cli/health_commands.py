@@ -16,12 +16,17 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2
 
-from gnau_service.cli.remote import DEFAULT_TARGET, add_target_option
+from gnau_service.cli.remote import (
+    DEFAULT_TARGET,
+    TargetError,
+    add_target_option,
+    add_tls_options,
+    transport,
+)
 
 DEFAULT_TIMEOUT_SECONDS = 3.0
 # A listen address on every interface is reached, from this machine, at the loopback address.
@@ -46,15 +51,7 @@ def add_health_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds to wait"
     )
-    parser.add_argument(
-        "--tls-ca", type=Path, metavar="FILE", help="call over TLS, trusting this CA (PEM)"
-    )
-    parser.add_argument(
-        "--tls-server-name",
-        metavar="NAME",
-        help="with --tls-ca: the name the server's certificate must carry, when it is not the "
-        "target's host (a probe calls 127.0.0.1; the certificate names the service)",
-    )
+    add_tls_options(parser)
     parser.set_defaults(run=run_health)
 
 
@@ -84,17 +81,18 @@ def run_health(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"gnau health: GNAU_LISTEN: {error}", file=sys.stderr)
         return 2
-    if args.tls_server_name is not None and args.tls_ca is None:
-        print("gnau health: --tls-server-name needs --tls-ca", file=sys.stderr)
-        return 2
     if not args.timeout > 0:
         print(f"gnau health: --timeout must be positive, not {args.timeout}", file=sys.stderr)
         return 2
     try:
-        channel = _channel(target, args.tls_ca, args.tls_server_name)
-    except OSError as error:
-        print(f"gnau health: --tls-ca: {error}", file=sys.stderr)
+        credentials, options = transport(args)
+    except TargetError as error:
+        print(f"gnau health: {error}", file=sys.stderr)
         return 2
+    if credentials is None:
+        channel = grpc.insecure_channel(target)
+    else:
+        channel = grpc.secure_channel(target, credentials, options=options)
     with channel:
         try:
             answer = _check(channel)(
@@ -110,14 +108,6 @@ def run_health(args: argparse.Namespace) -> int:
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
     print(f"{target}: {status}")
     return 0 if answer.status == health_pb2.HealthCheckResponse.SERVING else 1
-
-
-def _channel(target: str, tls_ca: Path | None, server_name: str | None) -> grpc.Channel:
-    if tls_ca is None:
-        return grpc.insecure_channel(target)
-    credentials = grpc.ssl_channel_credentials(root_certificates=tls_ca.read_bytes())
-    options = [] if server_name is None else [("grpc.ssl_target_name_override", server_name)]
-    return grpc.secure_channel(target, credentials, options=options)
 
 
 def _check(

@@ -12,12 +12,12 @@ from typing import Final
 
 import grpc
 from gnau.v1 import round_pb2
-from gnau_client import GnauClient, Seat
+from gnau_client import Seat
 
 from gnau_service.audit.round_events import settle_round
 from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.amounts import signed_amount
-from gnau_service.cli.remote import add_target_option
+from gnau_service.cli.remote import TargetError, add_target_option, add_tls_options, connect
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card
@@ -31,6 +31,7 @@ def add_play_arguments(play: argparse.ArgumentParser) -> None:
         type=Path,
         help="a file holding the token (default: the one a first start writes)",
     )
+    add_tls_options(play)
     play.add_argument("--tables", type=int, default=1, help="tables to play on")
     play.add_argument("--rounds", type=int, default=1, help="rounds per table")
     play.add_argument("--seats", type=int, default=3, help="players per round")
@@ -44,7 +45,7 @@ def run_play(args: argparse.Namespace) -> int:
         return 2
     failures = 0
     try:
-        with GnauClient(args.target, token=token) as client:
+        with connect(args, token=token) as client:
             for number in range(args.rounds):
                 for table in range(1, args.tables + 1):
                     seats = [
@@ -64,7 +65,7 @@ def run_play(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         return 2
-    except ValueError as error:  # the client refuses a token in clear text to another host
+    except TargetError as error:  # a token in clear text to another host, an unreadable CA
         print(f"gnau play: {error}", file=sys.stderr)
         return 2
     total = args.tables * args.rounds

@@ -15,7 +15,7 @@ import argparse
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 import grpc
 from gnau_client import GnauClient, is_local_target
@@ -61,36 +61,68 @@ def add_token_options(parser: argparse.ArgumentParser, *, role: str = "a") -> No
         "--token",
         help=f"with --target: {role} bearer token (default: GNAU_TOKEN)",
     )
+    add_tls_options(parser)
+
+
+def add_tls_options(parser: argparse.ArgumentParser) -> None:
+    """The one set of TLS options of every command that calls a service."""
     parser.add_argument(
         "--tls-ca",
         type=Path,
         metavar="FILE",
-        help="with --target: call over TLS, trusting this CA certificate (PEM); needed to send "
-        "a token to any host but this one",
+        help="call the service over TLS, trusting this CA certificate (PEM); needed to send a "
+        "token to any host but this one",
+    )
+    parser.add_argument(
+        "--tls-server-name",
+        metavar="NAME",
+        help="with --tls-ca: the name the server's certificate must carry, when it is not the "
+        "target's host (through a port-forward, or a probe calling 127.0.0.1)",
     )
 
 
-def connect(args: argparse.Namespace, *, token_required: str | None = None) -> GnauClient:
-    """A client for ``args.target``, with ``args.token`` (or GNAU_TOKEN) and ``args.tls_ca``.
-    ``token_required``: the reason a call needs a token, if it does."""
-    token = args.token or os.environ.get("GNAU_TOKEN") or None
+class Transport(NamedTuple):
+    """How to reach a service: TLS credentials (None: plain text) and channel options."""
+
+    credentials: grpc.ChannelCredentials | None
+    options: tuple[tuple[str, str], ...]
+
+
+def transport(args: argparse.Namespace) -> Transport:
+    """The channel's TLS, from ``--tls-ca`` and ``--tls-server-name``; TargetError if they
+    cannot be used."""
+    if args.tls_server_name is not None and args.tls_ca is None:
+        raise TargetError("--tls-server-name needs --tls-ca")
+    if args.tls_ca is None:
+        return Transport(None, ())
+    try:
+        credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
+    except OSError as error:
+        raise TargetError(f"--tls-ca {args.tls_ca}: {problem(error, named=args.tls_ca)}") from None
+    named = (
+        ()
+        if args.tls_server_name is None
+        else (("grpc.ssl_target_name_override", args.tls_server_name),)
+    )
+    return Transport(credentials, named)
+
+
+def connect(
+    args: argparse.Namespace, *, token_required: str | None = None, token: str | None = None
+) -> GnauClient:
+    """A client for ``args.target``, with ``token`` (else ``args.token`` or GNAU_TOKEN) and the
+    TLS options. ``token_required``: the reason a call needs a token, if it does."""
+    token = token or args.token or os.environ.get("GNAU_TOKEN") or None
     if token is None and token_required is not None:
         raise TargetError(f"{token_required}: pass --token or set GNAU_TOKEN")
-    credentials = None
-    if args.tls_ca is not None:
-        try:
-            credentials = grpc.ssl_channel_credentials(root_certificates=args.tls_ca.read_bytes())
-        except OSError as error:
-            raise TargetError(
-                f"--tls-ca {args.tls_ca}: {problem(error, named=args.tls_ca)}"
-            ) from None
-    elif token is not None and not is_local_target(args.target):
+    credentials, options = transport(args)
+    if credentials is None and token is not None and not is_local_target(args.target):
         raise TargetError(
             f"the token would cross the network to {args.target} in clear text: call over TLS "
             "with --tls-ca FILE"
         )
     try:
-        return GnauClient(args.target, credentials=credentials, token=token)
+        return GnauClient(args.target, credentials=credentials, token=token, options=options)
     except ValueError as error:  # a token that is not a bearer token
         raise TargetError(f"--token: {error}") from None
 

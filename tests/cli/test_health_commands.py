@@ -78,7 +78,7 @@ def test_unusable_arguments(gnau: Gnau, tmp_path: Path) -> None:
     assert lone_name.err == "gnau health: --tls-server-name needs --tls-ca\n"
     missing_ca = gnau("health", "--tls-ca", str(tmp_path / "missing.pem"))
     assert missing_ca.status == 2
-    assert missing_ca.err.startswith("gnau health: --tls-ca: ")
+    assert missing_ca.err.startswith(f"gnau health: --tls-ca {tmp_path / 'missing.pem'}: ")
     bad_listen = gnau("health", env={"GNAU_LISTEN": "50051"})
     assert bad_listen.status == 2
     assert bad_listen.err == "gnau health: GNAU_LISTEN: expected host:port, got '50051'\n"
