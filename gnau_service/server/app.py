@@ -44,6 +44,7 @@ from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics
+from gnau_service.server.request_retention import RequestRetention
 from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
 from gnau_service.server.storage import StorageHealth
@@ -260,9 +261,12 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             lambda credentials: setattr(interceptor, "credentials", credentials),
             read=tokens_version,
         )
+        retention = RequestRetention(store, settings.request_retention_days)
+        retention.start()
         # Once the transport has stopped: the storage probe, the token watch, the witnesses.
         parts.push_async_callback(tokens.stop)
         parts.push_async_callback(storage.stop)
+        parts.push_async_callback(retention.stop)
         await server.start()
         webs = [bound for bound in (web, metrics_web) if bound is not None]
         # Each HTTP port gets an equal share of the descriptors the gRPC port does not need.

@@ -27,6 +27,7 @@ from gnau_service.server.limits import (
     LARGEST_MAX_STAKE,
     MOST_SEATS,
 )
+from gnau_service.server.request_retention import DEFAULT_RETENTION_DAYS, RETENTION_DAYS_RANGE
 from gnau_service.server.witness_endpoints import WitnessEndpoint, WitnessSpecError
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, LEASE_SECONDS_RANGE
 
@@ -82,6 +83,14 @@ def _positive_whole(value: object) -> int:
 
 def _positive_number(value: object) -> float:
     return _positive(_number(value, whole=False))
+
+
+def _retention_days(value: object) -> int:
+    number = int(_number(value, whole=True))
+    low, high = RETENTION_DAYS_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"must be {low} to {high} days, not {number}")
+    return number
 
 
 def _lease_seconds(value: object) -> float:
@@ -345,6 +354,16 @@ class Settings:
             "GNAU_MAX_STAKE",
             f"largest stake, in minor units; at most {LARGEST_MAX_STAKE}",
             _positive_whole,
+        ),
+    )
+    request_retention_days: int = field(
+        default=DEFAULT_RETENTION_DAYS,
+        metadata=_about(
+            "--request-retention-days",
+            "GNAU_REQUEST_RETENTION_DAYS",
+            "how long a request id is remembered (a retry within it gets the original answer),"
+            f" {RETENTION_DAYS_RANGE[0]} to {RETENTION_DAYS_RANGE[1]} days",
+            _retention_days,
         ),
     )
     sequencer_lease_seconds: float = field(

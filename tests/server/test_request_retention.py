@@ -1,0 +1,49 @@
+"""Request ids are remembered for the retention (gnau_service/server/request_retention.py):
+within it a retry gets the original answer; after it the record is gone and the same id is a
+new request, which the round's state machine answers; the log keeps everything."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import grpc
+import pytest
+from gnau.v1 import dealer_pb2
+
+from gnau_service.server.request_retention import prune_expired
+from tests.server.conftest import Service
+from tests.server.test_interceptors import error_info
+from tests.server.test_service import SEATS, rid, shuffle
+
+
+async def test_a_request_is_remembered_for_the_retention_and_then_forgotten(
+    service: Service,
+) -> None:
+    store = service.app.store
+    round_id = (await shuffle(service, "retention")).round_id
+    reveal_id = rid()
+    deal = dealer_pb2.DealRequest(
+        request_id=rid(),
+        round_id=round_id,
+        seats=SEATS,
+    )
+    await service.call("dealer", "Deal", deal)
+    reveal = dealer_pb2.RevealRequest(request_id=reveal_id, round_id=round_id)
+    first = await service.call("dealer", "Reveal", reveal)
+    size = await asyncio.to_thread(store.size)
+    # Within the retention, nothing is pruned, and a retry gets the original answer.
+    assert await prune_expired(store, 90) == 0
+    again = await service.call("dealer", "Reveal", reveal)
+    assert again.round == first.round
+    # 91 days later, the three records of this round's steps are gone (and only they were).
+    later = datetime.now(UTC) + timedelta(days=91)
+    assert await prune_expired(store, 90, now=later) == 3
+    assert await prune_expired(store, 90, now=later) == 0
+    # The same id is a new request now: the round is revealed already, and says so.
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await service.call("dealer", "Reveal", reveal)
+    assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert error_info(refused.value).reason == "ROUND_STATE"
+    # The log lost nothing.
+    assert await asyncio.to_thread(store.size) == size
