@@ -48,7 +48,8 @@ async def verdict(page: Page) -> tuple[str, str, str]:
     return (
         await box.get_attribute("data-state") or "",
         await box.get_attribute("data-step") or "",
-        await box.inner_text(),
+        # Every word, the finding under its closed detail too.
+        await box.text_content() or "",
     )
 
 
@@ -177,6 +178,12 @@ async def test_a_tampered_revealed_round_names_its_link(
     assert (state, step) == ("invalid", "fairness"), text
     assert "INVALID at step fairness" in text
     assert "lock: the seats and beacon hash to" in text
+    # Plain words first; the hashes only under the detail.
+    shown = await page.locator("#verdict").inner_text()
+    assert "The stakes or seats were changed after the cards were shuffled." in shown
+    assert "hash to" not in shown
+    await page.locator("#verdict summary").click()
+    assert "lock: the seats and beacon hash to" in await page.locator("#verdict").inner_text()
 
 
 def _flip_hex(text: str, at: int) -> str:
@@ -505,3 +512,11 @@ async def test_tampered_v2_receipts_fail_at_the_step_the_reference_names(
         assert reference_step(receipt) == step, name
         state, page_step, text = await verify_pasted(page, json.dumps(receipt), EXAMPLE_VKEY)
         assert (state, page_step) == ("invalid", step), (name, text)
+
+
+async def test_the_verdict_comes_first(page: Page, web_service: WebService) -> None:
+    await open_page(page, web_service)
+    verdict = await page.locator("#verdict").bounding_box()
+    form = await page.locator("#fetch-form").bounding_box()
+    assert verdict is not None and form is not None
+    assert verdict["y"] < form["y"] and verdict["y"] < 400, (verdict, form)

@@ -30,6 +30,33 @@ function showVerdict(state, headline, detail = "", step = "") {
   if (detail) verdict.append(element("p", { text: detail }));
 }
 
+// What a failed step means, in plain words: the verdict leads with it, the check's own finding
+// (hashes, indices) follows under a detail. A fairness failure names its link first ("lock: ...").
+const PLAIN_WORDS = {
+  commitment: "The server's seed does not match the commitment it showed before the bets: the shuffle may have been chosen after them.",
+  lock: "The stakes or seats were changed after the cards were shuffled.",
+  deck: "The deck is not the one the committed seed and the locked seats produce: the cards were not shuffled as promised.",
+  hand: "A hand is not what the committed deck deals: cards were swapped.",
+  fairness: "The round's own record does not recompute: it was changed after it was dealt.",
+  entries: "The round's log entries are not signed by the log key you trust, or were altered.",
+  round: "The round differs from what the casino's signed log says of it.",
+  outcome: "The settlement is not what the rules give for these hands: money was moved wrongly.",
+  checkpoint: "The log's signed checkpoint does not verify with the keys you trust.",
+  inclusion: "The round's entries are not in the log's signed tree: the log may show others another history.",
+  consistency: "The log no longer holds what it held when you kept your checkpoint: its history was rewritten.",
+};
+
+function plainWords(failure) {
+  const link = failure.step === "fairness" ? failure.reason.split(":")[0].split(" ")[0] : "";
+  return PLAIN_WORDS[link] ?? PLAIN_WORDS[failure.step] ?? "A check failed.";
+}
+
+function showFailure(failure) {
+  showVerdict("invalid", `✗ INVALID at step ${failure.step}`, plainWords(failure), failure.step);
+  const finding = element("details", {}, element("summary", { text: "What the check found" }), element("p", { text: failure.reason }));
+  $("verdict").append(finding);
+}
+
 function showSteps(report) {
   const list = $("steps");
   list.replaceChildren();
@@ -67,7 +94,7 @@ async function verifyText(text, origin) {
     return;
   }
   if (report.failure) {
-    showVerdict("invalid", `✗ INVALID at step ${report.failure.step}`, report.failure.reason, report.failure.step);
+    showFailure(report.failure);
   } else if (report.unchecked) {
     showVerdict(
       "unchecked",
