@@ -40,3 +40,29 @@ def test_the_layout_names_every_package() -> None:
     assert packages, "no packages found"
     for package in packages:
         assert re.search(rf"^  {package}/ ", layout, re.MULTILINE), package
+
+
+def gnau_lines(text: str) -> list[str]:
+    """Every ``gnau`` command of the text's shell blocks, one per pipeline stage, comments cut."""
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
+        for line in block.splitlines():
+            for stage in line.split("#", 1)[0].split("|"):
+                if stage.strip().startswith("gnau "):
+                    commands.append(stage.strip())
+    return commands
+
+
+def test_every_gnau_command_of_the_readme_parses_as_printed() -> None:
+    import shlex
+
+    from gnau_service.cli.main import build_parser
+
+    commands = gnau_lines(README)
+    assert len(commands) >= 8, commands
+    for command in commands:
+        words = shlex.split(command)[1:]
+        try:
+            build_parser().parse_args(words)
+        except SystemExit as refused:  # argparse's usage error
+            raise AssertionError(f"the README's {command!r} does not parse") from refused
