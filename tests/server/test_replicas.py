@@ -23,6 +23,7 @@ from typing import Final
 
 import grpc
 import psycopg
+import pytest
 from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import GnauClient, Seat
 
@@ -85,6 +86,8 @@ async def step(service: Service, name: str, table: str, round_id: str) -> round_
         request = dealer_pb2.DealRequest(request_id=rid(), round_id=round_id, seats=SEATS)
     elif name == "Reveal":
         request = dealer_pb2.RevealRequest(request_id=rid(), round_id=round_id)
+    elif name == "VoidRound":
+        request = dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_id, reason="test")
     else:
         request = dealer_pb2.SettleRequest(request_id=rid(), round_id=round_id)
     answer = await service.call("dealer", name, request)
@@ -256,18 +259,32 @@ def test_a_killed_sequencer_is_replaced_within_the_bound(tmp_path: Path) -> None
 
 # -- a table's rounds in the log, one at a time -------------------------------------------------
 
-#: How long the test's trigger holds a step just after it appended a round's commitment: long
-#: enough for a Settle on another replica to run to its commit meanwhile.
-COMMITMENT_STALL_SECONDS: Final = 1.5
-STALL_COMMITMENT_SQL: Final = """
-CREATE FUNCTION stall_commitment() RETURNS trigger LANGUAGE plpgsql AS $$
+#: How long the test's trigger holds a step just after it appended an event: long enough for a
+#: step on another replica to run meanwhile.
+STALL_SECONDS_AFTER_APPEND: Final = 1.5
+
+
+def stall_after_append(kind: EntryKind) -> str:
+    """SQL for a trigger that holds any step appending a ``kind`` event, inside its transaction
+    (its outbox id taken, its row locks held), for STALL_SECONDS_AFTER_APPEND."""
+    return f"""
+CREATE FUNCTION stall_{kind.name.lower()}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_sleep(%s);
+    PERFORM pg_sleep({STALL_SECONDS_AFTER_APPEND});
     RETURN NULL;
 END $$;
-CREATE TRIGGER stall_commitment AFTER INSERT ON log_pending
-    FOR EACH ROW WHEN (NEW.kind = 'ROUND_COMMITTED') EXECUTE FUNCTION stall_commitment();
+CREATE TRIGGER stall_{kind.name.lower()} AFTER INSERT ON log_pending
+    FOR EACH ROW WHEN (NEW.kind = '{kind}') EXECUTE FUNCTION stall_{kind.name.lower()}();
 """
+
+
+async def sleeping_sessions(url: str) -> int:
+    """How many sessions of the database are in pg_sleep (held by a trigger) now."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event = 'PgSleep'"
+    )
+    return int(str(await scalar(url, query)))
 
 
 async def scalar(url: str, query: str, *params: object) -> object:
@@ -320,19 +337,14 @@ async def test_a_shuffle_never_logs_a_round_before_the_tables_previous_round_end
         for name in STEPS[:-1]:
             round_id = (await step(a, name, table, round_id)).round_id
         async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
-            await admin.execute(STALL_COMMITMENT_SQL % COMMITMENT_STALL_SECONDS)
+            await admin.execute(stall_after_append(EntryKind.ROUND_COMMITTED))
         head = await psycopg.AsyncConnection.connect(url)
         await head.execute("SELECT size FROM log_head FOR UPDATE")
         try:
             shuffle = asyncio.create_task(step(b, "Shuffle", table, ""))
 
             async def shuffle_stalled_or_done() -> bool:
-                sleeping = await scalar(
-                    url,
-                    "SELECT count(*) FROM pg_stat_activity"
-                    " WHERE datname = current_database() AND wait_event = 'PgSleep'",
-                )
-                return shuffle.done() or sleeping == 1
+                return shuffle.done() or await sleeping_sessions(url) == 1
 
             await until(shuffle_stalled_or_done, "the Shuffle in its step or answered")
             settle = asyncio.create_task(step(a, "Settle", table, round_id))
@@ -367,3 +379,53 @@ async def test_a_shuffle_never_logs_a_round_before_the_tables_previous_round_end
     assert unfinished_round_overlaps(entries, signer.verifier) == []
     report = verify_bundle(io.BytesIO(bundle.getvalue().encode()), pinned_keys=[signer.verifier])
     assert report.ok, report.summary()
+
+
+@pytest.mark.parametrize(
+    ("final", "kind", "state"),
+    [
+        ("Settle", EntryKind.ROUND_SETTLED, round_pb2.ROUND_STATE_SETTLED),
+        ("VoidRound", EntryKind.ROUND_VOIDED, round_pb2.ROUND_STATE_VOIDED),
+    ],
+    ids=["Settle", "VoidRound"],
+)
+async def test_a_shuffle_waits_for_the_final_step_holding_its_table_then_logs_after_it(
+    tmp_path: Path, final: str, kind: EntryKind, state: int
+) -> None:
+    """The Shuffle's read of the table's open round waits for the running final step (Settle or
+    VoidRound) that locked it; once that commits, the read re-checks the row, finds the round
+    finished, and the Shuffle goes on: its commitment is logged after the round's last event,
+    and it is not refused."""
+    async with two_replicas(tmp_path) as (a, b):
+        url = a.settings.database
+        table = "waited-table"
+        round_id = ""
+        for name in STEPS[:-1]:
+            round_id = (await step(a, name, table, round_id)).round_id
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+            await admin.execute(stall_after_append(kind))
+        settle = asyncio.create_task(step(a, final, table, round_id))
+
+        async def settle_stalled() -> bool:
+            return await sleeping_sessions(url) == 1
+
+        await until(settle_stalled, f"the {final} held in its step")
+        shuffle = asyncio.create_task(step(b, "Shuffle", table, ""))
+        waited = False
+
+        async def shuffle_waiting_or_done() -> bool:
+            nonlocal waited
+            waited = waited or await lock_waits(url) >= 1
+            return waited or shuffle.done()
+
+        await until(shuffle_waiting_or_done, "the Shuffle waiting for the round's row")
+        settled, shuffled = await asyncio.gather(settle, shuffle)
+        store = a.app.store
+        size = await asyncio.to_thread(store.size)
+        entries = await asyncio.to_thread(store.entries, 0, size)
+        signer = store.signer
+    assert waited, f"the Shuffle never waited for the {final}: the test proved nothing"
+    assert settled.state == state
+    assert shuffled.state == round_pb2.ROUND_STATE_SHUFFLED
+    assert shuffled.log_indices[0] > settled.log_indices[-1]
+    assert unfinished_round_overlaps(entries, signer.verifier) == []
