@@ -28,6 +28,7 @@ gnau_service.audit.replay.ReplayError: round r-1: ROUND_DEALT after ROUND_SETTLE
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -71,6 +72,8 @@ class ReplayError(ValueError):
 class _RoundState:
     last: EntryKind
     document: dict[str, Any]
+    #: The round's table_id as canonical JSON (any JSON value is signed as logged).
+    table: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,9 @@ class RoundReplay:
     settled: int = 0
     voided: int = 0
     _rounds: dict[str, _RoundState] = field(default_factory=dict)
+    #: Each table's unfinished round, by the table's canonical JSON: a table has at most one
+    #: (docs/integration.md), so a commitment for a table in this map is refused.
+    _unfinished_by_table: dict[str, str] = field(default_factory=dict)
 
     def knows(self, round_id: str) -> bool:
         """Whether the round's commitment has been replayed."""
@@ -157,7 +163,15 @@ class RoundReplay:
                 "round_id": round_id,
             }
             document |= {key: fields[key] for key in ("house_rules", "commitment")}
-            self._rounds[round_id] = _RoundState(kind, document)
+            table = json.dumps(fields["table_id"], sort_keys=True)
+            previous = self._unfinished_by_table.get(table)
+            if previous is not None:
+                raise ReplayError(
+                    f"round {round_id}: ROUND_COMMITTED for table {quoted(fields['table_id'])}"
+                    f" while its round {previous} is neither settled nor voided"
+                )
+            self._unfinished_by_table[table] = round_id
+            self._rounds[round_id] = _RoundState(kind, document, table)
             return None
         assert state is not None
         state.last = kind
@@ -171,7 +185,9 @@ class RoundReplay:
             self.settled += 1
         else:
             self.voided += 1
-        # Finished: keep only its last event, enough to refuse anything after it.
+        # Finished: its table is free, and only its last event is kept, enough to refuse
+        # anything after it.
+        self._unfinished_by_table.pop(state.table, None)
         self._rounds[round_id] = _RoundState(kind, {})
         return RoundCheck(kind, round_id, state.document, payload)
 

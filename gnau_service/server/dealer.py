@@ -70,6 +70,7 @@ from gnau_service.store import PendingEntry, Store, Transaction
 from gnau_service.store.round_rows import (
     OpenRoundExists,
     StoredRequest,
+    claim_table,
     find_request,
     find_request_and_round,
     insert_round,
@@ -111,6 +112,12 @@ class Dealer:
             request = find_request(tx, idempotency.request_id)
             if request is not None:
                 return _replay(tx, idempotency, "Shuffle", request)
+            # The table first, its event after: the previous round's last event must have
+            # committed before this one takes its place in the outbox (see claim_table).
+            try:
+                claim_table(tx, table_id)
+            except OpenRoundExists as busy:
+                raise TableBusy(table_id, *busy.args) from None
             # A v2 round: its seats will name their players by reference (docs/privacy.md).
             committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)
             entry = tx.append(
@@ -132,10 +139,7 @@ class Dealer:
                 version=committed.version,
             )
             text = record_text(record)
-            try:
-                insert_round(tx, stored_round(record, committed.server_seed, text))
-            except OpenRoundExists as busy:
-                raise TableBusy(table_id, *busy.args) from None
+            insert_round(tx, stored_round(record, committed.server_seed, text))
             view = _answer(tx, idempotency, "Shuffle", record, committed.server_seed, text=text)
             return view, tx.appended
 

@@ -60,13 +60,29 @@ class OpenRoundExists(Exception):  # noqa: N818  (a condition, not an error of t
     """The table already has an unfinished round."""
 
 
-def insert_round(tx: Transaction, row: StoredRound) -> None:
+def claim_table(tx: Transaction, table_id: str) -> None:
+    """Take the table for a new round, before its first event is appended; raises
+    :class:`OpenRoundExists` if the table has an unfinished round.
+
+    The table's open-round row is read with the row lock. If a step of that round (its Settle or
+    Void) is still running, the read waits for it; under READ COMMITTED it then re-checks the
+    row's latest version, so a round that step finished no longer counts. The new round's event
+    is therefore appended, and takes its outbox id, only after the previous round's final event
+    committed: its id is larger and the sequencer cannot log it first (docs/audit.md,
+    *Sequencing*). With no open row there is nothing to lock: two Shuffles of one table may both
+    pass here, and the partial unique index on the rounds table lets only one insert its round
+    (the other's step, event included, is rolled back and run again, and is refused here).
+    """
     existing = tx.execute(
-        f"SELECT round_id, state FROM rounds WHERE table_id = ? AND {IS_OPEN}",
-        (row.table_id,),
+        f"SELECT round_id, state FROM rounds WHERE table_id = ? AND {IS_OPEN}{tx.row_lock}",
+        (table_id,),
     )
     if existing:
         raise OpenRoundExists(str(existing[0][0]), str(existing[0][1]))
+
+
+def insert_round(tx: Transaction, row: StoredRound) -> None:
+    """Insert a new round, in the step that claimed its table (:func:`claim_table`)."""
     tx.execute(
         f"INSERT INTO rounds ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (

@@ -223,3 +223,70 @@ def test_disclosed_figures_that_do_not_agree_are_refused(
         replay(with_figures(figures))
     assert "round round-1" in str(refused.value), why
     assert len(str(refused.value)) < 400
+
+
+# -- one unfinished round per table ------------------------------------------------------------
+
+
+def round_events(round_id: str, table_id: str, void_after: EntryKind | None = None) -> list[Event]:
+    events: list[Event] = []
+
+    def record(kind: EntryKind, payload: dict[str, JsonValue], logged_id: str | None) -> None:
+        assert logged_id is not None
+        events.append((kind, copy.deepcopy(payload), logged_id))
+
+    play_round(record, round_id, table_id=table_id, seats=2, void_after=void_after)
+    return events
+
+
+def test_a_tables_next_round_committed_before_its_previous_round_ends_is_refused() -> None:
+    # The log of issue 23: the next round's commitment, then the previous round's settlement.
+    first, second = round_events("r-first", "shared1"), round_events("r-second", "shared1")
+    overlapping = [*first[:-1], second[0], first[-1], *second[1:]]
+    with pytest.raises(ReplayError) as refused:
+        replay(overlapping)
+    assert str(refused.value) == (
+        "round r-second: ROUND_COMMITTED for table 'shared1' while its round r-first is neither"
+        " settled nor voided"
+    )
+
+
+@pytest.mark.parametrize(
+    "void_after", [EntryKind.ROUND_COMMITTED, EntryKind.ROUND_DEALT], ids=["shuffled", "dealt"]
+)
+def test_a_round_committed_while_the_tables_round_awaits_its_void_is_refused(
+    void_after: EntryKind,
+) -> None:
+    first = round_events("r-first", "shared1", void_after=void_after)
+    second = round_events("r-second", "shared1")
+    with pytest.raises(ReplayError, match="while its round r-first is neither settled nor voided"):
+        replay([*first[:-1], second[0], first[-1], *second[1:]])
+
+
+def test_a_table_takes_a_new_round_once_the_last_is_settled_or_voided() -> None:
+    played = [
+        *round_events("r-1", "shared1"),
+        *round_events("r-2", "shared1", void_after=EntryKind.ROUND_COMMITTED),
+        *round_events("r-3", "shared1", void_after=EntryKind.ROUND_DEALT),
+        *round_events("r-4", "shared1"),
+    ]
+    done = replay(played)
+    assert (done.settled, done.voided, done.open_rounds) == (2, 2, [])
+
+
+def test_rounds_of_other_tables_interleave_and_rounds_still_in_play_at_the_end_are_fine() -> None:
+    one, two = round_events("r-one", "table-1"), round_events("r-two", "table-2")
+    # Interleaved event by event; then each table opens a round that the log ends inside.
+    played = [event for pair in zip(one, two, strict=True) for event in pair]
+    played += round_events("r-open-1", "table-1")[:2] + round_events("r-open-2", "table-2")[:1]
+    done = replay(played)
+    assert (done.settled, done.voided) == (2, 0)
+    assert sorted(done.open_rounds) == ["r-open-1", "r-open-2"]
+
+
+def test_tables_are_told_apart_by_their_logged_json() -> None:
+    # A table id the service would never write, but signed as logged: 1 and "1" are two tables.
+    number, text = round_events("r-number", "1"), round_events("r-text", "1")
+    number[0][1]["table_id"] = 1
+    done = replay([number[0], text[0]])
+    assert sorted(done.open_rounds) == ["r-number", "r-text"]

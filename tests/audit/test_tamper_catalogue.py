@@ -206,6 +206,25 @@ def commitment_after_deal() -> Tampered:
     return bundle(lines(log), log)
 
 
+def table_reopened_before_its_round_ended() -> Tampered:
+    """Issue 23's log: a table's next round committed, then its previous round settled."""
+    log = honest_log(rounds=1)
+    held: list[tuple[EntryKind, dict[str, JsonValue], str | None]] = []
+
+    def append(kind: EntryKind, payload: dict[str, JsonValue], round_id: str | None) -> None:
+        if kind is EntryKind.ROUND_SETTLED and round_id == "round-earlier":
+            held.append((kind, payload, round_id))
+            return
+        log.append(kind, payload, round_id)
+        if kind is EntryKind.ROUND_COMMITTED and held:
+            log.append(*held.pop())
+
+    play_round(append, "round-earlier", table_id="shared1")
+    play_round(append, "round-later", table_id="shared1")
+    log.checkpoint()
+    return bundle(lines(log), log)
+
+
 def settled_twice() -> Tampered:
     log = honest_log(rounds=1)
     play_round(log.append, "round-twice")
@@ -482,6 +501,13 @@ CATALOGUE = [
         "the seed revealed by its void does not match its commitment",
     ),
     Tamper("round settled twice", settled_twice, 1, "ROUND_SETTLED after ROUND_SETTLED"),
+    Tamper(
+        "a table's next round committed before its previous round ends",
+        table_reopened_before_its_round_ended,
+        1,
+        "round round-later: ROUND_COMMITTED for table 'shared1' while its round round-earlier is"
+        " neither settled nor voided",
+    ),
     Tamper(
         "rotation signed by the old key (control)",
         lambda: rotated(by_intruder=False),

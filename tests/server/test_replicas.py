@@ -17,17 +17,19 @@ import os
 import random
 import signal
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Final
 
 import grpc
 import psycopg
+import pytest
 from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import GnauClient, Seat
 
 from gnau_service.audit.bundle import verify_bundle, write_bundle
 from gnau_service.audit.entries import EntryKind, decode_entry
+from gnau_service.audit.note import Verifier
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from gnau_service.store import open_reader
@@ -86,6 +88,8 @@ async def step(service: Service, name: str, table: str, round_id: str) -> round_
         request = dealer_pb2.DealRequest(request_id=rid(), round_id=round_id, seats=SEATS)
     elif name == "Reveal":
         request = dealer_pb2.RevealRequest(request_id=rid(), round_id=round_id)
+    elif name == "VoidRound":
+        request = dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_id, reason="test")
     else:
         request = dealer_pb2.SettleRequest(request_id=rid(), round_id=round_id)
     answer = await service.call("dealer", name, request)
@@ -248,3 +252,177 @@ def test_a_killed_sequencer_is_replaced_within_the_bound(tmp_path: Path) -> None
                 print(f"\nsequencer taken over; a round settled {takeover:.2f} s after the kill")
         with open_reader(url) as reader:
             assert reader.size() >= 13  # 2 starts + 3 rounds of 4 entries (+ a restart)
+
+
+# -- a table's rounds in the log, one at a time -------------------------------------------------
+
+#: How long the test's trigger holds a step just after it appended an event: long enough for a
+#: step on another replica to run meanwhile.
+STALL_SECONDS_AFTER_APPEND: Final = 1.5
+
+
+def stall_after_append(kind: EntryKind) -> str:
+    """SQL for a trigger that holds any step appending a ``kind`` event, inside its transaction
+    (its outbox id taken, its row locks held), for STALL_SECONDS_AFTER_APPEND."""
+    return f"""
+CREATE FUNCTION stall_{kind.name.lower()}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_sleep({STALL_SECONDS_AFTER_APPEND});
+    RETURN NULL;
+END $$;
+CREATE TRIGGER stall_{kind.name.lower()} AFTER INSERT ON log_pending
+    FOR EACH ROW WHEN (NEW.kind = '{kind}') EXECUTE FUNCTION stall_{kind.name.lower()}();
+"""
+
+
+async def sleeping_sessions(url: str) -> int:
+    """How many sessions of the database are in pg_sleep (held by a trigger) now."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND wait_event = 'PgSleep'"
+    )
+    return int(str(await scalar(url, query)))
+
+
+async def scalar(url: str, query: str, *params: object) -> object:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as reader:
+        cursor = await reader.execute(query, params)
+        row = await cursor.fetchone()
+    return row[0] if row else None
+
+
+async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    """Poll ``condition``: a liveness bound, not a delay."""
+    for _ in range(400):
+        if await condition():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"gave up waiting: {what}")
+
+
+def unfinished_round_overlaps(entries: list[bytes], verifier: Verifier) -> list[str]:
+    """Each ROUND_COMMITTED, in log order, of a table whose previous round is unfinished: worked
+    out here from the entries, apart from the replay under test."""
+    open_round: dict[str, str] = {}
+    table_of: dict[str, str] = {}
+    overlaps = []
+    for data in entries:
+        entry = decode_entry(data, verifier)
+        if entry.kind is EntryKind.ROUND_COMMITTED:
+            table = str(entry.payload["table_id"])
+            if table in open_round:
+                overlaps.append(f"{entry.round_id} over {open_round[table]}")
+            table_of[str(entry.round_id)] = table
+            open_round[table] = str(entry.round_id)
+        elif entry.kind in (EntryKind.ROUND_SETTLED, EntryKind.ROUND_VOIDED):
+            open_round.pop(table_of[str(entry.round_id)], None)
+    return overlaps
+
+
+async def test_a_shuffle_never_logs_a_round_before_the_tables_previous_round_ends(
+    tmp_path: Path,
+) -> None:
+    """Issue 23: a Shuffle racing the Settle of its table's round on another replica. The
+    trigger holds whichever step appended a commitment; the head row, held here, keeps the
+    sequencer from integrating until both steps are done, so every event they committed is in
+    one batch, in outbox-id order. A Shuffle that took its outbox id before the Settle and then
+    found the table free would log its round before the previous round's settlement."""
+    async with two_replicas(tmp_path) as (a, b):
+        url = a.settings.database
+        table = "raced-table"
+        round_id = ""
+        for name in STEPS[:-1]:
+            round_id = (await step(a, name, table, round_id)).round_id
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+            await admin.execute(stall_after_append(EntryKind.ROUND_COMMITTED))
+        head = await psycopg.AsyncConnection.connect(url)
+        await head.execute("SELECT size FROM log_head FOR UPDATE")
+        try:
+            shuffle = asyncio.create_task(step(b, "Shuffle", table, ""))
+
+            async def shuffle_stalled_or_done() -> bool:
+                return shuffle.done() or await sleeping_sessions(url) == 1
+
+            await until(shuffle_stalled_or_done, "the Shuffle in its step or answered")
+            settle = asyncio.create_task(step(a, "Settle", table, round_id))
+
+            async def settled() -> bool:
+                state = "SELECT state FROM rounds WHERE round_id = %s"
+                return await scalar(url, state, round_id) == "SETTLED"
+
+            await until(settled, "the Settle committed")
+
+            async def shuffle_committed_or_done() -> bool:
+                count = "SELECT count(*) FROM rounds WHERE table_id = %s"
+                return shuffle.done() or await scalar(url, count, table) == 2
+
+            await until(shuffle_committed_or_done, "the Shuffle committed or answered")
+        finally:
+            await head.rollback()  # the sequencer integrates the pending events now
+            await head.close()
+        outcomes = await asyncio.gather(shuffle, settle, return_exceptions=True)
+        assert isinstance(outcomes[1], round_pb2.Round), outcomes[1]
+        assert outcomes[1].state == round_pb2.ROUND_STATE_SETTLED
+        if isinstance(outcomes[0], BaseException):
+            # Taken while the previous round was open: refused, as docs/integration.md says.
+            assert isinstance(outcomes[0], grpc.aio.AioRpcError), outcomes[0]
+            assert outcomes[0].code() == grpc.StatusCode.FAILED_PRECONDITION
+        store = a.app.store
+        size = await asyncio.to_thread(store.size)
+        entries = await asyncio.to_thread(store.entries, 0, size)
+        bundle = io.StringIO()
+        await asyncio.to_thread(write_bundle, store, bundle, end=size)
+        signer = store.signer
+    assert unfinished_round_overlaps(entries, signer.verifier) == []
+    report = verify_bundle(io.BytesIO(bundle.getvalue().encode()), pinned_keys=[signer.verifier])
+    assert report.ok, report.summary()
+
+
+@pytest.mark.parametrize(
+    ("final", "kind", "state"),
+    [
+        ("Settle", EntryKind.ROUND_SETTLED, round_pb2.ROUND_STATE_SETTLED),
+        ("VoidRound", EntryKind.ROUND_VOIDED, round_pb2.ROUND_STATE_VOIDED),
+    ],
+    ids=["Settle", "VoidRound"],
+)
+async def test_a_shuffle_waits_for_the_final_step_holding_its_table_then_logs_after_it(
+    tmp_path: Path, final: str, kind: EntryKind, state: int
+) -> None:
+    """The Shuffle's read of the table's open round waits for the running final step (Settle or
+    VoidRound) that locked it; once that commits, the read re-checks the row, finds the round
+    finished, and the Shuffle goes on: its commitment is logged after the round's last event,
+    and it is not refused."""
+    async with two_replicas(tmp_path) as (a, b):
+        url = a.settings.database
+        table = "waited-table"
+        round_id = ""
+        for name in STEPS[:-1]:
+            round_id = (await step(a, name, table, round_id)).round_id
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as admin:
+            await admin.execute(stall_after_append(kind))
+        settle = asyncio.create_task(step(a, final, table, round_id))
+
+        async def settle_stalled() -> bool:
+            return await sleeping_sessions(url) == 1
+
+        await until(settle_stalled, f"the {final} held in its step")
+        shuffle = asyncio.create_task(step(b, "Shuffle", table, ""))
+        waited = False
+
+        async def shuffle_waiting_or_done() -> bool:
+            nonlocal waited
+            waited = waited or await lock_waits(url) >= 1
+            return waited or shuffle.done()
+
+        await until(shuffle_waiting_or_done, "the Shuffle waiting for the round's row")
+        settled, shuffled = await asyncio.gather(settle, shuffle)
+        store = a.app.store
+        size = await asyncio.to_thread(store.size)
+        entries = await asyncio.to_thread(store.entries, 0, size)
+        signer = store.signer
+    assert waited, f"the Shuffle never waited for the {final}: the test proved nothing"
+    assert settled.state == state
+    assert shuffled.state == round_pb2.ROUND_STATE_SHUFFLED
+    assert shuffled.log_indices[0] > settled.log_indices[-1]
+    assert unfinished_round_overlaps(entries, signer.verifier) == []
