@@ -7,7 +7,8 @@ RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
 
 .PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
-	bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge fairness-evidence dieharder-evidence clean
+	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
+	fairness-evidence dieharder-evidence clean
 
 # The runtime alone (what `make serve` needs): no test tools, no npm.
 $(RUNTIME): pyproject.toml clients/python/pyproject.toml
@@ -45,8 +46,8 @@ test-slow: $(INSTALLED)
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
-	bench-failover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli \
-	bench-http-edge
+	bench-failover bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer \
+	bench-cli bench-http-edge
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -116,6 +117,12 @@ bench-http-edge: $(INSTALLED)
 ## run; needs the postgresql-15 server binaries)
 bench-failover: $(INSTALLED)
 	$(BIN)/python bench/bench_failover.py
+
+## bench-takeover: the sequencer's leader killed, or frozen three ways, on three replicas with the
+## default 5 s lease: the stop to the log's next entry, median and worst of 10 tries of each, beside
+## the takeover bound (about 10 minutes; `bench/bench_takeover.py --lease 2 --tries 3`: 2 minutes)
+bench-takeover: $(INSTALLED)
+	$(BIN)/python bench/bench_takeover.py
 
 ## fairness-evidence: the 1,000,000-round statistical report on a fresh seed (scipy, matplotlib:
 ## the [evidence] extra, which [test] includes), written to bench/results (minutes on 2 cores)
