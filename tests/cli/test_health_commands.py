@@ -40,7 +40,7 @@ def test_serving_unknown_and_unreachable(gnau: Gnau, tmp_path: Path) -> None:
 
 def test_draining_service_is_not_serving(gnau: Gnau, tmp_path: Path) -> None:
     """On SIGTERM health turns NOT_SERVING for the notice period before the port closes."""
-    with served(tmp_path / "data", "--shutdown-notice-seconds", "8") as service:
+    with served(tmp_path / "data", "--shutdown-notice-seconds", "3") as service:
         service.process.send_signal(signal.SIGTERM)
         answers = [gnau("health", "--target", service.target) for _ in range(3)]
         draining = [answer for answer in answers if answer.status != 0]
