@@ -4,6 +4,7 @@ layout names every package of ``gnau_service``."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -53,9 +54,25 @@ def gnau_lines(text: str) -> list[str]:
     return commands
 
 
-def test_every_gnau_command_of_the_readme_parses_as_printed() -> None:
-    import shlex
+def indented_gnau_lines(text: str) -> list[str]:
+    """The ``gnau`` commands of the text's indented code blocks (four spaces)."""
+    return [line.strip() for line in text.splitlines() if line.startswith("    gnau ")]
 
+
+def test_every_gnau_command_of_the_integration_guide_parses_as_printed() -> None:
+    from gnau_service.cli.main import build_parser
+
+    guide = (REPO / "docs" / "integration.md").read_text(encoding="utf-8")
+    commands = gnau_lines(guide) + indented_gnau_lines(guide)
+    assert commands, "the guide shows no gnau command"
+    for command in commands:
+        try:
+            build_parser().parse_args(shlex.split(command)[1:])
+        except SystemExit as refused:
+            raise AssertionError(f"docs/integration.md's {command!r} does not parse") from refused
+
+
+def test_every_gnau_command_of_the_readme_parses_as_printed() -> None:
     from gnau_service.cli.main import build_parser
 
     commands = gnau_lines(README)
