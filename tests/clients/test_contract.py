@@ -185,3 +185,29 @@ def test_money_is_int64_and_house_rules_have_presence() -> None:
     assert rules.fields_by_name["suited_double"].has_presence
     assert rules.fields_by_name["decks"].has_presence
     assert not types_pb2.HouseRules().HasField("trips_make_ox")
+
+
+def _buf_breaking(workdir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BUF_CACHE_DIR": str(tmp_path / "buf-cache")}
+    return subprocess.run(
+        [_buf(), "breaking", "--against", "proto/release-baseline.binpb"],
+        cwd=workdir, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_buf_breaking_passes_against_the_release_baseline(tmp_path: Path) -> None:
+    result = _buf_breaking(ROOT, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_refuses_a_removed_field(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    shutil.copytree(ROOT / "proto", work / "proto")
+    shutil.copy(ROOT / "buf.yaml", work / "buf.yaml")
+    round_proto = work / "proto" / "gnau" / "v1" / "round.proto"
+    text = round_proto.read_text()
+    text = text.replace("  string void_reason = 15;\n", "  reserved 15;\n")
+    round_proto.write_text(text)
+    result = _buf_breaking(work, tmp_path)
+    assert result.returncode != 0
+    assert 'Previously present field "15" with name "void_reason"' in result.stdout
