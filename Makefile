@@ -45,6 +45,10 @@ lint: $(INSTALLED)
 release-baseline: $(INSTALLED)
 	$(BIN)/buf build --exclude-source-info -o proto/release-baseline.binpb
 
+## example-go: build examples/go-table-service (Debian's Go packages, offline; see its build.sh)
+example-go:
+	examples/go-table-service/build.sh
+
 ## test-slow: the exhaustive, statistical and long runs, and every property under Hypothesis's
 ## "thorough" profile (500 examples where a test names no number; `make test` gives 50)
 test-slow: $(INSTALLED)
