@@ -7,8 +7,8 @@ the one the Python reference computes from the revealed seed.
 Needs the Go toolchain and packages named in build.sh (Debian: golang-go, golang-google-grpc-dev,
 golang-google-protobuf-dev, golang-google-genproto-dev, golang-github-golang-protobuf-1-5-dev,
 protobuf-compiler, protoc-gen-go, protoc-gen-go-grpc; .ci/run installs them). Without them the
-test is skipped, except under CI=true, where it fails. The first build compiles grpc-go (12 s to
-47 s on 2 cores, idle to busy); with Go's build cache warm the test takes about 7 s."""
+test is skipped, except in CI (``CI`` set), where it fails. The first build compiles grpc-go
+(12 s to 47 s on 2 cores, idle to busy); with Go's build cache warm the test takes about 7 s."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.tokens import first_start_tokens
+from tests.node.test_node_client import in_ci
 from tests.serving import free_port, served
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,7 +44,7 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
             f"{', '.join(missing)} not found: install the Debian packages named in "
             "examples/go-table-service/build.sh (.ci/run does)"
         )
-        if os.environ.get("CI") == "true":
+        if in_ci():
             pytest.fail(reason)
         pytest.skip(reason)
     build = tmp_path_factory.mktemp("go-build")
