@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
+.PHONY: serve test test-slow lint release-baseline example-go bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
 	fairness-evidence dieharder-evidence clean
 
@@ -38,6 +38,17 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict gnau_service clients/python/src
+	$(BIN)/buf lint
+	$(BIN)/buf breaking --against proto/release-baseline.binpb
+
+## release-baseline: at a release, make the proto of HEAD the contract `buf breaking` holds
+## later changes to (docs/api.md, "Compatibility"); commit proto/release-baseline.binpb
+release-baseline: $(INSTALLED)
+	$(BIN)/buf build --exclude-source-info -o proto/release-baseline.binpb
+
+## example-go: build examples/go-table-service (Debian's Go packages, offline; see its build.sh)
+example-go:
+	examples/go-table-service/build.sh
 
 ## test-slow: the exhaustive, statistical and long runs, and every property under Hypothesis's
 ## "thorough" profile (500 examples where a test names no number; `make test` gives 50)

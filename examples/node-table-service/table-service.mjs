@@ -23,6 +23,7 @@ import { parseArgs } from 'node:util';
 
 import grpc from '@grpc/grpc-js';
 import protoLoader from '@grpc/proto-loader';
+import protobuf from 'protobufjs';
 
 const { values: options } = parseArgs({
   options: {
@@ -90,53 +91,29 @@ async function call(method, request) {
 
 // -- the ErrorInfo of a refusal -------------------------------------------------------------
 
-/** Fields of a protobuf message: [[number, BigInt | Buffer], ...] (varints and bytes only). */
-function fields(buffer) {
-  const out = [];
-  let i = 0;
-  const varint = () => {
-    let value = 0n;
-    for (let shift = 0n; ; shift += 7n) {
-      const byte = buffer[i++];
-      value |= BigInt(byte & 0x7f) << shift;
-      if (byte < 0x80) return value;
-    }
-  };
-  while (i < buffer.length) {
-    const key = Number(varint());
-    const wire = key & 7;
-    if (wire === 0) out.push([key >> 3, varint()]);
-    else if (wire === 2) {
-      const length = Number(varint());
-      out.push([key >> 3, buffer.subarray(i, i + length)]);
-      i += length;
-    } else throw new Error(`unexpected wire type ${wire}`);
-  }
-  return out;
-}
+// google.rpc.Status and ErrorInfo, decoded with protobufjs (the library proto-loader uses);
+// Any is declared by its wire format, which is all the decoding needs.
+const { root: rpc } = protobuf.parse(`
+  syntax = "proto3";
+  package google.rpc;
+  message Any { string type_url = 1; bytes value = 2; }
+  message Status { int32 code = 1; string message = 2; repeated Any details = 3; }
+  message ErrorInfo { string reason = 1; string domain = 2; map<string, string> metadata = 3; }
+`, { keepCase: true });
+const Status = rpc.lookupType('google.rpc.Status');
+const ErrorInfo = rpc.lookupType('google.rpc.ErrorInfo');
 
 /**
- * The google.rpc.ErrorInfo of a refused call ({reason, metadata}), from the status details the
- * dealer puts in the grpc-status-details-bin trailer; null if there is none.
+ * The google.rpc.ErrorInfo of a refused call ({reason, domain, metadata}), from the status
+ * details the dealer puts in the grpc-status-details-bin trailer; null if there is none (a
+ * status gRPC itself produced).
  */
 function errorInfo(error) {
   const [details] = error.metadata?.get('grpc-status-details-bin') ?? [];
   if (!details) return null;
-  for (const [number, any] of fields(details)) {
-    if (number !== 3) continue; // google.rpc.Status.details: repeated Any
-    const members = new Map(fields(any));
-    if (String(members.get(1)) !== 'type.googleapis.com/google.rpc.ErrorInfo') continue;
-    const info = { reason: '', metadata: {} };
-    for (const [field, value] of fields(members.get(2))) {
-      if (field === 1) info.reason = String(value);
-      if (field === 3) {
-        const entry = new Map(fields(value));
-        info.metadata[String(entry.get(1) ?? '')] = String(entry.get(2) ?? '');
-      }
-    }
-    return info;
-  }
-  return null;
+  const any = Status.decode(details).details
+    .find((detail) => detail.type_url === 'type.googleapis.com/google.rpc.ErrorInfo');
+  return any ? ErrorInfo.toObject(ErrorInfo.decode(any.value), { defaults: true }) : null;
 }
 
 // -- a round --------------------------------------------------------------------------------

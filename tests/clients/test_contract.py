@@ -185,3 +185,70 @@ def test_money_is_int64_and_house_rules_have_presence() -> None:
     assert rules.fields_by_name["suited_double"].has_presence
     assert rules.fields_by_name["decks"].has_presence
     assert not types_pb2.HouseRules().HasField("trips_make_ox")
+
+
+def _buf_breaking(workdir: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "BUF_CACHE_DIR": str(tmp_path / "buf-cache")}
+    return subprocess.run(
+        [_buf(), "breaking", "--against", "proto/release-baseline.binpb"],
+        cwd=workdir, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_buf_breaking_passes_against_the_release_baseline(tmp_path: Path) -> None:
+    result = _buf_breaking(ROOT, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_buf_breaking_refuses_a_removed_field(tmp_path: Path) -> None:
+    work = tmp_path / "repo"
+    shutil.copytree(ROOT / "proto", work / "proto")
+    shutil.copy(ROOT / "buf.yaml", work / "buf.yaml")
+    round_proto = work / "proto" / "gnau" / "v1" / "round.proto"
+    text = round_proto.read_text()
+    text = text.replace("  string void_reason = 15;\n", "  reserved 15;\n")
+    round_proto.write_text(text)
+    result = _buf_breaking(work, tmp_path)
+    assert result.returncode != 0
+    assert 'Previously present field "15" with name "void_reason"' in result.stdout
+
+
+def test_buf_gen_yaml_writes_what_the_go_example_builds_with(tmp_path: Path) -> None:
+    """buf.gen.yaml and examples/go-table-service/build.sh's protoc make the same Go stubs (but
+    for the protoc version in each header), in package gnauv1 of the protos' go_package."""
+    plugins = ("protoc", "protoc-gen-go", "protoc-gen-go-grpc")
+    missing = [plugin for plugin in plugins if shutil.which(plugin) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not found (Debian packages: see the Go example)")
+    env = {**os.environ, "BUF_CACHE_DIR": str(tmp_path / "buf-cache")}
+    by_buf, by_protoc = tmp_path / "buf", tmp_path / "protoc"
+    subprocess.run(
+        [_buf(), "generate", "--output", str(by_buf)], cwd=ROOT, env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    module = "github.com/gnau-dealer/gnau/gen/go"
+    by_protoc.mkdir()
+    subprocess.run(
+        [
+            "protoc", "-I", "proto", f"--go_out={by_protoc}", f"--go_opt=module={module}",
+            f"--go-grpc_out={by_protoc}", f"--go-grpc_opt=module={module}",
+            *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "proto").rglob("*.proto")),
+        ],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+
+    def stubs(directory: Path) -> dict[str, list[str]]:
+        return {
+            name: [
+                line for line in text.decode().splitlines() if not line.startswith("// \tprotoc ")
+            ]
+            for name, text in _tree(directory).items()
+        }
+
+    made = stubs(by_buf)
+    assert sorted(made) == [
+        f"gnau/v1/{name}.pb.go"
+        for name in ("audit", "audit_grpc", "dealer", "dealer_grpc", "round", "types")
+    ]
+    assert made == stubs(by_protoc)
+    assert all("package gnauv1" in lines for lines in made.values())
