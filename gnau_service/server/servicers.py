@@ -19,6 +19,7 @@ from gnau_service.audit.note import Verifier
 from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.rules.cards import parse_cards
 from gnau_service.rules.evaluation import Evaluator
+from gnau_service.rules.settlement import largest_payout
 from gnau_service.server.auth import Role
 from gnau_service.server.convert import (
     evaluation_to_proto,
@@ -199,6 +200,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         return dealer_pb2.GetHouseRulesInfoResponse(
             house_rules=house_rules_to_proto(rules),
             return_to_player=return_to_player_to_proto(figures),
+            largest_payout=largest_payout(rules),
         )
 
     async def ForgetPlayer(

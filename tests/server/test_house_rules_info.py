@@ -186,3 +186,14 @@ def test_the_refusal_is_resource_exhausted_with_a_quota_failure() -> None:
     (details_bin,) = [v for k, v in status.trailing_metadata if k == "grpc-status-details-bin"]
     kinds = [detail.TypeName() for detail in status_pb2.Status.FromString(details_bin).details]
     assert error_details_pb2.QuotaFailure.DESCRIPTOR.full_name in kinds
+
+
+@pytest.mark.parametrize(
+    ("rules", "largest"),
+    [({}, 10), ({"suited_double": True}, 20), ({"payout": types_pb2.PAYOUT_TABLE_MULTIPLIER}, 7)],
+)
+async def test_the_largest_payout_is_what_a_wallet_reserves(
+    service: Service, rules: dict[str, object], largest: int
+) -> None:
+    # docs/rules.md's payout tables: points tops at 10, multiplier at 7; suited_double doubles.
+    assert (await rules_info(service, **rules)).largest_payout == largest

@@ -559,6 +559,12 @@ class GetHouseRulesInfoResponse(_message.Message):
 
     HOUSE_RULES_FIELD_NUMBER: _builtins.int
     RETURN_TO_PLAYER_FIELD_NUMBER: _builtins.int
+    LARGEST_PAYOUT_FIELD_NUMBER: _builtins.int
+    largest_payout: _builtins.int
+    """The most stake multiples one seat can win or lose in a round under these rules (the payout
+    table's top entry, doubled with suited_double): a seat's delta lies within
+    [-stake * largest_payout, +stake * largest_payout], so that is what a wallet reserves at Deal.
+    """
     @_builtins.property
     def house_rules(self) -> _types_pb2.HouseRules:
         """The house rules described, every field set to the value in force."""
@@ -572,10 +578,11 @@ class GetHouseRulesInfoResponse(_message.Message):
         *,
         house_rules: _types_pb2.HouseRules | None = ...,
         return_to_player: _types_pb2.ReturnToPlayer | None = ...,
+        largest_payout: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules", "return_to_player", b"return_to_player"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules", "return_to_player", b"return_to_player"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["house_rules", b"house_rules", "largest_payout", b"largest_payout", "return_to_player", b"return_to_player"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
