@@ -56,7 +56,7 @@ from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.store import open_reader
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, takeover_bound
-from tests.failover_drill import STEP_ENTRY, Player, play
+from tests.failover_drill import STEP_ENTRY, Player, start_players
 from tests.frozen_leader import (
     REPLICAS,
     WAIT_SECONDS,
@@ -178,13 +178,8 @@ def kill_tries(work: Path, lease_seconds: float, tries: int, warm_up: float) -> 
                 leader_pid = leader.process.pid
                 followers = [s for s in services if s is not leader]
                 stop = threading.Event()
-                round_players = [Player(f"kill-{attempt}-{n}") for n in range(len(followers))]
-                threads = [
-                    threading.Thread(target=play, args=(service, player, stop))
-                    for service, player in zip(followers, round_players, strict=True)
-                ]
-                for thread in threads:
-                    thread.start()
+                names = [f"kill-{attempt}-{n}" for n in range(len(followers))]
+                round_players, threads = start_players(followers, names, stop)
                 try:
                     time.sleep(warm_up)
                     assert lease(url)[1] == leader_pid, "the leader changed during the warm-up"

@@ -123,6 +123,21 @@ def play(service: Served, player: Player, stop: threading.Event) -> None:
                 return
 
 
+def start_players(
+    services: list[Served], names: list[str], stop: threading.Event
+) -> tuple[list[Player], list[threading.Thread]]:
+    """A player on each service, each on a thread of its own, started: they play until
+    ``stop``."""
+    players = [Player(name) for name in names]
+    threads = [
+        threading.Thread(target=play, args=(service, player, stop))
+        for service, player in zip(services, players, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    return players, threads
+
+
 def _step_call(
     client: GnauClient, step: str, table: str, round_id: str, request_id: str
 ) -> Callable[[], round_pb2.Round]:
@@ -217,18 +232,12 @@ def run_drill(
         with replicas(pair, work) as services:
             vkey = services[0].vkey
             stop = threading.Event()
-            players = [Player(name) for name in ("a", "b")]
             checkpoints = Checkpoints()
-            threads = [
-                threading.Thread(target=play, args=(service, player, stop))
-                for service, player in zip(services, players, strict=True)
-            ]
-            threads.append(
-                threading.Thread(target=watch_checkpoints, args=(services, checkpoints, stop))
-            )
+            watcher = threading.Thread(target=watch_checkpoints, args=(services, checkpoints, stop))
             started = time.monotonic()
-            for thread in threads:
-                thread.start()
+            players, threads = start_players(services, ["a", "b"], stop)
+            watcher.start()
+            threads.append(watcher)
             try:
                 time.sleep(warm_up_seconds)
                 pair.primary.kill()

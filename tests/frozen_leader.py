@@ -37,7 +37,7 @@ from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.store import open_reader
 from gnau_service.store.sequencer import APPLICATION_NAME
-from tests.failover_drill import STEP_ENTRY, Player, play
+from tests.failover_drill import STEP_ENTRY, start_players
 from tests.serving import Served, served
 
 REPLICAS: Final = 3
@@ -161,13 +161,7 @@ def run_freeze(
 ) -> Outcome:
     """Load; freeze the leader for ``hold_seconds``; resume it; load a while more; check."""
     stop = threading.Event()
-    players = [Player(f"{how}-{n}") for n in range(len(services))]
-    threads = [
-        threading.Thread(target=play, args=(service, player, stop))
-        for service, player in zip(services, players, strict=True)
-    ]
-    for thread in threads:
-        thread.start()
+    players, threads = start_players(services, [f"{how}-{n}" for n in range(len(services))], stop)
     frozen: Served | None = None
     try:
         time.sleep(warm_up_seconds)

@@ -86,18 +86,17 @@ def _positive_number(value: object) -> float:
 
 
 def _retention_days(value: object) -> int:
-    number = int(_number(value, whole=True))
-    low, high = RETENTION_DAYS_RANGE
-    if not low <= number <= high:
-        raise ValueError(f"must be {low} to {high} days, not {number}")
-    return number
+    return int(_within(_number(value, whole=True), RETENTION_DAYS_RANGE, "days"))
 
 
 def _lease_seconds(value: object) -> float:
-    number = _number(value, whole=False)
-    low, high = LEASE_SECONDS_RANGE
+    return _within(_number(value, whole=False), LEASE_SECONDS_RANGE, "seconds")
+
+
+def _within(number: float, bounds: tuple[float, float], unit: str) -> float:
+    low, high = bounds
     if not low <= number <= high:
-        raise ValueError(f"must be {low:g} to {high:g} seconds, not {number}")
+        raise ValueError(f"must be {low:g} to {high:g} {unit}, not {number}")
     return number
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import Run
-from tests.server.test_tls_and_config import _certificate, _key_pem, _pem
+from tests.server.test_tls_and_config import localhost_tls_files
 from tests.serving import free_port, served
 from tests.serving import gnau as gnau_process
 
@@ -52,13 +52,7 @@ def test_draining_service_is_not_serving(gnau: Gnau, tmp_path: Path) -> None:
 
 
 def test_over_tls_with_the_certificates_name(gnau: Gnau, tmp_path: Path) -> None:
-    ca, ca_key = _certificate("gnau test CA", None, ca=True)
-    server, server_key = _certificate("localhost", (ca.subject, ca_key))
-    (tmp_path / "ca.pem").write_bytes(_pem(ca))
-    (tmp_path / "server.pem").write_bytes(_pem(server))
-    (tmp_path / "server.key").write_bytes(_key_pem(server_key))
-    tls = ("--tls-cert", str(tmp_path / "server.pem"), "--tls-key", str(tmp_path / "server.key"))
-    with served(tmp_path / "data", *tls) as service:
+    with served(tmp_path / "data", *localhost_tls_files(tmp_path)) as service:
         ca_file = str(tmp_path / "ca.pem")
         named = gnau(
             "health", "--target", service.target, "--tls-ca", ca_file,

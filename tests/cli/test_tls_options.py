@@ -11,7 +11,7 @@ from pathlib import Path
 from gnau_service.cli.main import build_parser
 from tests.cli.test_target_variable import target_options
 from tests.conftest import Run
-from tests.server.test_tls_and_config import _certificate, _key_pem, _pem
+from tests.server.test_tls_and_config import localhost_tls_files
 from tests.serving import gnau as gnau_process
 from tests.serving import served
 
@@ -34,18 +34,7 @@ def test_every_command_with_a_target_has_the_tls_options() -> None:
 def test_the_client_commands_reach_a_tls_service_through_a_port_forward(
     gnau: Gnau, tmp_path: Path
 ) -> None:
-    ca, ca_key = _certificate("gnau test CA", None, ca=True)
-    server, server_key = _certificate("localhost", (ca.subject, ca_key))
-    (tmp_path / "ca.pem").write_bytes(_pem(ca))
-    (tmp_path / "server.pem").write_bytes(_pem(server))
-    (tmp_path / "server.key").write_bytes(_key_pem(server_key))
-    serving_tls = (
-        "--tls-cert",
-        str(tmp_path / "server.pem"),
-        "--tls-key",
-        str(tmp_path / "server.key"),
-    )
-    with served(tmp_path / "data", *serving_tls) as service:
+    with served(tmp_path / "data", *localhost_tls_files(tmp_path)) as service:
         tls = ("--target", service.target, "--tls-ca", str(tmp_path / "ca.pem"))
         named = (*tls, "--tls-server-name", "localhost")
         played = gnau_process("play", *named, "--token", service.token)

@@ -57,6 +57,17 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     )
 
 
+def localhost_tls_files(directory: Path) -> tuple[str, ...]:
+    """A test CA (``directory/ca.pem``) and a server certificate for ``localhost`` it signed;
+    the ``gnau serve`` options that serve with it."""
+    ca, ca_key = _certificate("gnau test CA", None, ca=True)
+    server, server_key = _certificate("localhost", (ca.subject, ca_key))
+    (directory / "ca.pem").write_bytes(_pem(ca))
+    (directory / "server.pem").write_bytes(_pem(server))
+    (directory / "server.key").write_bytes(_key_pem(server_key))
+    return ("--tls-cert", str(directory / "server.pem"), "--tls-key", str(directory / "server.key"))
+
+
 async def test_mutual_tls_identities_map_to_roles(tmp_path: Path) -> None:
     ca, ca_key = _certificate("gnau test CA", None, ca=True)
     server, server_key = _certificate("localhost", (ca.subject, ca_key))
