@@ -520,3 +520,18 @@ async def test_the_verdict_comes_first(page: Page, web_service: WebService) -> N
     form = await page.locator("#fetch-form").bounding_box()
     assert verdict is not None and form is not None
     assert verdict["y"] < form["y"] and verdict["y"] < 400, (verdict, form)
+
+
+async def test_every_link_of_the_page_leads_somewhere_on_it(
+    page: Page, web_service: WebService
+) -> None:
+    await open_page(page, web_service)
+    targets = await page.eval_on_selector_all(
+        "a[href]", "links => links.map((link) => link.getAttribute('href'))"
+    )
+    assert "#how-it-works" in targets, targets
+    for target in targets:
+        assert target.startswith("#"), target  # the page links only within itself
+        assert await page.locator(target).count() == 1, target
+    await page.click("footer a[href='#how-it-works']")
+    await expect(page.locator("#how-it-works li")).to_have_count(7)
