@@ -83,3 +83,15 @@ def test_every_gnau_command_of_the_readme_parses_as_printed() -> None:
             build_parser().parse_args(words)
         except SystemExit as refused:  # argparse's usage error
             raise AssertionError(f"the README's {command!r} does not parse") from refused
+
+
+def test_make_serve_installs_the_runtime_alone() -> None:
+    """No npm and no test tools: ``make serve`` works where only Python and make are."""
+    dry = subprocess.run(
+        ["make", "-n", "-B", "serve"], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    commands = dry.stdout.splitlines()
+    assert not any("npm" in command for command in commands), commands
+    (install,) = [command for command in commands if "pip install" in command]
+    assert install.endswith("-e ./clients/python -e ."), install  # no [test] extra
+    assert commands[-1].endswith("gnau serve --log-format console")
