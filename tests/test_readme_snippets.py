@@ -88,7 +88,11 @@ def test_every_gnau_command_of_the_readme_parses_as_printed() -> None:
 def test_make_serve_installs_the_runtime_alone() -> None:
     """No npm and no test tools: ``make serve`` works where only Python and make are."""
     dry = subprocess.run(
-        ["make", "-n", "-B", "serve"], cwd=REPO, capture_output=True, text=True, check=True
+        ["make", "--no-print-directory", "-n", "-B", "serve"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     commands = dry.stdout.splitlines()
     assert not any("npm" in command for command in commands), commands
