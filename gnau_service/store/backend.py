@@ -52,9 +52,8 @@ class Backend(ABC):
     lease_seconds: float | None = None
 
     @abstractmethod
-    def connect(self, *, application_name: str | None = None) -> Any:
-        """A new autocommit connection, for a writer (or a schema change); named, where the
-        database shows names (PostgreSQL's pg_stat_activity)."""
+    def connect(self) -> Any:
+        """A new autocommit connection, for a writer (or a schema change)."""
 
     @abstractmethod
     def reader(self) -> AbstractContextManager[Any]:

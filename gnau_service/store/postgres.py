@@ -102,14 +102,8 @@ class PostgresBackend(Backend):
     def __str__(self) -> str:
         return redacted_url(self.url)
 
-    def connect(self, *, application_name: str | None = None) -> psycopg.Connection[Any]:
-        url = self.url
-        if application_name is not None:
-            url = make_conninfo(url, application_name=application_name)
-        try:
-            return psycopg.connect(url, autocommit=True)
-        except psycopg.Error as error:
-            raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
+    def connect(self) -> psycopg.Connection[Any]:
+        return self._open(self.url)
 
     def coordinate(self, store: WritingStore) -> Coordination:
         return ElectedSequencer(self, self, store)
@@ -130,16 +124,20 @@ class PostgresBackend(Backend):
         self, application_name: str | None, settings: Mapping[str, str]
     ) -> psycopg.Connection[Any]:
         tcp = keepalive_parameters(self.lease_seconds)
+        connection = self._open(make_conninfo(self.url, application_name=application_name, **tcp))
         try:
-            connection = psycopg.connect(
-                make_conninfo(self.url, application_name=application_name, **tcp),
-                autocommit=True,
-            )
             for name, value in settings.items():
                 connection.execute("SELECT set_config(%s, %s, false)", (name, value))
         except psycopg.Error as error:
+            connection.close()
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
         return connection
+
+    def _open(self, conninfo: str) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(conninfo, autocommit=True)
+        except psycopg.Error as error:
+            raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
 
     def take_lease(self, work: psycopg.Connection[Any], holder: str) -> Lease | None:
         row = work.execute(TAKE_SQL, (holder, self.lease_seconds)).fetchone()

@@ -109,7 +109,7 @@ class SqliteBackend(Backend):
     def __str__(self) -> str:
         return str(self.path)
 
-    def connect(self, *, application_name: str | None = None) -> sqlite3.Connection:
+    def connect(self) -> sqlite3.Connection:
         connection = None
         try:
             connection = sqlite3.connect(
