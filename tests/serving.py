@@ -54,7 +54,13 @@ class Served:
         try:
             status = self.process.wait(timeout=GRACE_SECONDS + 5)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            # faulthandler (PYTHONFAULTHANDLER, set at the start) writes every thread's stack
+            # to the log on SIGABRT: the failure then shows where the stop hung.
+            self.process.send_signal(signal.SIGABRT)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
             raise AssertionError(f"gnau serve did not stop in time:\n{self.output()}") from None
         assert status == 0, f"gnau serve exited {status} on SIGTERM:\n{self.output()}"
 
@@ -141,7 +147,7 @@ def _start(
             stderr=stderr,
             stdin=subprocess.DEVNULL,
             text=True,
-            env={**env, "PYTHONUNBUFFERED": "1"},
+            env={**env, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"},
             cwd=REPO,
             preexec_fn=preexec_fn,  # noqa: PLW1509  (the child runs it before any thread starts)
         )  # fmt: skip

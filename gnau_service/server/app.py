@@ -15,6 +15,7 @@ graceful stop undo the same parts, the last made first. The log lines are set up
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import signal
 import socket
@@ -40,6 +41,7 @@ from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings, split_host_port
+from gnau_service.server.database_wait import when_reachable
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
@@ -174,12 +176,15 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         interceptor.credentials, new_token, tokens_version = open_credentials(settings)
         # A key rotated by another process (gnau key rotate, another replica) is reread from
         # the key file at the first write that needs it.
-        store = open_store(
-            settings.database_url,
-            signer,
-            key_file_source(settings.origin, settings.key_path),
-            migrate=settings.migrate,
-            lease_seconds=settings.sequencer_lease_seconds,
+        store = await when_reachable(
+            lambda: open_store(
+                settings.database_url,
+                signer,
+                key_file_source(settings.origin, settings.key_path),
+                migrate=settings.migrate,
+                lease_seconds=settings.sequencer_lease_seconds,
+            ),
+            settings.database_wait_seconds,
         )
         parts.callback(store.close)
         if store.migrated:
@@ -409,7 +414,19 @@ async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
             app.tokens.reload("SIGHUP")
 
     loop.add_signal_handler(signal.SIGHUP, reread_tokens)
-    app = await start(settings)
+    # A signal during the start (while it waits for the database, say) stops it there: the
+    # parts already made stop as after a failed start.
+    starting = asyncio.ensure_future(start(settings))
+    signalled = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        log.info("stopped before serving")
+        return
+    signalled.cancel()
+    app = starting.result()
     started.append(app)
     collector.settle_after_start()
     on_started(app)

@@ -20,6 +20,7 @@ from typing import Any, Final
 from gnau_service.rules.errors import quoted
 from gnau_service.rules.settlement import LARGEST_PAYOUT
 from gnau_service.server.auth import Role
+from gnau_service.server.database_wait import DEFAULT_WAIT_SECONDS, PAUSE_SECONDS
 from gnau_service.server.limits import (
     DEFAULT_MAX_STAKE,
     DEFAULT_MAX_STREAMS,
@@ -373,6 +374,17 @@ class Settings:
             "PostgreSQL: how long the log's sequencer may stop making progress before another"
             f" replica takes over, {LEASE_SECONDS_RANGE[0]:g} to {LEASE_SECONDS_RANGE[1]:g}",
             _lease_seconds,
+        ),
+    )
+    database_wait_seconds: float = field(
+        default=DEFAULT_WAIT_SECONDS,
+        metadata=_about(
+            "--database-wait-seconds",
+            "GNAU_DATABASE_WAIT_SECONDS",
+            "at start, how long to keep trying a database that does not answer yet, with a"
+            f" growing pause ({PAUSE_SECONDS[0]:g} s, doubling, at most {PAUSE_SECONDS[1]:g} s),"
+            " before giving up; 0 gives up at once",
+            _zero_or_more,
         ),
     )
     grace_seconds: float = field(

@@ -21,7 +21,13 @@ from pathlib import Path
 
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store.backend import Backend
-from gnau_service.store.errors import KeyNotCurrent, LogStalled, StoreError, StoreUnavailable
+from gnau_service.store.errors import (
+    DatabaseUnreachable,
+    KeyNotCurrent,
+    LogStalled,
+    StoreError,
+    StoreUnavailable,
+)
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS
 from gnau_service.store.postgres import PostgresBackend
 from gnau_service.store.reader import LogReader
@@ -97,6 +103,7 @@ DEFAULT_DATABASE_URL = "sqlite:///gnau-data/gnau.db"
 __all__ = [
     "DEFAULT_DATABASE_URL",
     "Backend",
+    "DatabaseUnreachable",
     "DatabaseUrlError",
     "KeyNotCurrent",
     "KeySource",

@@ -1,4 +1,5 @@
-"""What the store raises: a failure, a retryable one, and a process without the log's key."""
+"""What the store raises: a failure, a retryable one, a database not answering, and a process
+without the log's key."""
 
 from __future__ import annotations
 
@@ -11,6 +12,12 @@ class StoreUnavailable(StoreError):  # noqa: N818  (a condition a caller retries
     """The database cannot be used right now (unreachable, read-only, full, or the store is
     closed): nothing was done, and the same call may succeed later. The message names the cause,
     for the operator's log; it may hold paths or host names, so it is not for clients."""
+
+
+class DatabaseUnreachable(StoreUnavailable):
+    """No connection to the database could be made (nothing listens yet, it is starting up, or
+    it refused the connection): nothing was read or written. The message is the driver's first
+    line, which names the server, never the password."""
 
 
 class LogStalled(StoreUnavailable):

@@ -25,12 +25,12 @@ from time import monotonic
 from typing import Any, Final
 
 import psycopg
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gnau_service.store.backend import Backend, Row
 from gnau_service.store.coordination import Coordination, WritingStore
-from gnau_service.store.errors import StoreError
+from gnau_service.store.errors import DatabaseUnreachable, StoreError
 from gnau_service.store.head_notices import HeadNotice
 from gnau_service.store.lease import (
     DEFAULT_LEASE_SECONDS,
@@ -50,6 +50,8 @@ from gnau_service.store.urls import redacted_url
 # Schema changes from several processes at once would race on the catalog: a transaction-level
 # advisory lock (released at commit, so safe behind a pooler) makes them take turns.
 SCHEMA_LOCK: Final = 0x676E6175  # "gnau"
+#: How long one attempt to connect may take (libpq's ``connect_timeout``, where the URL sets none).
+CONNECT_TIMEOUT_SECONDS: Final = 5
 #: The NOTIFY channel on which each batch that grows the log announces the new size.
 HEAD_CHANNEL: Final = "gnau_log_head"
 #: The NOTIFY channel on which a process that is not the sequencer says steps committed events.
@@ -134,8 +136,14 @@ class PostgresBackend(Backend):
         return connection
 
     def _open(self, conninfo: str) -> psycopg.Connection[Any]:
+        # A server that never answers (a host cut off) fails an attempt in seconds, not in the
+        # kernel's minutes; a URL's own connect_timeout is kept.
+        if "connect_timeout" not in conninfo_to_dict(conninfo):
+            conninfo = make_conninfo(conninfo, connect_timeout=str(CONNECT_TIMEOUT_SECONDS))
         try:
             return psycopg.connect(conninfo, autocommit=True)
+        except psycopg.OperationalError as error:
+            raise DatabaseUnreachable(f"{self}: cannot connect: {first_line(error)}") from error
         except psycopg.Error as error:
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
 
