@@ -48,7 +48,7 @@ from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics
 from gnau_service.server.request_retention import RequestRetention
 from gnau_service.server.servicers import AuditServicer, DealerServicer
-from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown
+from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
 from gnau_service.server.token_reload import FileVersion, TokenReload, file_version
@@ -433,6 +433,7 @@ async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()
+    exit_within()
 
 
 def _channel_options(settings: Settings) -> list[tuple[str, int]]:

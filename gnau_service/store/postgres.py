@@ -92,11 +92,14 @@ class PostgresBackend(Backend):
         self.lease_seconds = lease_seconds
         #: The migrations this gnau knows (a test may pretend to be an older gnau).
         self.migrations = migrations
+        # Readers too notice a server that stopped answering within about the lease: a read
+        # blocked on a vanished network would otherwise hold its thread (and a stopping
+        # process) for the kernel's minutes.
         self._pool = ConnectionPool(
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **keepalive_parameters(lease_seconds)},
             open=True,
             name="gnau-readers",
         )
@@ -105,7 +108,7 @@ class PostgresBackend(Backend):
         return redacted_url(self.url)
 
     def connect(self) -> psycopg.Connection[Any]:
-        return self._open(self.url)
+        return self._open(make_conninfo(self.url, **keepalive_parameters(self.lease_seconds)))
 
     def coordinate(self, store: WritingStore) -> Coordination:
         return ElectedSequencer(self, self, store)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.round_view import RoundView
+from gnau_service.server.shutdown import EXIT_SECONDS
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_interceptors import error_info
 from tests.serving import served
@@ -148,3 +151,31 @@ def test_sigterm_as_soon_as_serving_is_logged_exits_zero(tmp_path: Path) -> None
             pass  # served() returns as the "serving" line appears; leaving stops at once
         assert server.process.returncode == 0
         assert "Traceback" not in server.output()
+
+
+def test_a_stopped_process_exits_despite_a_blocked_worker_thread() -> None:
+    """Step 6: a worker thread blocked without end (a read on a database whose network is gone)
+    does not keep the process alive past EXIT_SECONDS; it exits 0 with one WARNING."""
+    program = (
+        "import threading, time\n"
+        "from gnau_service.server.structured_logs import configure_logging\n"
+        "from gnau_service.server.shutdown import exit_within\n"
+        "configure_logging('json')\n"
+        "threading.Thread(target=threading.Event().wait, name='blocked-read').start()\n"
+        "exit_within(0.5)\n"
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=30, check=False
+    )
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    (warning,) = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    assert warning["event"] == "exiting with threads still blocked", warning
+    assert warning["level"] == "warning" and "blocked-read" in warning["threads"]
+    assert took < 10, f"exited after {took:.1f} s"
+
+
+def test_the_exit_bound_is_what_the_docs_say() -> None:
+    api = (Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text()
+    assert f"within {EXIT_SECONDS:g} s of the store closing" in " ".join(api.split())
