@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow lint release-baseline example-go bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
+.PHONY: serve test test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
 	fairness-evidence dieharder-evidence clean
 
@@ -54,6 +54,11 @@ example-go:
 ## "thorough" profile (500 examples where a test names no number; `make test` gives 50)
 test-slow: $(INSTALLED)
 	GNAU_HYPOTHESIS=thorough $(BIN)/python -m pytest -q tests -m "slow or hypothesis"
+
+## test-deploy: deploy/ for real under podman (as root): the base image from Debian packages,
+## the image, the Compose stack and the Kubernetes pod; prints each phase's time (about 3 min)
+test-deploy: $(INSTALLED)
+	$(BIN)/python -m pytest -q tests/containers -m containers
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \

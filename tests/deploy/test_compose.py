@@ -46,10 +46,11 @@ def environment(name: str) -> dict[str, str]:
 
 
 def published(name: str) -> dict[int, tuple[str, int]]:
-    """container port -> (host address, host port)."""
+    """container port -> (host address, host port), with the host ports' defaults."""
     mapping = {}
     for text in SERVICES[name]["ports"]:
-        address, host_port, container_port = text.split(":")
+        with_defaults = re.sub(r"\$\{[A-Z0-9_]+:-(\d+)\}", r"\1", text)
+        address, host_port, container_port = with_defaults.split(":")
         mapping[int(container_port)] = (address, int(host_port))
     return mapping
 

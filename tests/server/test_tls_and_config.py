@@ -22,7 +22,11 @@ from tests.server.conftest import write_tokens
 
 
 def _certificate(
-    name: str, issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None, *, ca: bool = False
+    name: str,
+    issuer: tuple[x509.Name, ec.EllipticCurvePrivateKey] | None,
+    *,
+    ca: bool = False,
+    dns_names: tuple[str, ...] = ("localhost",),
 ) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
@@ -40,7 +44,7 @@ def _certificate(
     )
     if not ca:
         builder = builder.add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in dns_names]), critical=False
         )
     return builder.sign(issuer_key, hashes.SHA256()), key
 
@@ -60,12 +64,27 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 def localhost_tls_files(directory: Path) -> tuple[str, ...]:
     """A test CA (``directory/ca.pem``) and a server certificate for ``localhost`` it signed;
     the ``gnau serve`` options that serve with it."""
-    ca, ca_key = _certificate("gnau test CA", None, ca=True)
-    server, server_key = _certificate("localhost", (ca.subject, ca_key))
-    (directory / "ca.pem").write_bytes(_pem(ca))
-    (directory / "server.pem").write_bytes(_pem(server))
-    (directory / "server.key").write_bytes(_key_pem(server_key))
+    write_tls_files(directory, ("localhost",), ca="ca.pem", cert="server.pem", key="server.key")
     return ("--tls-cert", str(directory / "server.pem"), "--tls-key", str(directory / "server.key"))
+
+
+def write_tls_files(
+    directory: Path,
+    dns_names: tuple[str, ...],
+    *,
+    ca: str = "ca.crt",
+    cert: str = "tls.crt",
+    key: str = "tls.key",
+) -> None:
+    """A test CA and a server certificate it signed for ``dns_names``, with its key, in
+    ``directory`` (by default under the names cert-manager gives them in a Secret)."""
+    authority, authority_key = _certificate("gnau test CA", None, ca=True)
+    server, server_key = _certificate(
+        dns_names[0], (authority.subject, authority_key), dns_names=dns_names
+    )
+    (directory / ca).write_bytes(_pem(authority))
+    (directory / cert).write_bytes(_pem(server))
+    (directory / key).write_bytes(_key_pem(server_key))
 
 
 async def test_mutual_tls_identities_map_to_roles(tmp_path: Path) -> None:
