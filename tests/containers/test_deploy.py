@@ -272,6 +272,13 @@ def test_the_kubernetes_pod(images: Podman, tmp_path: Path) -> None:
                 *[f"--secret={name}={directory}" for name, directory in secrets.items()],
             ).stdout  # fmt: skip
             assert password not in script and token not in script
+            # The Secret volumes as the kubelet mounts them with fsGroup: root:10001, 0440.
+            volumes = tmp_path / "volumes"
+            staged = sorted([*volumes.glob("secrets/..data/*"), *volumes.glob("tls/..data/*")])
+            assert {p.name for p in staged} >= {"log-signing-key.pem", "tokens.json", "tls.key"}
+            for path in staged:
+                mode = path.stat()
+                assert (mode.st_uid, mode.st_gid, mode.st_mode & 0o777) == (0, SERVICE_UID, 0o440)
             images.run("/bin/sh", "-c", script)
             images.wait_for_log(f"{pod}-dealer", '"serving"', timeout=120)
             copied = images.logs(f"{pod}-private-secrets")
