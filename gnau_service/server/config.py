@@ -60,6 +60,12 @@ def _text(value: object) -> str:
     return value
 
 
+def _url(value: object) -> str:
+    # A URL read from a file (a Kubernetes Secret made with echo) often ends in a newline, which
+    # would become part of the database's name.
+    return _text(value).strip()
+
+
 def _path(value: object) -> Path:
     if not isinstance(value, str):
         raise ValueError(f"must be a path (a string), not {quoted(value)}")
@@ -239,7 +245,7 @@ class Settings:
     database: str = field(
         default="",
         metadata=_about(
-            "--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db", _text
+            "--database", "GNAU_DATABASE", "sqlite:///path or postgresql://user@host/db", _url
         ),
     )
     migrate: bool = field(

@@ -261,3 +261,10 @@ def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
     tokens.chmod(0o644)
     with pytest.raises(AuthConfigError, match=r"mode 0644, which lets group or others"):
         read_token_file(tokens)
+
+
+def test_a_database_url_ending_in_a_newline_names_the_database_without_it() -> None:
+    # As a Kubernetes Secret made with `echo URL > url` gives it.
+    url = "postgresql://gnau@db.internal:5432/gnau"
+    settings = load_settings(None, {"GNAU_DATABASE": f"{url}\n"}, {})
+    assert settings.database == url
