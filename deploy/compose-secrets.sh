@@ -23,7 +23,11 @@ fi
 # SHA-256 (as `gnau token add` writes it); the token itself goes to operator-token, which no
 # container mounts: read it from there, then keep it where your secrets live.
 if missing tokens.json; then
-    token=$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=\n')
+    # Never starting with "-": a command line's --token TOKEN would read it as an option.
+    token=-
+    while [ "${token#-}" != "$token" ]; do
+        token=$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=\n')
+    done
     digest=$(printf '%s' "$token" | openssl dgst -sha256 -r | cut -d' ' -f1)
     created=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     printf '%s\n' "$token" > "$dir/operator-token"

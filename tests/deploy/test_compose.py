@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -175,3 +176,33 @@ def check_compose_secrets(directory: Path) -> None:
     assert again.returncode == 0, again.stderr
     assert {path.name: path.read_bytes() for path in directory.iterdir()} == before
     assert owner_and_mode(directory / "tokens.json") == (SERVICE_UID, 0o600)
+
+
+def test_the_operator_token_never_starts_with_a_dash(tmp_path: Path) -> None:
+    """A token starting with "-" reads as an option after --token (1 in 64 draws): the script
+    draws again. An openssl whose first random draw gives such a token stands in for bad luck;
+    every other call goes to the real one."""
+    require_root()
+    real = shutil.which("openssl")
+    assert real is not None
+    fake = tmp_path / "bin" / "openssl"
+    fake.parent.mkdir()
+    marker = tmp_path / "drawn-once"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = rand ] && [ "$2" = -base64 ] && [ ! -e {marker} ]; then\n'
+        f"    touch {marker}; echo '+AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA='; exit 0\n"
+        "fi\n"
+        f'exec {real} "$@"\n'
+    )
+    fake.chmod(0o755)
+    with shared_directory() as root:
+        made = subprocess.run(
+            ["/bin/sh", str(DEPLOY / "compose-secrets.sh"), str(root / "secrets")],
+            capture_output=True, text=True, check=False,
+            env={**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"},
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        token = (root / "secrets" / "operator-token").read_text().strip()
+    assert marker.exists(), "the first draw was the dashed one"
+    assert not token.startswith("-") and len(token) == 43
