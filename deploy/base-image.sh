@@ -47,10 +47,12 @@ mmdebstrap --quiet --variant=minbase \
     --dpkgopt='path-include=/usr/share/doc/*/copyright' \
     "$suite" "$work/root.tar" "$sources" 2>"$work/mmdebstrap.log" \
     || { cat "$work/mmdebstrap.log" >&2; exit 1; }
-"$engine" import --quiet \
+# (No --quiet: docker import has none. Its progress goes to the log, shown on failure.)
+"$engine" import \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["python3"]' \
-    "$work/root.tar" "$tag" >/dev/null
+    "$work/root.tar" "$tag" >"$work/import.log" 2>&1 \
+    || { cat "$work/import.log" >&2; exit 1; }
 size=$("$engine" image inspect --format '{{.Size}}' "$tag")
 echo "base-image: $tag from Debian $suite, $((size / 1000000)) MB, in $(($(date +%s) - started)) s ($engine)"
