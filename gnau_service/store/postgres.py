@@ -70,6 +70,17 @@ SET_VERSION: Final = (
 )
 
 
+def connection_parameters(url: str, lease_seconds: float) -> dict[str, str]:
+    """What every connection to the database adds to ``url``, readers and the pool included:
+    TCP keepalives and a user timeout of about the lease, so a read blocked on a vanished network
+    fails in seconds, not the kernel's minutes (it would hold its thread, and a stopping
+    process); and a connect timeout, unless the URL sets its own."""
+    parameters = dict(keepalive_parameters(lease_seconds))
+    if "connect_timeout" not in conninfo_to_dict(url):
+        parameters["connect_timeout"] = str(CONNECT_TIMEOUT_SECONDS)
+    return parameters
+
+
 class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
@@ -92,14 +103,12 @@ class PostgresBackend(Backend):
         self.lease_seconds = lease_seconds
         #: The migrations this gnau knows (a test may pretend to be an older gnau).
         self.migrations = migrations
-        # Readers too notice a server that stopped answering within about the lease: a read
-        # blocked on a vanished network would otherwise hold its thread (and a stopping
-        # process) for the kernel's minutes.
+        self._parameters = connection_parameters(url, lease_seconds)
         self._pool = ConnectionPool(
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, **keepalive_parameters(lease_seconds)},
+            kwargs={"autocommit": True, **self._parameters},
             open=True,
             name="gnau-readers",
         )
@@ -108,7 +117,7 @@ class PostgresBackend(Backend):
         return redacted_url(self.url)
 
     def connect(self) -> psycopg.Connection[Any]:
-        return self._open(make_conninfo(self.url, **keepalive_parameters(self.lease_seconds)))
+        return self._open(self.url)
 
     def coordinate(self, store: WritingStore) -> Coordination:
         return ElectedSequencer(self, self, store)
@@ -128,8 +137,7 @@ class PostgresBackend(Backend):
     def _connect_bounded(
         self, application_name: str | None, settings: Mapping[str, str]
     ) -> psycopg.Connection[Any]:
-        tcp = keepalive_parameters(self.lease_seconds)
-        connection = self._open(make_conninfo(self.url, application_name=application_name, **tcp))
+        connection = self._open(make_conninfo(self.url, application_name=application_name))
         try:
             for name, value in settings.items():
                 connection.execute("SELECT set_config(%s, %s, false)", (name, value))
@@ -139,12 +147,8 @@ class PostgresBackend(Backend):
         return connection
 
     def _open(self, conninfo: str) -> psycopg.Connection[Any]:
-        # A server that never answers (a host cut off) fails an attempt in seconds, not in the
-        # kernel's minutes; a URL's own connect_timeout is kept.
-        if "connect_timeout" not in conninfo_to_dict(conninfo):
-            conninfo = make_conninfo(conninfo, connect_timeout=str(CONNECT_TIMEOUT_SECONDS))
         try:
-            return psycopg.connect(conninfo, autocommit=True)
+            return psycopg.connect(make_conninfo(conninfo, **self._parameters), autocommit=True)
         except psycopg.OperationalError as error:
             raise DatabaseUnreachable(f"{self}: cannot connect: {first_line(error)}") from error
         except psycopg.Error as error:
