@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -86,56 +82,3 @@ class OutsideLeader:
 
     def release(self) -> None:
         self._session.close()
-
-
-def server_programs() -> Path | None:
-    """The directory of this machine's PostgreSQL server programs (initdb, pg_ctl), if any."""
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    if found:
-        return found[-1].parent
-    initdb = shutil.which("initdb")
-    return Path(initdb).parent if initdb else None
-
-
-class PrivateServer:
-    """A PostgreSQL server of the test's own, on ``port``: made (initdb) at once, started only
-    when :meth:`start` is called, so that a client can be started before the server is. Run as
-    the ``postgres`` user when the tests run as root (the server refuses root)."""
-
-    def __init__(self, port: int) -> None:
-        programs = server_programs()
-        if programs is None:
-            if os.environ.get("CI"):
-                pytest.fail("CI must run this test, but no initdb is installed", pytrace=False)
-            pytest.skip("no PostgreSQL server programs (initdb, pg_ctl) on this machine")
-        self.programs = programs
-        self.port = port
-        self.directory = Path(tempfile.mkdtemp(prefix="gnau-pg-"))
-        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-        if self.as_user:
-            shutil.chown(self.directory, "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self.url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
-
-    @property
-    def data(self) -> Path:
-        return self.directory / "data"
-
-    def start(self) -> None:
-        options = f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.directory} -c fsync=off"
-        log = self.directory / "server.log"
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(log), "-o", options, "-w", "start")
-
-    def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        shutil.rmtree(self.directory, ignore_errors=True)
-
-    def _run(self, program: str, *args: str) -> None:
-        subprocess.run(
-            [*self.as_user, str(self.programs / program), *args],
-            check=True,
-            capture_output=True,
-            cwd=self.directory,
-            timeout=60,
-        )

@@ -1,5 +1,6 @@
-"""A PostgreSQL primary and a streaming, synchronous standby of its own, in temporary
-directories, for failover drills (tests/failover_drill.py).
+"""PostgreSQL clusters of a test's own, in temporary directories: a primary and a streaming,
+synchronous standby for failover drills (tests/failover_drill.py), or one cluster not yet
+started (a dealer started before its database).
 
 Both clusters are made with the Debian packages' binaries (``initdb``, ``pg_basebackup``,
 ``pg_ctl`` in :data:`BIN`), listen on 127.0.0.1 on free ports and on a unix socket in their own
@@ -54,7 +55,7 @@ def require_binaries() -> None:
     if reason is None:
         return
     if os.environ.get("CI"):
-        pytest.fail(f"CI must run the failover drill, but {reason}", pytrace=False)
+        pytest.fail(f"CI must run the tests with their own clusters, but {reason}", pytrace=False)
     pytest.skip(reason)
 
 
@@ -162,22 +163,58 @@ class Pair:
                 time.sleep(0.1)
 
 
+def _directory(prefix: str) -> Path:
+    """A temporary directory (mode 0700) that the server user owns."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    if os.geteuid() == 0:
+        shutil.chown(root, user=SERVER_USER, group=SERVER_USER)
+    return root
+
+
+def _initdb(cluster: Cluster) -> None:
+    """A new cluster, listening on 127.0.0.1 at its port and on a socket beside its directory."""
+    _run(BIN / "initdb", "-D", cluster.data_dir, "-U", "postgres", "--auth=trust", "-E", "UTF8")
+    cluster.configure(
+        listen_addresses="127.0.0.1",
+        port=str(cluster.port),
+        unix_socket_directories=str(cluster.data_dir.parent),
+    )
+
+
+def _remove(root: Path, *clusters: Cluster) -> None:
+    for cluster in clusters:
+        try:
+            cluster.stop()
+        except RuntimeError:
+            cluster.kill()  # a killed primary's pid file remains; make sure it is all gone
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@contextmanager
+def unstarted_cluster() -> Iterator[Cluster]:
+    """A cluster of its own, made but not started (a client may start before its database, and
+    :meth:`Cluster.start` starts it); stopped and removed on exit."""
+    require_binaries()
+    root = _directory("gnau-pg-")
+    cluster = Cluster(root / "data", free_port())
+    try:
+        _initdb(cluster)
+        yield cluster
+    finally:
+        _remove(root, cluster)
+
+
 @contextmanager
 def replicated_pair() -> Iterator[Pair]:
     """A primary with a ``gnau`` database and a synchronous standby streaming from it; both
     stopped and removed on exit."""
     require_binaries()
-    root = Path(tempfile.mkdtemp(prefix="gnau-failover-"))  # mode 0700
-    if os.geteuid() == 0:
-        shutil.chown(root, user=SERVER_USER, group=SERVER_USER)
+    root = _directory("gnau-failover-")
     primary = Cluster(root / "primary", free_port())
     standby = Cluster(root / "standby", free_port())
     try:
-        _run(BIN / "initdb", "-D", primary.data_dir, "-U", "postgres", "--auth=trust", "-E", "UTF8")
+        _initdb(primary)
         primary.configure(
-            listen_addresses="127.0.0.1",
-            port=str(primary.port),
-            unix_socket_directories=str(root),
             wal_level="replica",
             max_wal_senders="4",
             # A commit returns once the standby has flushed its WAL: an acknowledged write is on
@@ -213,9 +250,4 @@ def replicated_pair() -> Iterator[Pair]:
         pair.wait_until_synchronous()
         yield pair
     finally:
-        for cluster in (standby, primary):
-            try:
-                cluster.stop()
-            except RuntimeError:
-                cluster.kill()  # a killed primary's pid file remains; make sure it is all gone
-        shutil.rmtree(root, ignore_errors=True)
+        _remove(root, standby, primary)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from gnau_service.audit.signing import private_key_pem
 from tests.containers.podman import FIGURES, REPO, TEST_IMAGES, Podman, phase, require_tools
 from tests.server.test_tls_and_config import write_tls_files
 from tests.serving import free_port, gnau
@@ -373,6 +373,4 @@ def wait_for_targets_up(prometheus: str, count: int, timeout: float = 60) -> lis
 
 
 def ed25519_pem() -> bytes:
-    return Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    return private_key_pem(Ed25519PrivateKey.generate())

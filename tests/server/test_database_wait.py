@@ -17,7 +17,7 @@ from gnau_client import GnauClient, Seat
 
 from gnau_service.server.database_wait import PAUSE_SECONDS, when_reachable
 from gnau_service.store import DatabaseUnreachable, StoreError
-from tests.postgres import PrivateServer
+from tests.replication import unstarted_cluster
 from tests.serving import REPO, free_port, served
 
 PASSWORD = "wait-test-password"  # trust auth ignores it; it must never be logged
@@ -29,32 +29,31 @@ def log_has(path: Path, text: str) -> bool:
 
 
 def test_a_dealer_started_before_postgresql_waits_then_serves(tmp_path: Path) -> None:
-    server = PrivateServer(free_port())
-    url = server.url.replace("postgres@", f"postgres:{PASSWORD}@")
     data_dir = tmp_path / "data"
     log_path = tmp_path / "data-0.log"
+    with unstarted_cluster() as cluster:
+        url = cluster.url("postgres").replace("postgres@", f"postgres:{PASSWORD}@", 1)
 
-    def start_the_database_late() -> None:
-        # Only once the dealer has failed twice: it really started first, and waited.
-        deadline = time.monotonic() + 30
-        while not log_has(log_path, '"attempt": 2') and time.monotonic() < deadline:
-            time.sleep(0.05)
-        server.start()
+        def start_the_database_late() -> None:
+            # Only once the dealer has failed twice: it really started first, and waited.
+            deadline = time.monotonic() + 30
+            while not log_has(log_path, '"attempt": 2') and time.monotonic() < deadline:
+                time.sleep(0.05)
+            cluster.start()
 
-    late = threading.Thread(target=start_the_database_late)
-    late.start()
-    try:
-        with served(data_dir, "--database", url, "--database-wait-seconds", "30") as dealer:
+        late = threading.Thread(target=start_the_database_late)
+        late.start()
+        try:
+            with served(data_dir, "--database", url, "--database-wait-seconds", "30") as dealer:
+                late.join()
+                with GnauClient(dealer.target, token=dealer.token) as client:
+                    played = client.play_round("waited", SEATS)
+                settled = played.settlement
+                assert sum(s.delta for s in settled.seat_results) + settled.dealer_delta == 0
+                events = dealer.log_events()
+                output = dealer.output()
+        finally:
             late.join()
-            with GnauClient(dealer.target, token=dealer.token) as client:
-                played = client.play_round("waited", SEATS)
-            settled = played.settlement
-            assert sum(s.delta for s in settled.seat_results) + settled.dealer_delta == 0
-            events = dealer.log_events()
-            output = dealer.output()
-    finally:
-        late.join()
-        server.stop()
     waits = [e for e in events if e["event"] == "waiting for the database"]
     assert len(waits) >= 2, output
     assert [e["level"] for e in waits[:2]] == ["warning", "info"], "one WARNING, then INFO"
