@@ -33,6 +33,8 @@ class Served:
     token: str = ""
     vkey: str = ""
     stdout_lines: list[str] = field(default_factory=list)
+    #: How it must have exited when stopped: 0, unless a test killed it itself.
+    expected_status: int = 0
 
     @property
     def database(self) -> str:
@@ -62,7 +64,18 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
             raise AssertionError(f"gnau serve did not stop in time:\n{self.output()}") from None
-        assert status == 0, f"gnau serve exited {status} on SIGTERM:\n{self.output()}"
+        assert status == self.expected_status, (
+            f"gnau serve exited {status} on SIGTERM:\n{self.output()}"
+        )
+
+
+def worker_pids(supervisor: int) -> list[int]:
+    """The processes ``supervisor`` started (its workers), oldest first."""
+    path = Path(f"/proc/{supervisor}/task/{supervisor}/children")
+    try:
+        return sorted(int(pid) for pid in path.read_text(encoding="ascii").split())
+    except FileNotFoundError:
+        return []
 
 
 def gnau(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -174,10 +187,11 @@ def _start(
 
 
 def _serving_key(stderr_path: Path) -> str:
-    """The log key in the JSON "serving" line, the last line of a start, once it is written."""
+    """The log key in the JSON "serving" line, the last line of a start, once it is written
+    (with ``--workers``, the supervisor's: each worker's own has a ``worker`` key)."""
     for line in stderr_path.read_text(encoding="utf-8", errors="replace").splitlines():
         if '"serving"' in line:
             event = json.loads(line)
-            if event.get("event") == "serving":
+            if event.get("event") == "serving" and "worker" not in event:
                 return str(event["key"])
     return ""

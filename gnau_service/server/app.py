@@ -45,7 +45,7 @@ from gnau_service.server.database_wait import when_reachable
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import CallInterceptor
-from gnau_service.server.metrics import Metrics
+from gnau_service.server.metrics import Metrics, Scrapeable
 from gnau_service.server.request_retention import RequestRetention
 from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
@@ -56,6 +56,8 @@ from gnau_service.server.tokens import first_start_tokens, read_token_file
 from gnau_service.server.web import WebServer, metrics_application
 from gnau_service.server.witness_endpoints import WitnessEndpoint
 from gnau_service.server.witnessing import Witnessing
+from gnau_service.server.worker_metrics import WorkerCollector, WorkerMetrics
+from gnau_service.server.workers import WorkerRole
 from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
 from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
 
@@ -140,9 +142,13 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None, FileV
     return Credentials(hashes, dict(settings.mtls_roles)), token, version
 
 
-async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
+async def start(
+    settings: Settings, *, tracing: Tracing | None = None, role: WorkerRole | None = None
+) -> App:
     """Start the service. Tracing is made from ``settings.tracing`` unless given (a test's
-    in-memory exporter).
+    in-memory exporter). A worker of ``--workers`` (``role``) shares its ports with the other
+    workers, and its ``/metrics`` answers for all of them
+    (:mod:`~gnau_service.server.worker_metrics`).
 
     Each part is made, then how it stops goes on one stack: if a later part fails to start,
     the stack stops the parts already made, and :meth:`App.stop` stops them all, the last made
@@ -154,7 +160,7 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
     server = grpc.aio.server(
         interceptors=[interceptor],
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
-        options=_channel_options(settings),
+        options=_channel_options(settings, reuse_port=role is not None),
     )
     port = _bind(server, settings)  # before anything is created: a busy port creates nothing
     async with AsyncExitStack() as parts:
@@ -162,10 +168,12 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
         web: WebServer | None = None
         metrics_web: WebServer | None = None
         if settings.http_listen:
-            web = WebServer.bind(settings.http_listen)
+            web = WebServer.bind(settings.http_listen, reuse_port=role is not None)
             parts.callback(web.close)
         if settings.metrics_listen:
-            metrics_web = WebServer.bind(settings.metrics_listen, "--metrics-listen")
+            metrics_web = WebServer.bind(
+                settings.metrics_listen, "--metrics-listen", reuse_port=role is not None
+            )
             parts.callback(metrics_web.close)
         if tracing is None and settings.tracing != "off":
             tracing = _tracing(settings.tracing)
@@ -286,20 +294,27 @@ async def start(settings: Settings, *, tracing: Tracing | None = None) -> App:
             await asyncio.gather(server.stop(grace), *(bound.stop() for bound in webs))
 
         parts.push_async_callback(stop_serving)
+        scraped: Scrapeable | None = metrics
+        if metrics is not None and role is not None:
+            metrics.registry.register(WorkerCollector(role))
+            own = WebServer.bind_unix(str(role.metrics_socket()))
+            parts.push_async_callback(own.stop)
+            await own.serve(metrics_application(metrics), 1.0, connections=http_connections)
+            scraped = WorkerMetrics(metrics, role)
         if web is not None:
             await web.start(
                 dealer,
                 store,
                 settings.grace_seconds,
-                metrics,
+                scraped,
                 quorum,
                 connections=http_connections,
                 public_round_listing=settings.public_round_listing,
             )
         if metrics_web is not None:
-            assert metrics is not None
+            assert scraped is not None
             await metrics_web.serve(
-                metrics_application(metrics), settings.grace_seconds, connections=http_connections
+                metrics_application(scraped), settings.grace_seconds, connections=http_connections
             )
         if metrics is not None:
             for name, bound in (("page", web), ("metrics", metrics_web)):
@@ -399,8 +414,11 @@ async def running(settings: Settings, *, tracing: Tracing | None = None) -> Asyn
         await app.stop()
 
 
-async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
-    """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP."""
+async def serve(
+    settings: Settings, on_started: Callable[[App], None], role: WorkerRole | None = None
+) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP. A
+    worker (``role``) tells its supervisor once it serves."""
     # The handlers come first: a signal arriving while the service starts (after its "serving"
     # line, say) must stop it gracefully, not kill it with the default action.
     stopping = asyncio.Event()
@@ -416,7 +434,7 @@ async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
     loop.add_signal_handler(signal.SIGHUP, reread_tokens)
     # A signal during the start (while it waits for the database, say) stops it there: the
     # parts already made stop as after a failed start.
-    starting = asyncio.ensure_future(start(settings))
+    starting = asyncio.ensure_future(start(settings, role=role))
     signalled = asyncio.ensure_future(stopping.wait())
     await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():
@@ -430,17 +448,20 @@ async def serve(settings: Settings, on_started: Callable[[App], None]) -> None:
     started.append(app)
     collector.settle_after_start()
     on_started(app)
+    if role is not None:
+        role.say_ready()
     await stopping.wait()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()
     exit_within()
 
 
-def _channel_options(settings: Settings) -> list[tuple[str, int]]:
+def _channel_options(settings: Settings, *, reuse_port: bool) -> list[tuple[str, int]]:
     keepalive_ms = int(settings.keepalive_seconds * 1000)
     return [
-        # A second service on a taken port must fail to start, not share the port's calls.
-        ("grpc.so_reuseport", 0),
+        # A second service on a taken port must fail to start, not share the port's calls;
+        # the workers of one supervisor share theirs (the supervisor holds it: supervisor.py).
+        ("grpc.so_reuseport", int(reuse_port)),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", keepalive_ms),

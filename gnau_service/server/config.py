@@ -30,6 +30,7 @@ from gnau_service.server.limits import (
 )
 from gnau_service.server.request_retention import DEFAULT_RETENTION_DAYS, RETENTION_DAYS_RANGE
 from gnau_service.server.witness_endpoints import WitnessEndpoint, WitnessSpecError
+from gnau_service.server.workers import MAX_WORKERS, parse_workers
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, LEASE_SECONDS_RANGE
 
 #: The values of ``--tracing``: off costs nothing (OpenTelemetry is not even imported).
@@ -203,6 +204,17 @@ class Settings:
     listen: str = field(
         default="127.0.0.1:50051",
         metadata=_about("--listen", "GNAU_LISTEN", "host:port to serve gRPC on", _text),
+    )
+    # One process unless asked: orchestrators scale by process already (docs/scaling.md).
+    workers: int = field(
+        default=1,
+        metadata=_about(
+            "--workers",
+            "GNAU_WORKERS",
+            f"processes serving the same ports and database, 1 to {MAX_WORKERS}, or auto (one"
+            " per usable core); more than 1 starts a supervisor that restarts any that dies",
+            parse_workers,
+        ),
     )
     # Off unless set: the browser verifier and public receipts.
     http_listen: str = field(

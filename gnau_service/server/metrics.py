@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Protocol
 
 import grpc
 import structlog
@@ -78,6 +78,15 @@ BATCH_BUCKETS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _CALL_LABELS: Final = ("grpc_type", "grpc_service", "grpc_method")
 
 log = structlog.get_logger("gnau.metrics")
+
+
+class Scrapeable(Protocol):
+    """What a ``/metrics`` port serves: :class:`Metrics`, or every worker's
+    (:class:`~gnau_service.server.worker_metrics.WorkerMetrics`)."""
+
+    def exposition(self) -> bytes:
+        """The text exposition (may read the database: call it off the loop)."""
+        ...
 
 
 class Metrics:

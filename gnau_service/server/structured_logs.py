@@ -18,14 +18,17 @@ from typing import Final
 import structlog
 
 
-def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
+def configure_logging(
+    log_format: str, *, trace_ids: bool = False, worker: int | None = None
+) -> None:
     """Structured logs on stderr: one JSON object per line (or a console rendering).
 
     In JSON mode every line is JSON: the service's own, the standard library's (grpc, asyncio,
     psycopg, warnings) through the same processors, and exceptions as structured data
     (structlog's exception dictionaries, without local variables), uncaught ones included.
     With ``trace_ids`` (tracing on), a line logged inside a call's span carries its
-    ``trace_id`` and ``span_id``.
+    ``trace_id`` and ``span_id``. A worker of ``--workers`` stamps every line with its
+    ``worker`` number.
     """
     json_lines = log_format == "json"
     renderer: structlog.types.Processor = (
@@ -49,6 +52,8 @@ def configure_logging(log_format: str, *, trace_ids: bool = False) -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _with_trace_ids,
     ]
+    if worker is not None:
+        stamped.append(_Stamp("worker", worker))
     exceptions: list[structlog.types.Processor] = [_STRUCTURED_TRACEBACKS] if json_lines else []
     structlog.configure(
         processors=[structlog.contextvars.merge_contextvars, *stamped, *exceptions, renderer],
@@ -104,6 +109,22 @@ def _log_uncaught(
     kind: type[BaseException], error: BaseException, traceback: types.TracebackType | None
 ) -> None:
     structlog.get_logger("gnau").critical("uncaught exception", exc_info=(kind, error, traceback))
+
+
+class _Stamp:
+    """Adds one key to every line."""
+
+    def __init__(self, key: str, value: object) -> None:
+        self._key, self._value = key, value
+
+    def __call__(
+        self,
+        logger: structlog.types.WrappedLogger,
+        name: str,
+        event_dict: structlog.types.EventDict,
+    ) -> structlog.types.EventDict:
+        event_dict[self._key] = self._value
+        return event_dict
 
 
 class _StderrLogger:

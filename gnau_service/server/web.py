@@ -22,8 +22,10 @@ port, and closed in the graceful stop.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
+import os
 import socket
 from collections.abc import Awaitable, Callable, Iterator
 from importlib import resources
@@ -45,7 +47,7 @@ from gnau_service.edge.http import (
 from gnau_service.server.config import split_host_port
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.limits import MAX_ERROR_MESSAGE_BYTES
-from gnau_service.server.metrics import CONTENT_TYPE, Metrics
+from gnau_service.server.metrics import CONTENT_TYPE, Scrapeable
 from gnau_service.server.receipts import key_rotation_notes, round_receipt
 from gnau_service.server.refusals import (
     DealerError,
@@ -96,13 +98,17 @@ class WebServer:
     def __init__(self, listener: socket.socket, address: str) -> None:
         self._listener = listener
         self.address = address
-        self.port: int = listener.getsockname()[1]
+        name = listener.getsockname()
+        self.port: int = name[1] if isinstance(name, tuple) else 0  # 0: a Unix socket
         self._runner: EdgeRunner | None = None
 
     @classmethod
-    def bind(cls, address: str, flag: str = "--http-listen") -> WebServer:
+    def bind(
+        cls, address: str, flag: str = "--http-listen", *, reuse_port: bool = False
+    ) -> WebServer:
         """Listen on ``host:port`` now; a busy or bad address raises :class:`OSError`, naming
-        the ``flag`` that asked for it."""
+        the ``flag`` that asked for it. With ``reuse_port`` (a worker of ``--workers``), share
+        the port with the other workers, whose supervisor holds it."""
         host, port = split_host_port(address)
         try:
             family, kind, protocol, _, where = socket.getaddrinfo(
@@ -114,6 +120,8 @@ class WebServer:
         try:
             # As the gRPC port: a second service on a taken port fails to start.
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             listener.bind(where)
             listener.listen(ACCEPT_BACKLOG)
         except OSError as error:
@@ -122,12 +130,28 @@ class WebServer:
         listener.setblocking(False)
         return cls(listener, address)
 
+    @classmethod
+    def bind_unix(cls, path: str) -> WebServer:
+        """Listen on a Unix socket at ``path`` (owner-only: the process's umask is 077)."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            # A killed worker leaves its socket behind; its successor takes the path over.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            listener.bind(path)
+            listener.listen(ACCEPT_BACKLOG)
+        except OSError as error:
+            listener.close()
+            raise OSError(error.errno, f"{path}: {error.strerror}") from None
+        listener.setblocking(False)
+        return cls(listener, path)
+
     async def start(
         self,
         dealer: Dealer,
         store: Store,
         shutdown_timeout: float,
-        metrics: Metrics | None,
+        metrics: Scrapeable | None,
         quorum: WitnessQuorum,
         *,
         connections: int,
@@ -174,7 +198,7 @@ class WebServer:
 def web_application(
     dealer: Dealer,
     store: Store,
-    metrics: Metrics | None,
+    metrics: Scrapeable | None,
     quorum: WitnessQuorum,
     *,
     public_round_listing: bool = False,
@@ -192,14 +216,14 @@ def web_application(
     return app
 
 
-def metrics_application(metrics: Metrics) -> web.Application:
+def metrics_application(metrics: Scrapeable) -> web.Application:
     """A port that serves only ``GET /metrics`` (``--metrics-listen``)."""
     app = web.Application(middlewares=[_edge])
     app.router.add_get("/metrics", metrics_handler(metrics))
     return app
 
 
-def metrics_handler(metrics: Metrics) -> Callable[[web.Request], Awaitable[web.Response]]:
+def metrics_handler(metrics: Scrapeable) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def scrape(request: web.Request) -> web.Response:
         # A scrape reads the database (the log's size, the open rounds): off the event loop.
         body = await asyncio.to_thread(metrics.exposition)

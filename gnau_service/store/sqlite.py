@@ -1,7 +1,11 @@
 """SQLite: the embedded default. One file, WAL, ``synchronous=FULL``, append-only log tables.
 
 Its coordination is in-step integration (:mod:`~gnau_service.store.in_step`): one writer at a
-time, each step transaction integrating its own events before it commits.
+time, each step transaction integrating its own events before it commits. Several processes may
+share the file (``gnau serve --workers N``): each step transaction takes the write lock with
+``BEGIN IMMEDIATE`` and reads the log head after taking it, so processes append in turn, never
+beside each other; a process hears another's appends through ``PRAGMA data_version``
+(:meth:`SqliteBackend.watch_sizes`).
 
 The file holds unrevealed server seeds, so it is private to its owner: created 0600 by this
 backend before SQLite opens it (SQLite gives the ``-wal`` and ``-shm`` files the database file's
@@ -10,6 +14,7 @@ mode), and an existing one that group or others can read is tightened, with a wa
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -17,7 +22,7 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -38,6 +43,9 @@ COMPANION_SUFFIXES: Final = ("-wal", "-shm")
 BUSY_SECONDS: Final = 30.0
 #: The pause between tries of the WAL switch while another connection holds the file.
 WAL_RETRY_SECONDS: Final = 0.01
+#: How often a process asks whether another has written (``PRAGMA data_version``): the most a
+#: watcher on one worker waits to hear of an entry another worker appended.
+DATA_VERSION_SECONDS: Final = 0.05
 
 
 def split_statements(script: str) -> list[str]:
@@ -134,6 +142,22 @@ class SqliteBackend(Backend):
             connection = self._local.connection = self.connect()
         yield connection
 
+    async def watch_sizes(self) -> AsyncIterator[int]:
+        """The log's size each time it may have grown: SQLite says, on a connection that never
+        writes, that another connection (of any process) has committed since it last asked
+        (``PRAGMA data_version``, one read of shared memory), every
+        :data:`DATA_VERSION_SECONDS`; then the head's size is read."""
+        connection = await asyncio.to_thread(self.connect)
+        try:
+            seen = None
+            while True:
+                seen, size = await asyncio.to_thread(_size_if_changed, connection, seen)
+                if size is not None:
+                    yield size
+                await asyncio.sleep(DATA_VERSION_SECONDS)
+        finally:
+            self.close_quietly(connection)
+
     def coordinate(self, store: WritingStore) -> Coordination:
         return InStepIntegration(self, store, self.begin_at_once)
 
@@ -191,6 +215,15 @@ class SqliteBackend(Backend):
 #: READONLY, IOERR, FULL, CANTOPEN, PROTOCOL (https://sqlite.org/rescode.html). Others (a
 #: syntax error, a constraint) are a refusal of the statement itself.
 _UNAVAILABLE_CODES: Final = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
+
+
+def _size_if_changed(connection: sqlite3.Connection, seen: int | None) -> tuple[int, int | None]:
+    """The data version now, and the log's size if the version is not ``seen``."""
+    version = int(connection.execute("PRAGMA data_version").fetchone()[0])
+    if version == seen:
+        return version, None
+    row = connection.execute("SELECT size FROM log_head WHERE id = 1").fetchone()
+    return version, None if row is None else int(row[0])
 
 
 def user_version(connection: sqlite3.Connection) -> int:

@@ -1,0 +1,115 @@
+"""A worker of ``gnau serve --workers N``: what its supervisor
+(:mod:`~gnau_service.server.supervisor`) tells it, and what it tells its supervisor.
+
+The supervisor starts each worker as ``gnau serve`` with the supervisor's own flags, and one
+more environment variable, :data:`WORKER_ENVIRONMENT`: a JSON :class:`WorkerRole` that names
+the worker's slot, the addresses every worker listens on (with ``SO_REUSEPORT``: the supervisor
+has already resolved a port 0 to one port for all), the directory where workers leave their
+metrics sockets, and the descriptor on which the worker says it serves. A worker:
+
+- dies with its supervisor: the kernel sends it SIGTERM if the supervisor dies, even by SIGKILL
+  (``PR_SET_PDEATHSIG``), and its graceful shutdown follows, so no worker outlives the process
+  that would restart it;
+- stamps every log line with ``"worker": K``, and every metric with ``worker="K"``
+  (:mod:`~gnau_service.server.worker_metrics`);
+- writes one line to its ready descriptor once it serves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import math
+import os
+import signal
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Final
+
+#: The environment variable that makes ``gnau serve`` a worker: its :class:`WorkerRole`.
+WORKER_ENVIRONMENT: Final = "GNAU_WORKER"
+#: The most workers one supervisor runs.
+MAX_WORKERS: Final = 64
+#: ``--workers auto``: one worker per usable core.
+AUTO: Final = "auto"
+
+_PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
+
+
+@dataclass(frozen=True)
+class WorkerRole:
+    """What a supervisor tells one worker (see the module's text)."""
+
+    index: int  # the worker's slot, 0 to count - 1
+    count: int
+    restarts: int  # how many times this slot's worker was started again
+    supervisor: int  # the supervisor's pid
+    listen: str
+    http_listen: str
+    metrics_listen: str
+    run_dir: str  # where the workers' metrics sockets are (0700, the supervisor's)
+    ready_fd: int
+
+    def to_environment(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | os._Environ[str]) -> WorkerRole | None:
+        """The role in ``environ``, or None: ``gnau serve`` is not a worker."""
+        text = environ.get(WORKER_ENVIRONMENT)
+        return None if text is None else cls(**json.loads(text))
+
+    def metrics_socket(self, index: int | None = None) -> Path:
+        """The Unix socket on which worker ``index`` (this one by default) serves its own
+        metrics."""
+        return Path(self.run_dir) / f"worker-{self.index if index is None else index}.sock"
+
+    def follow_supervisor(self) -> None:
+        """Get SIGTERM when the supervisor dies; if it already has, stop now (SIGTERM)."""
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != self.supervisor:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def say_ready(self) -> None:
+        """Tell the supervisor this worker serves (once)."""
+        with contextlib.suppress(OSError):  # a supervisor gone: the parent-death signal follows
+            os.write(self.ready_fd, b"serving\n")
+            os.close(self.ready_fd)
+
+
+def parse_workers(value: object) -> int:
+    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`, or ``auto``
+    (:func:`usable_cores`).
+
+    >>> parse_workers("4"), parse_workers(2), parse_workers("auto") >= 1
+    (4, 2, True)
+    >>> parse_workers("0")
+    Traceback (most recent call last):
+    ...
+    ValueError: must be auto or a whole number from 1 to 64, not '0'
+    """
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return min(usable_cores(), MAX_WORKERS)
+    text = value.strip() if isinstance(value, str) else value
+    if isinstance(text, bool) or not (
+        (isinstance(text, int)) or (isinstance(text, str) and text.isascii() and text.isdigit())
+    ):
+        raise ValueError(f"must be auto or a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    number = int(text)
+    if not 1 <= number <= MAX_WORKERS:
+        raise ValueError(f"must be auto or a whole number from 1 to {MAX_WORKERS}, not {value!r}")
+    return number
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (a container's cpuset), lowered to a
+    cgroup v2 CPU quota (``docker run --cpus``, a Kubernetes CPU limit) rounded up; at least 1."""
+    cores = len(os.sched_getaffinity(0))
+    with contextlib.suppress(OSError, ValueError):
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text(encoding="ascii").split()[:2]
+        if quota != "max":
+            cores = min(cores, math.ceil(int(quota) / int(period)))
+    return max(1, cores)

@@ -1,0 +1,258 @@
+"""``gnau serve --workers N``: a supervisor and N real worker processes on one port and one
+database (SQLite and PostgreSQL), checked from the outside: clients, signals, SIGKILL, the
+metrics port, and the log afterwards."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Final
+
+from gnau_client import GnauClient
+
+from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.entries import decode_entry
+from gnau_service.audit.note import Verifier
+from gnau_service.store import open_reader
+from tests.failover_drill import SEATS, STEP_ENTRY, Player, start_players
+from tests.postgres import fresh_database
+from tests.serving import (
+    Served,
+    free_port,
+    gnau,
+    served,
+    served_with_http,
+    worker_pids,
+)
+
+#: How long a test waits for a condition that takes a fraction of a second when all is well.
+PATIENCE_SECONDS: Final = 30.0
+
+
+def until(condition: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + PATIENCE_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        return str(response.read().decode())
+
+
+def samples(text: str, name: str) -> dict[str, float]:
+    """``name``'s samples by their ``worker`` label (one sample per worker expected)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line.rpartition(" ")
+            worker = labels.split('worker="', 1)[1].split('"', 1)[0]
+            found[worker] = found.get(worker, 0.0) + float(value)
+    return found
+
+
+def test_workers_share_one_port_and_one_log_and_each_answers(tmp_path: Path) -> None:
+    with served_with_http(tmp_path / "data", "--workers", "2") as http:
+        server = http.served
+        assert len(worker_pids(server.process.pid)) == 2
+        serving = [e for e in server.log_events() if e["event"] == "serving"]
+        assert sorted(str(e.get("worker")) for e in serving) == ["0", "1", "None"]
+        supervisor_line = next(e for e in serving if "worker" not in e)
+        assert supervisor_line["workers"] == 2
+        # Each client its own connection: the kernel spreads connections, not calls.
+        rounds = []
+        for table in range(16):
+            with GnauClient(server.target, token=server.token) as client:
+                rounds.append(client.play_round(f"table-{table}", SEATS))
+        assert len({round_.round_id for round_ in rounds}) == 16
+        text = scrape(http.metrics)
+        started = samples(text, "grpc_server_started_total")
+        assert set(started) == {"0", "1"} and all(count > 0 for count in started.values()), started
+        assert samples(text, "gnau_worker_up") == {"0": 1.0, "1": 1.0}
+        # The page port answers /metrics for every worker too.
+        assert samples(scrape(http.page), "gnau_worker_up") == {"0": 1.0, "1": 1.0}
+    checked = verified(server.database, tmp_path, server.vkey)
+    assert checked.rounds_settled == 16
+
+
+def test_a_killed_worker_is_started_again_and_sigterm_drains_every_worker(
+    tmp_path: Path,
+) -> None:
+    with served_with_http(tmp_path / "data", "--workers", "2") as http:
+        server = http.served
+        first, second = worker_pids(server.process.pid)
+        os.kill(second, signal.SIGKILL)
+        until(
+            lambda: len(set(worker_pids(server.process.pid)) - {first, second}) == 1,
+            "a new worker in the killed one's place",
+        )
+        until(lambda: len(serving_workers(server)) == 4, "the new worker serving")
+        restarted = [e for e in server.log_events() if e["event"].startswith("worker exited")]
+        assert restarted[0]["status"] == "killed by SIGKILL"
+        assert restarted[0]["restarts"] == 1
+        restarts = samples(scrape(http.metrics), "gnau_worker_restarts_total")
+        assert sorted(restarts.values()) == [0.0, 1.0]
+        with GnauClient(server.target, token=server.token) as client:
+            assert client.play_round("after-the-kill", SEATS).round_id
+        # SIGHUP reaches every worker: each rereads the token file.
+        server.process.send_signal(signal.SIGHUP)
+        until(
+            lambda: (
+                {
+                    e["worker"]
+                    for e in server.log_events()
+                    if e["event"] == "tokens reloaded" and e["trigger"] == "SIGHUP"
+                }
+                == {0, 1}
+            ),
+            "both workers rereading the tokens",
+        )
+        workers = worker_pids(server.process.pid)
+    # served() sent SIGTERM and required exit 0 within the grace period; every worker is gone.
+    assert all(not Path(f"/proc/{pid}").exists() for pid in workers)
+    stopped = [e for e in server.log_events() if e["event"] == "stopped"]
+    assert sorted(str(e.get("worker")) for e in stopped) == ["0", "1", "None"]
+
+
+def serving_workers(server: Served) -> list[dict[str, object]]:
+    return [e for e in server.log_events() if e["event"] == "serving"]
+
+
+def test_a_killed_supervisor_takes_its_workers_with_it(tmp_path: Path) -> None:
+    with served(tmp_path / "data", "--workers", "2") as server:
+        workers = worker_pids(server.process.pid)
+        server.process.kill()
+        server.expected_status = server.process.wait()
+        assert server.expected_status == -signal.SIGKILL
+        # Each worker gets SIGTERM from the kernel and drains as on a graceful stop.
+        until(
+            lambda: not any(Path(f"/proc/{pid}").exists() for pid in workers),
+            "the workers exiting after their supervisor",
+        )
+    assert sum(e["event"] == "stopped" for e in server.log_events()) == 2
+
+
+def test_a_busy_port_and_a_worker_that_cannot_start_fail_the_start(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        busy = gnau("serve", "--workers", "2", "--listen", f"127.0.0.1:{port}",
+                    "--data-dir", str(tmp_path / "busy"))  # fmt: skip
+    assert busy.returncode == 2
+    assert "another process holds it" in busy.stderr and "GNAU_LISTEN" in busy.stderr
+    # Each worker reads the TLS files itself: a missing one fails every worker's start.
+    broken = gnau(
+        "serve", "--workers", "2", "--listen", f"127.0.0.1:{free_port()}",
+        "--data-dir", str(tmp_path / "broken"), "--tls-cert", str(tmp_path / "missing.pem"),
+        "--tls-key", str(tmp_path / "missing.key"), timeout=60,
+    )  # fmt: skip
+    assert broken.returncode == 2, broken.stderr
+    last = json.loads(broken.stderr.strip().splitlines()[-1])
+    assert last["event"] == "stopped" and "worker" not in last
+    refusal = next(
+        json.loads(line)
+        for line in broken.stderr.splitlines()
+        if '"cannot start"' in line and '"worker"' not in line
+    )
+    assert "before serving" in refusal["error"]
+
+
+# -- crash safety: SIGKILL at random under retried load -------------------------------------------
+
+#: Workers killed in each crash test, one at a time, at random moments.
+KILLS: Final = 4
+#: The most time between two kills (seconds); each pause is drawn up to it.
+KILL_PAUSE_SECONDS: Final = 1.5
+
+
+def kill_workers_under_load(server: Served, kills: int = KILLS) -> list[Player]:
+    """Three players play rounds (retrying refused steps with the same request id) while
+    ``kills`` workers are killed with SIGKILL, one at a time; then the players stop."""
+    stop = threading.Event()
+    players, threads = start_players([server] * 3, ["a", "b", "c"], stop)
+    chooser = random.Random(os.environ.get("GNAU_KILL_SEED", "26"))
+    try:
+        for _ in range(kills):
+            time.sleep(chooser.uniform(0.2, KILL_PAUSE_SECONDS))
+            until(lambda: len(worker_pids(server.process.pid)) == 2, "two workers running")
+            os.kill(chooser.choice(worker_pids(server.process.pid)), signal.SIGKILL)
+        # After the last kill: rounds flow again, through the restarted worker too.
+        acknowledged = sum(len(player.acks) for player in players)
+        until(
+            lambda: sum(len(player.acks) for player in players) > acknowledged + 12,
+            "steps acknowledged after the last kill",
+        )
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=120)
+    for player in players:
+        assert not player.failures, player.failures
+    # The kills cut calls in flight or connections in use: the players had to retry.
+    assert sum(player.retries for player in players) > 0
+    assert sum(player.rounds_settled() for player in players) > 0
+    return players
+
+
+class Checked:
+    def __init__(self, rounds_settled: int, rounds_open: int) -> None:
+        self.rounds_settled = rounds_settled
+        self.rounds_open = rounds_open
+
+
+def verified(url: str, work: Path, vkey: str, players: Sequence[Player] = ()) -> Checked:
+    """Every acknowledged step's entry is in the log, the log has no gap, and it verifies (in
+    memory, and exported then verified by the command line with the public key alone)."""
+    verifier = Verifier.from_vkey(vkey)
+    with open_reader(url) as reader:
+        size = reader.size()
+        entries = list(reader.iter_entries(0, size))
+        bundle_text = io.StringIO()
+        write_bundle(reader, bundle_text, end=size)
+    assert len(entries) == size
+    decoded = [decode_entry(data, verifier) for data in entries]
+    assert [entry.index for entry in decoded] == list(range(size))
+    written = {(entry.round_id, entry.kind) for entry in decoded}
+    lost = [
+        f"{ack.round_id} {ack.step}"
+        for player in players
+        for ack in player.acks
+        if (ack.round_id, STEP_ENTRY[ack.step]) not in written
+    ]
+    assert not lost, lost
+    report = verify_bundle(io.BytesIO(bundle_text.getvalue().encode()), pinned_keys=[verifier])
+    assert report.ok, report
+    bundle = work / "log.bundle"
+    exported = gnau("audit", "export", "--database", url, "--out", str(bundle))
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    verify = gnau("audit", "verify", str(bundle), "--key", vkey, "--jobs", "1")
+    assert verify.returncode == 0 and "VALID" in verify.stdout, verify.stdout + verify.stderr
+    return Checked(report.rounds_settled, report.rounds_open)
+
+
+def test_sigkill_of_sqlite_workers_under_load_loses_no_acknowledged_step(tmp_path: Path) -> None:
+    with served(tmp_path / "data", "--workers", "2") as server:
+        players = kill_workers_under_load(server)
+    checked = verified(server.database, tmp_path, server.vkey, players)
+    assert checked.rounds_settled >= sum(player.rounds_settled() for player in players)
+
+
+def test_sigkill_of_postgresql_workers_under_load_loses_no_acknowledged_step(
+    tmp_path: Path,
+) -> None:
+    with fresh_database() as url:
+        with served(tmp_path / "data", "--workers", "2", "--database", url) as server:
+            players = kill_workers_under_load(server)
+        checked = verified(url, tmp_path, server.vkey, players)
+    assert checked.rounds_settled >= sum(player.rounds_settled() for player in players)
