@@ -1,11 +1,13 @@
 """The log's tail for an event loop: told of this process's commits at once, of another
-process's through PostgreSQL's NOTIFY, and of anything else by a slow poll; newest entries from
+process's through PostgreSQL's NOTIFY or SQLite's data version, and of anything else by a slow
+poll; newest entries from
 memory, older ones from the database, one read for every reader of a range."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -45,12 +47,22 @@ async def test_this_processs_commits_arrive_with_their_entries(store: Store) -> 
         await tail.stop()
 
 
+@contextmanager
+def shared_database(backend: str, tmp_path: Path) -> Iterator[str]:
+    if backend == "postgresql":
+        with fresh_database() as url:
+            yield url
+    else:
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_another_processs_commits_arrive_without_waiting_for_the_poll(
-    signer: LogSigner,
+    backend: str, tmp_path: Path, signer: LogSigner
 ) -> None:
-    # Only PostgreSQL tells other processes (NOTIFY); SQLite's are polled (the next test).
+    # PostgreSQL says so (NOTIFY); SQLite's data version changes (PRAGMA data_version).
     with (
-        fresh_database() as url,
+        shared_database(backend, tmp_path) as url,
         open_store(url, signer) as here,
         open_store(url, signer) as there,
     ):
