@@ -118,7 +118,10 @@ def test_settings_ports_and_paths_agree(tmp_path: Path) -> None:
         "GNAU_CONFIG",
         "GNAU_HTTP_LISTEN",
         "GNAU_DATABASE",
+        "GNAU_WORKERS",
     }
+    # One worker per core the pod requests.
+    assert DEALER["resources"]["requests"]["cpu"] == str(settings.workers)
     config_mount = mounted(
         DEALER, next(e["value"] for e in DEALER["env"] if e["name"] == "GNAU_CONFIG")
     )
