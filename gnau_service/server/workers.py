@@ -107,7 +107,10 @@ def parse_workers(value: object) -> int:
 def usable_cores() -> int:
     """The cores this process may run on: its CPU affinity (a container's cpuset), lowered to a
     cgroup v2 CPU quota (``docker run --cpus``, a Kubernetes CPU limit) rounded up; at least 1."""
-    cores = len(os.sched_getaffinity(0))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except OSError:  # a system call filter that refuses it
+        cores = os.cpu_count() or 1
     with contextlib.suppress(OSError, ValueError):
         quota, period = Path("/sys/fs/cgroup/cpu.max").read_text(encoding="ascii").split()[:2]
         if quota != "max":
