@@ -25,9 +25,10 @@ $(INSTALLED): $(RUNTIME) pyproject.toml clients/python/pyproject.toml clients/no
 	npm ci --prefix examples/node-table-service --no-audit --no-fund --loglevel=error
 	touch $@
 
-## serve: set up and run the service on SQLite in ./gnau-data, on 127.0.0.1:50051
+## serve: set up and run the service on SQLite in ./gnau-data, on 127.0.0.1:50051, with one worker
+## process per core (GNAU_WORKERS=1 make serve: one process)
 serve: $(RUNTIME)
-	$(BIN)/gnau serve --log-format console
+	GNAU_WORKERS=$${GNAU_WORKERS:-auto} $(BIN)/gnau serve --log-format console
 
 ## test: set up, then lint, type-check and run every test that is not marked slow, on every
 ## core (one test file to a worker: a file's servers and databases are set up once)
