@@ -21,6 +21,7 @@ from gnau_service.server.errors import Reason
 from tests.server.conftest import Service
 from tests.server.test_metrics import scrape
 from tests.server.test_service import play, refusal, shuffle
+from tests.server.test_workers import WORKER_METRICS
 from tests.server.witnessed import down_witness
 
 REPO = Path(__file__).resolve().parents[2]
@@ -127,6 +128,9 @@ async def test_every_metric_in_the_dashboard_is_exported(metered: Service) -> No
 
     rules = alert_rules()
     used = {name for rule in rules for name in metric_names(rule["expr"])}
+    # The workers' own metrics exist only under --workers: tests/server/test_workers.py.
+    exported |= WORKER_METRICS
+    labels.add("worker")
     assert used <= exported, f"alerts on metrics not exported: {sorted(used - exported)}"
     grouped = {label for rule in rules for label in grouping_labels(rule["expr"])}
     assert grouped <= labels | {"instance"}, f"no such label: {sorted(grouped - labels)}"

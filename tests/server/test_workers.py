@@ -34,6 +34,8 @@ from tests.serving import (
     worker_pids,
 )
 
+#: The metrics only a worker of --workers has (the alert rules use them).
+WORKER_METRICS: Final = frozenset({"gnau_worker_up", "gnau_worker_restarts_total"})
 #: How long a test waits for a condition that takes a fraction of a second when all is well.
 PATIENCE_SECONDS: Final = 30.0
 
@@ -79,6 +81,14 @@ def test_workers_share_one_port_and_one_log_and_each_answers(tmp_path: Path) -> 
         started = samples(text, "grpc_server_started_total")
         assert set(started) == {"0", "1"} and all(count > 0 for count in started.values()), started
         assert samples(text, "gnau_worker_up") == {"0": 1.0, "1": 1.0}
+        assert all(samples(text, name) for name in WORKER_METRICS)
+        # Every sample says which worker it is from.
+        unlabelled = [
+            line
+            for line in text.splitlines()
+            if line and not line.startswith("#") and 'worker="' not in line
+        ]
+        assert not unlabelled, unlabelled[:5]
         # The page port answers /metrics for every worker too.
         assert samples(scrape(http.page), "gnau_worker_up") == {"0": 1.0, "1": 1.0}
     checked = verified(server.database, tmp_path, server.vkey)
