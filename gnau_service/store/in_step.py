@@ -9,7 +9,15 @@ just written. Even a second process on the same file appends after, never beside
 Units queue while a batch commits; the next batch takes them all. The loop runs the units and
 the integration itself; what may block runs on a thread of its own: COMMIT and its fsync, and
 taking the write lock while another connection holds it (the loop takes it itself when it is
-free, as it nearly always is). A writer thread would give up the GIL at every SQLite statement
+free, as it nearly always is in one process).
+
+Where several processes share the file (``gnau serve --workers N``), each batch first takes the
+backend's *writer turn* (:class:`WriterTurn`: SQLite's is a ``flock`` on a file beside the
+database), and lets it go on the commit thread the moment its COMMIT returns. SQLite's own lock
+is what keeps the log correct; the turn only hands it over promptly: a process waiting for
+SQLite's lock polls it, sleeping 1, 2, 5, 10 ms and longer between tries, and so kept losing it
+to a process that commits batch after batch, while one blocked on the turn is woken by the
+kernel as soon as it is free. A writer thread would give up the GIL at every SQLite statement
 and wait for the busy loop to hand it back, which costs more than the statements; and the loop
 hands a thread its BEGIN only to wait for it to get the GIL back (about 5 ms a batch under load:
 the interpreter's switch interval), so it does not when it need not.
@@ -22,7 +30,7 @@ import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from gnau_service.store.backend import Backend
 from gnau_service.store.coordination import Coordination, Integrated, QueuedUnit, WritingStore
@@ -34,6 +42,26 @@ T = TypeVar("T")
 #: Begins a step transaction on a connection if that needs no waiting (the write lock is free
 #: now); whether it began.
 BeginAtOnce = Callable[[Any], bool]
+
+
+class WriterTurn(Protocol):
+    """Whose turn it is to write, among the processes sharing a database (see above)."""
+
+    def take_at_once(self) -> bool:
+        """Take the turn if it is free now; whether it was taken."""
+        ...
+
+    def take(self) -> None:
+        """Wait for the turn and take it (blocks: call it on a thread)."""
+        ...
+
+    def release(self) -> None:
+        """Let the turn go (harmless if not held)."""
+        ...
+
+    def close(self) -> None:
+        """Let the turn go for good."""
+        ...
 
 
 class InStepBatch(StepBatch):
@@ -64,10 +92,17 @@ class InStepIntegration(Coordination):
     """SQLite's coordination: the steps of each event loop, on one connection (a loop that is
     not the last one's gets a writer of its own; the server has one loop)."""
 
-    def __init__(self, backend: Backend, store: WritingStore, begin_at_once: BeginAtOnce):
+    def __init__(
+        self,
+        backend: Backend,
+        store: WritingStore,
+        begin_at_once: BeginAtOnce,
+        turn: WriterTurn | None = None,
+    ):
         self._backend = backend
         self._store = store
         self._begin_at_once = begin_at_once
+        self._turn = turn
         self._loop_steps: LoopSteps | None = None
 
     def enqueue(self, unit: QueuedUnit[Any]) -> None:
@@ -75,12 +110,16 @@ class InStepIntegration(Coordination):
         if self._loop_steps is None or self._loop_steps.loop is not loop:
             if self._loop_steps is not None:
                 self._loop_steps.close()
-            self._loop_steps = LoopSteps(self._backend, self._store, self._begin_at_once, loop)
+            self._loop_steps = LoopSteps(
+                self._backend, self._store, self._begin_at_once, loop, self._turn
+            )
         self._loop_steps.add(unit)
 
     def close(self) -> None:
         if self._loop_steps is not None:
             self._loop_steps.close()
+        if self._turn is not None:
+            self._turn.close()
 
 
 class LoopSteps:
@@ -92,8 +131,10 @@ class LoopSteps:
         store: WritingStore,
         begin_at_once: BeginAtOnce,
         loop: asyncio.AbstractEventLoop,
+        turn: WriterTurn | None = None,
     ) -> None:
         self._backend = backend
+        self._turn = turn
         self._store = store
         self._begin_at_once = begin_at_once
         self.loop = loop
@@ -139,7 +180,10 @@ class LoopSteps:
         if not batch:
             return
         steps = InStepBatch(self._backend, self._store, batch)
+        turn = self._turn
         try:
+            if turn is not None and not turn.take_at_once():
+                await self._blocking(turn.take)
             if self._connection is None:
                 self._connection = await self._blocking(self._backend.connect)
             if self._begin_at_once(self._connection):
@@ -147,9 +191,20 @@ class LoopSteps:
             else:
                 await self._blocking(steps.begin, self._connection)
             steps.run(self._connection)
-            await self._blocking(steps.commit, self._connection)
+            await self._blocking(self._commit_in_turn, steps, self._connection)
         except Exception as error:
             steps.fail(self._connection, error)
             self._connection = None
             return
+        finally:
+            if turn is not None:
+                turn.release()
         steps.finish()
+
+    def _commit_in_turn(self, steps: InStepBatch, connection: Any) -> None:
+        """COMMIT, then at once hand the turn to a process waiting for it."""
+        try:
+            steps.commit(connection)
+        finally:
+            if self._turn is not None:
+                self._turn.release()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import sqlite3
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 #: The files SQLite keeps for a database in WAL mode, after the database file's own name.
 COMPANION_SUFFIXES: Final = ("-wal", "-shm")
+#: The file beside the database whose lock is the writers' turn (:class:`FileTurn`); empty.
+TURN_SUFFIX: Final = "-turn"
 #: How long a connection waits for a lock: another connection's transaction, or its switch of a
 #: new file to WAL.
 BUSY_SECONDS: Final = 30.0
@@ -159,7 +162,12 @@ class SqliteBackend(Backend):
             self.close_quietly(connection)
 
     def coordinate(self, store: WritingStore) -> Coordination:
-        return InStepIntegration(self, store, self.begin_at_once)
+        return InStepIntegration(self, store, self.begin_at_once, FileTurn(self.turn_path))
+
+    @property
+    def turn_path(self) -> Path:
+        """The file whose ``flock`` is the writers' turn (see :class:`FileTurn`)."""
+        return self.path.with_name(self.path.name + TURN_SUFFIX)
 
     def schema_version(self, connection: sqlite3.Connection) -> int:
         return user_version(connection)
@@ -224,6 +232,52 @@ def _size_if_changed(connection: sqlite3.Connection, seen: int | None) -> tuple[
         return version, None
     row = connection.execute("SELECT size FROM log_head WHERE id = 1").fetchone()
     return version, None if row is None else int(row[0])
+
+
+class FileTurn:
+    """The writers' turn among processes (:class:`~gnau_service.store.in_step.WriterTurn`): an
+    exclusive ``flock`` on an empty file beside the database, opened on first use (0600). The
+    kernel releases it when its holder dies, and wakes a waiter as soon as it is released. A
+    file that cannot be opened (a read-only directory) means no turn: SQLite's lock still
+    serialises the writers, only less promptly."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._descriptor: int | None = None
+        self._opened = False
+
+    def _file(self) -> int | None:
+        if not self._opened:
+            self._opened = True
+            try:
+                self._descriptor = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as error:
+                log.warning("no writers' turn file (%s): writers take turns by polling", error)
+        return self._descriptor
+
+    def take_at_once(self) -> bool:
+        descriptor = self._file()
+        if descriptor is None:
+            return True
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def take(self) -> None:
+        descriptor = self._file()
+        if descriptor is not None:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+
+    def release(self) -> None:
+        if self._descriptor is not None:
+            fcntl.flock(self._descriptor, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        descriptor, self._descriptor = self._descriptor, None
+        if descriptor is not None:
+            os.close(descriptor)  # which lets the lock go
 
 
 def user_version(connection: sqlite3.Connection) -> int:
