@@ -448,9 +448,10 @@ async def serve(
     started.append(app)
     collector.settle_after_start()
     on_started(app)
-    if role is not None:
-        role.say_ready()
+    heartbeat = None if role is None else role.say_ready()
     await stopping.wait()
+    if heartbeat is not None:
+        heartbeat.cancel()
     log.info("shutting down", grace_seconds=settings.grace_seconds)
     await app.stop()
     exit_within()

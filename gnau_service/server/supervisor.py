@@ -21,6 +21,10 @@ The protocol, in order:
    started again after :data:`RESTART_SECONDS` (its first pause, doubled after each death of
    that slot up to the last); a worker that served :data:`STABLE_SECONDS` resets its slot's
    pause.
+   Each serving worker sends a heartbeat every second from its event loop; one silent for
+   :data:`WATCHDOG_SECONDS` (frozen by SIGSTOP, its loop blocked, its host swapping) is killed
+   and so replaced: on SQLite a frozen worker may hold the write lock, and every other worker
+   would wait for it for good.
 5. **Signals.** SIGHUP is passed on to every worker (each rereads the token file). SIGTERM or
    SIGINT starts the drain: every worker gets SIGTERM and shuts down in the documented order
    (docs/api.md, "Shutdown"), all at once; a worker still running after its grace, notice and
@@ -58,6 +62,8 @@ from gnau_service.server.workers import WORKER_ENVIRONMENT, WorkerRole
 RESTART_SECONDS: Final = (0.5, 30.0)
 #: A worker that has served this long resets its slot's pause to the first.
 STABLE_SECONDS: Final = 60.0
+#: A serving worker whose heartbeat has not come for this long is killed (then started again).
+WATCHDOG_SECONDS: Final = 10.0
 #: How much longer than a worker's own shutdown bounds the drain waits before SIGKILL.
 STOP_MARGIN_SECONDS: Final = 5.0
 
@@ -84,6 +90,7 @@ class _Slot:
     pause: float = RESTART_SECONDS[0]
     process: asyncio.subprocess.Process | None = None
     serving_since: float | None = None
+    heard: float = 0.0  # time.monotonic() of its last heartbeat
     ever_served: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -111,6 +118,7 @@ class Supervisor:
         self._failed = loop.create_future()
         settings = self.settings
         run_dir = tempfile.mkdtemp(prefix="gnau-workers-")
+        watchdog: asyncio.Task[None] | None = None
         try:
             addresses = {
                 name: self._reserve(getattr(settings, name), flag)
@@ -126,6 +134,7 @@ class Supervisor:
             self._role_base = {**addresses, "run_dir": run_dir, "count": len(self._slots)}
             for slot in self._slots:
                 slot.task = asyncio.create_task(self._keep_running(slot))
+            watchdog = asyncio.create_task(self._watch_heartbeats(), name="gnau-watchdog")
             outcome = await _first(self._all_serving.wait(), self._stopping.wait(), self._failed)
             if outcome is self._failed:
                 log.error("cannot start", error=self._failed.result())
@@ -158,6 +167,8 @@ class Supervisor:
             return 0
         finally:
             self._stopping.set()
+            if watchdog is not None:
+                watchdog.cancel()
             await self._drain()
             for reserved in self._reserved:
                 reserved.close()
@@ -249,15 +260,18 @@ class Supervisor:
 
         def readable() -> None:
             try:
-                said = os.read(ready_read, 64)
+                said = os.read(ready_read, 4096)
             except OSError:
                 said = b""
+            if not said:  # the worker has exited
+                loop.remove_reader(ready_read)
+                return
+            slot.heard = time.monotonic()
             if said.startswith(b"serving"):
-                slot.serving_since = time.monotonic()
+                slot.serving_since = slot.heard
                 slot.ever_served = True
                 if all(s.ever_served for s in self._slots):
                     self._all_serving.set()
-            loop.remove_reader(ready_read)
 
         loop.add_reader(ready_read, readable)
         try:
@@ -265,6 +279,28 @@ class Supervisor:
         finally:
             loop.remove_reader(ready_read)
             os.close(ready_read)
+
+    async def _watch_heartbeats(self) -> None:
+        """Kill a serving worker whose heartbeat stopped (see the module's text)."""
+        while True:
+            await asyncio.sleep(1.0)
+            now = time.monotonic()
+            for slot in self._slots:
+                process = slot.process
+                if (
+                    process is not None
+                    and process.returncode is None
+                    and slot.serving_since is not None
+                    and now - slot.heard > WATCHDOG_SECONDS
+                ):
+                    log.warning(
+                        "worker stopped answering; killing it",
+                        worker=slot.index,
+                        silent_seconds=round(now - slot.heard, 1),
+                    )
+                    slot.serving_since = None  # killed once
+                    with contextlib.suppress(ProcessLookupError):
+                        process.kill()
 
     def _forward(self, signum: int) -> None:
         for slot in self._slots:

@@ -12,11 +12,14 @@ metrics sockets, and the descriptor on which the worker says it serves. A worker
   that would restart it;
 - stamps every log line with ``"worker": K``, and every metric with ``worker="K"``
   (:mod:`~gnau_service.server.worker_metrics`);
-- writes one line to its ready descriptor once it serves.
+- writes one line to its ready descriptor once it serves, then a heartbeat every
+  :data:`HEARTBEAT_SECONDS` from its event loop, by which the supervisor finds a worker that has
+  stopped (frozen, or its loop blocked) and replaces it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import json
@@ -33,6 +36,9 @@ WORKER_ENVIRONMENT: Final = "GNAU_WORKER"
 MAX_WORKERS: Final = 64
 #: ``--workers auto``: one worker per usable core.
 AUTO: Final = "auto"
+
+#: How often a serving worker tells its supervisor it is alive (seconds).
+HEARTBEAT_SECONDS: Final = 1.0
 
 _PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 
@@ -73,11 +79,28 @@ class WorkerRole:
         if os.getppid() != self.supervisor:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    def say_ready(self) -> None:
-        """Tell the supervisor this worker serves (once)."""
-        with contextlib.suppress(OSError):  # a supervisor gone: the parent-death signal follows
-            os.write(self.ready_fd, b"serving\n")
-            os.close(self.ready_fd)
+    def say_ready(self) -> asyncio.Task[None]:
+        """Tell the supervisor this worker serves, then keep telling it that it is alive (the
+        task, until cancelled)."""
+        # Never blocking: a full pipe (a stopped supervisor) loses beats, not the loop.
+        with contextlib.suppress(OSError):
+            os.set_blocking(self.ready_fd, False)
+        self._say(b"serving\n")
+        return asyncio.get_running_loop().create_task(self._beat(), name="gnau-worker-heartbeat")
+
+    async def _beat(self) -> None:
+        try:
+            while True:
+                await asyncio.sleep(HEARTBEAT_SECONDS)
+                self._say(b".")
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.ready_fd)
+
+    def _say(self, what: bytes) -> None:
+        # A supervisor gone: the parent-death signal follows.
+        with contextlib.suppress(OSError):
+            os.write(self.ready_fd, what)
 
 
 def parse_workers(value: object) -> int:
