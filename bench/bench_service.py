@@ -1,6 +1,7 @@
 """The dealer service end to end over gRPC, beside a bare gRPC service measured in the same run.
 
-Run: ``.venv/bin/python bench/bench_service.py`` (about a minute and a half with the defaults).
+Run: ``.venv/bin/python bench/bench_service.py`` (about a minute and a half with the defaults;
+with ``--workers 1,2``, below, under four minutes).
 
 1. The real service (``gnau serve``) runs in its own process on a fresh SQLite file, then on a
    scratch PostgreSQL database (skipped, with the reason, if PostgreSQL is unreachable). Every
@@ -27,12 +28,31 @@ Run: ``.venv/bin/python bench/bench_service.py`` (about a minute and a half with
 
 The machine is shared and noisy, so compare the ratios, not absolute figures across runs. The
 last thing printed is a markdown block for the README.
+
+Workers (issue 26): ``--workers 1,2`` runs steps 1 to 4 once per count: the real service as
+``gnau serve --workers N`` (a supervisor and N worker processes sharing the port with
+``SO_REUSEPORT`` and one database), and the bare service as N processes on one port (also
+``SO_REUSEPORT``). The server's CPU is that of the supervisor and all its children (or of every
+bare process), read from ``/proc`` at both ends of the window; a process set that changes in the
+window (a worker restarted) is reported. The kernel spreads *connections*, not calls, over the
+processes, so the load generator opens ``--channels`` connections (by default one per table
+with workers, as many clients would; 1 otherwise, as before), table ``t`` on connection
+``t mod channels``, the same for every count. Each server is then driven open-loop at a fixed
+offered load (``--rate`` rounds/s; by default ``--fixed-load`` 0.8 of the first count's
+closed-loop rate, the same for every count): a round starts every 1/rate s on a free table,
+whatever the others are doing, so each call's p99 compares the counts at the same offered load.
+Then a second markdown table: rounds/s against the first count, the ceiling the run's own CPU
+figures allow (the load generator shares the cores: at most ``min(cores / (S + C), N / S)``
+rounds per ms, S and C the server's and the load generator's CPU ms per round with the first
+count), the share of it reached, the CPU per round, and the latencies.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
+import contextlib
 import json
 import os
 import re
@@ -82,6 +102,13 @@ BARE_SERVICE: Final = "bench.v1.BareService"
 DEFAULT_POSTGRES_URL: Final = "postgresql://postgres@127.0.0.1:5432/postgres"
 GNAU: Final = str(Path(sys.executable).parent / "gnau")
 CLOCK_TICKS: Final = os.sysconf("SC_CLK_TCK")
+# --workers (issue 26)
+FIXED_LOAD: Final = 0.8  # the fixed offered load: this share of the first count's rate
+POOL_PER_TABLE: Final = 4  # the open loop's tables: this many per --tables
+SPEEDUP_TARGET: Final = 1.3
+CEILING_SHARE_TARGET: Final = 0.9
+CPU_GROWTH_TARGET: Final = 0.10
+BUSY_BEFORE: Final = 0.3  # cores busy on the machine before the start: warn above this
 
 
 # --- processes ------------------------------------------------------------------------------------
@@ -93,29 +120,101 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-class ServerProcess:
-    """A server in a child process, its stdout and stderr in files under ``directory``."""
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far (every thread)."""
+    stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
-    def __init__(self, name: str, argv: Sequence[str], directory: Path) -> None:
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of ``pid`` (a supervisor's workers), from its threads' ``children``
+    files, or by scanning ``/proc`` for its ppid where the kernel has no such file."""
+    tasks = Path(f"/proc/{pid}/task")
+    children: set[int] = set()
+    try:
+        files = [task / "children" for task in tasks.iterdir()]
+    except OSError:
+        return []
+    if files and files[0].exists():
+        for path in files:
+            with contextlib.suppress(OSError):
+                children.update(int(child) for child in path.read_text(encoding="ascii").split())
+        return sorted(children)
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                stat = (entry / "stat").read_text(encoding="ascii")
+                if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                    children.add(int(entry.name))
+    return sorted(children)
+
+
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine spent outside idle and iowait so far (``/proc/stat``)."""
+    values = [
+        int(v) for v in Path("/proc/stat").read_text(encoding="ascii").split("\n")[0].split()[1:]
+    ]
+    return (sum(values[:8]) - values[3] - values[4]) / CLOCK_TICKS
+
+
+def connections_by_pid(pids: Sequence[int], port: int) -> dict[int, int]:
+    """Established TCP connections on local ``port`` that each of ``pids`` holds: how the
+    kernel spread the load generator's connections over the processes sharing the port."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text(encoding="ascii").splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    counts = {}
+    for pid in pids:
+        counts[pid] = 0
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    counts[pid] += link.startswith("socket:[") and link[8:-1] in inodes
+    return counts
+
+
+class ServerProcess:
+    """A server in a child process, its stdout and stderr in files under ``directory``.
+    ``workers``: a ``gnau serve --workers N`` supervisor, which serves once it says so for all
+    N workers."""
+
+    def __init__(self, name: str, argv: Sequence[str], directory: Path, workers: int = 1) -> None:
         self.name = name
         self.argv = list(argv)
+        self.workers = workers
+        self.port = 0  # where it serves, if known: its connections are counted by process
         self.stdout_path = directory / f"{name}.stdout"
         self.stderr_path = directory / f"{name}.stderr"
         self.process: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> str:
         """Start it and wait until it serves: a "serving on" line on stdout, or a JSON
-        "serving" line on stderr (``gnau serve --log-format json``). Returns the log key the
-        JSON line names ("" for a server that has none)."""
+        "serving" line on stderr (``gnau serve --log-format json``; with workers, the
+        supervisor's, which names them). Returns the log key the JSON lines name ("" for a
+        server that has none)."""
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(self.argv, stdout=out, stderr=err)
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
-            if "serving on" in self.stdout_path.read_text(encoding="utf-8", errors="replace"):
+            stdout = self.stdout_path.read_text(encoding="utf-8", errors="replace")
+            if self.workers == 1 and "serving on" in stdout:
                 return ""
+            key = ""
             for line in self.stderr_path.read_text(encoding="utf-8", errors="replace").splitlines():
-                if '"serving"' in line and json.loads(line).get("event") == "serving":
-                    return str(json.loads(line).get("key", ""))
+                if '"serving"' not in line:
+                    continue
+                record = json.loads(line)
+                if record.get("event") != "serving":
+                    continue
+                key = key or str(record.get("key", ""))
+                if self.workers == 1 or "workers" in record:
+                    return key
             if self.process.poll() is not None:
                 raise RuntimeError(
                     f"{self.name} exited with status {self.process.returncode}: {self.tail()}"
@@ -127,12 +226,19 @@ class ServerProcess:
         text = self.stderr_path.read_text(encoding="utf-8", errors="replace").strip()
         return " | ".join(text.splitlines()[-5:]) or "(no stderr)"
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU time of the process so far (every thread)."""
+    def cpu_by_pid(self) -> dict[int, float]:
+        """CPU seconds so far of the process and of each of its children (a supervisor's
+        workers), by pid."""
         assert self.process is not None
-        stat = Path(f"/proc/{self.process.pid}/stat").read_text(encoding="ascii")
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+        cpu = {}
+        for pid in [self.process.pid, *child_pids(self.process.pid)]:
+            with contextlib.suppress(OSError):  # gone since listed
+                cpu[pid] = process_cpu_seconds(pid)
+        return cpu
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of the process and its children so far (every thread)."""
+        return sum(self.cpu_by_pid().values())
 
     def stop(self) -> int | None:
         """SIGTERM (a graceful shutdown), then SIGKILL if it has not exited in time."""
@@ -145,6 +251,32 @@ class ServerProcess:
             print(f"  {self.name} ignored SIGTERM for {STOP_TIMEOUT:.0f} s; killing it")
             self.process.kill()
             return self.process.wait()
+
+
+class ServerGroup:
+    """Several server processes measured as one (the bare service's N processes on one port)."""
+
+    def __init__(self, processes: Sequence[ServerProcess]) -> None:
+        self.processes = list(processes)
+        self.workers = len(self.processes)
+        self.port = 0
+
+    async def start(self) -> str:
+        keys = await asyncio.gather(*(process.start() for process in self.processes))
+        return keys[0]
+
+    def tail(self) -> str:
+        return " / ".join(process.tail() for process in self.processes)
+
+    def cpu_by_pid(self) -> dict[int, float]:
+        return {pid: cpu for process in self.processes for pid, cpu in process.cpu_by_pid().items()}
+
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_by_pid().values())
+
+    def stop(self) -> int | None:
+        statuses = [process.stop() for process in self.processes]
+        return next((status for status in statuses if status not in (0, None)), statuses[0])
 
 
 # --- the load generator ---------------------------------------------------------------------------
@@ -188,7 +320,10 @@ def request_id() -> str:
 def real_player(channel: grpc.aio.Channel, token: str, tag: str) -> RoundPlayer:
     """One round of the real service on table ``bench-<tag>-<n>``: four calls, each awaited."""
     stub = dealer_pb2_grpc.DealerServiceStub(channel)
-    options = {"metadata": (("authorization", f"Bearer {token}"),), "timeout": CALL_TIMEOUT}
+    options: dict[str, Any] = {
+        "metadata": (("authorization", f"Bearer {token}"),),
+        "timeout": CALL_TIMEOUT,
+    }
 
     async def play(table: int, recorder: Recorder) -> None:
         shuffle = dealer_pb2.ShuffleRequest(
@@ -216,13 +351,39 @@ def real_player(channel: grpc.aio.Channel, token: str, tag: str) -> RoundPlayer:
 
 def bare_player(channel: grpc.aio.Channel, token: str, request_sizes: Sequence[int]) -> RoundPlayer:
     """One "round" of the bare service: four raw-bytes calls with the real requests' sizes."""
-    calls = [channel.unary_unary(f"/{BARE_SERVICE}/{name}") for name in RPCS]  # bytes in and out
+    calls: list[grpc.aio.UnaryUnaryMultiCallable[bytes, bytes]] = [
+        channel.unary_unary(f"/{BARE_SERVICE}/{name}") for name in RPCS
+    ]  # bytes in and out
     payloads = [secrets.token_bytes(size) for size in request_sizes]
-    options = {"metadata": (("authorization", f"Bearer {token}"),), "timeout": CALL_TIMEOUT}
+    options: dict[str, Any] = {
+        "metadata": (("authorization", f"Bearer {token}"),),
+        "timeout": CALL_TIMEOUT,
+    }
 
     async def play(table: int, recorder: Recorder) -> None:
         for rpc, call in enumerate(calls):
             await recorder.call(rpc, partial(call, payloads[rpc], **options))
+
+    return play
+
+
+def open_channels(target: str, count: int) -> list[grpc.aio.Channel]:
+    """``count`` channels to ``target``, each on its own connection: a local subchannel pool,
+    so that they share none; the kernel's ``SO_REUSEPORT`` spreads connections, not calls, over
+    the processes serving the port."""
+    options = [("grpc.use_local_subchannel_pool", 1)] if count > 1 else []
+    return [grpc.aio.insecure_channel(target, options=options) for _ in range(count)]
+
+
+async def close_channels(channels: Sequence[grpc.aio.Channel]) -> None:
+    await asyncio.gather(*(channel.close() for channel in channels))
+
+
+def spread(players: Sequence[RoundPlayer]) -> RoundPlayer:
+    """Table ``t`` plays on ``players[t mod len(players)]`` (one per channel)."""
+
+    async def play(table: int, recorder: Recorder) -> None:
+        await players[table % len(players)](table, recorder)
 
     return play
 
@@ -238,10 +399,34 @@ class RunResult:
     errors: list[str]
     server_cpu: float  # cores busy in the window
     client_cpu: float
+    machine_cpu: float = 0.0  # the whole machine's busy cores in the window
+    process_cpu: dict[int, float] = field(default_factory=dict)  # the server's, by pid (cores)
+    processes_changed: str = ""  # the server's process set changed in the window: how
+    offered: float = 0.0  # open loop: the rounds/s offered (0: closed loop, --tables at once)
+    offered_in_window: int = 0
+    shed: int = 0  # open loop: rounds due in the window when no table was free
+    connections: dict[int, int] = field(default_factory=dict)  # by pid, at the window's start
 
     @property
     def rounds_per_second(self) -> float:
         return self.rounds_in_window / self.seconds
+
+    def ms_per_round(self, cores: float) -> float:
+        return cores * 1000 / self.rounds_per_second if self.rounds_in_window else 0.0
+
+    @property
+    def client_ms_per_round(self) -> float:
+        return self.ms_per_round(self.client_cpu)
+
+    @property
+    def machine_ms_per_round(self) -> float:
+        return self.ms_per_round(self.machine_cpu)
+
+    @property
+    def other_cpu(self) -> float:
+        """Cores busy on the machine outside the server and the load generator (PostgreSQL's
+        processes, the kernel's threads, anything else running)."""
+        return max(0.0, self.machine_cpu - self.server_cpu - self.client_cpu)
 
     @property
     def server_ms_per_round(self) -> float:
@@ -259,44 +444,106 @@ class RunResult:
 async def drive(
     label: str,
     play: RoundPlayer,
-    server: ServerProcess,
+    server: ServerProcess | ServerGroup,
     *,
     tables: int,
     warmup: float,
     seconds: float,
+    rate: float | None = None,
 ) -> RunResult:
-    """``tables`` tasks play rounds for ``warmup + seconds``; then each finishes its round."""
+    """Closed loop: ``tables`` tasks play rounds for ``warmup + seconds``; then each finishes its
+    round. ``rate``: open loop instead, a round started every ``1 / rate`` s on a free table of
+    ``POOL_PER_TABLE * tables`` (a round due when none is free is shed and counted)."""
     recorder = Recorder()
     now = time.perf_counter()
     recorder.window_start = now + warmup
     recorder.window_end = recorder.window_start + seconds
 
+    async def play_one(table: int) -> bool:
+        """One round on ``table``; False if it failed (the table is then left alone)."""
+        try:
+            await play(table, recorder)
+        except (grpc.aio.AioRpcError, RuntimeError) as error:
+            detail = (
+                f"{error.code().name}: {error.details()}"
+                if isinstance(error, grpc.aio.AioRpcError)
+                else str(error)
+            )
+            recorder.errors.append(f"table {table}: {detail}")
+            return False  # its round may be left open: the verification will say so
+        recorder.rounds_played += 1
+        if recorder.window_start <= time.perf_counter() <= recorder.window_end:
+            recorder.rounds_in_window += 1
+        return True
+
     async def table_loop(table: int) -> None:
         while time.perf_counter() < recorder.window_end:
-            try:
-                await play(table, recorder)
-            except (grpc.aio.AioRpcError, RuntimeError) as error:
-                detail = (
-                    f"{error.code().name}: {error.details()}"
-                    if isinstance(error, grpc.aio.AioRpcError)
-                    else str(error)
-                )
-                recorder.errors.append(f"table {table}: {detail}")
-                return  # its round may be left open: the verification will say so
-            recorder.rounds_played += 1
-            if recorder.window_start <= time.perf_counter() <= recorder.window_end:
-                recorder.rounds_in_window += 1
+            if not await play_one(table):
+                return
 
-    async def measure_cpu() -> tuple[float, float]:
+    async def open_loop(rate: float) -> tuple[int, int]:
+        free = collections.deque(range(POOL_PER_TABLE * tables))  # in turn: every channel
+        running: set[asyncio.Task[None]] = set()
+        offered = shed = 0
+
+        async def one(table: int) -> None:
+            if await play_one(table):
+                free.append(table)
+
+        due = time.perf_counter()
+        while due < recorder.window_end:
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            in_window = recorder.window_start <= due
+            offered += in_window
+            if free:
+                task = asyncio.create_task(one(free.popleft()))
+                running.add(task)
+                task.add_done_callback(running.discard)
+            else:
+                shed += in_window
+            due += 1 / rate
+        await asyncio.gather(*running)
+        return offered, shed
+
+    def snapshot() -> tuple[float, float, float, dict[int, float]]:
+        by_pid: dict[int, float] = (
+            server.cpu_by_pid() if hasattr(server, "cpu_by_pid") else {}  # not bench_replicas'
+        )
+        total = sum(by_pid.values()) if by_pid else server.cpu_seconds()
+        return total, time.process_time(), machine_busy_seconds(), by_pid
+
+    connections: dict[int, int] = {}
+
+    async def measure_cpu() -> tuple[float, float, float, dict[int, float], str]:
         await asyncio.sleep(max(0.0, recorder.window_start - time.perf_counter()))
-        server_before, client_before = server.cpu_seconds(), time.process_time()
+        server_before, client_before, machine_before, pids_before = snapshot()
+        if getattr(server, "port", 0):
+            connections.update(connections_by_pid(list(pids_before), server.port))
         await asyncio.sleep(max(0.0, recorder.window_end - time.perf_counter()))
-        server_after, client_after = server.cpu_seconds(), time.process_time()
-        return (server_after - server_before) / seconds, (client_after - client_before) / seconds
+        server_after, client_after, machine_after, pids_after = snapshot()
+        changed = (
+            f"processes {sorted(pids_before)} at the start, {sorted(pids_after)} at the end"
+            if set(pids_before) != set(pids_after)
+            else ""
+        )
+        by_pid = {
+            pid: (cpu - pids_before.get(pid, 0.0)) / seconds for pid, cpu in pids_after.items()
+        }
+        return (
+            (server_after - server_before) / seconds,
+            (client_after - client_before) / seconds,
+            (machine_after - machine_before) / seconds,
+            by_pid,
+            changed,
+        )
 
     cpu = asyncio.create_task(measure_cpu())
-    await asyncio.gather(*(table_loop(table) for table in range(tables)))
-    server_cpu, client_cpu = await cpu
+    offered = shed = 0
+    if rate is None:
+        await asyncio.gather(*(table_loop(table) for table in range(tables)))
+    else:
+        offered, shed = await open_loop(rate)
+    server_cpu, client_cpu, machine_cpu, by_pid, changed = await cpu
     return RunResult(
         label,
         tables,
@@ -307,6 +554,13 @@ async def drive(
         recorder.errors,
         server_cpu,
         client_cpu,
+        machine_cpu,
+        by_pid,
+        changed,
+        rate or 0.0,
+        offered,
+        shed,
+        connections,
     )
 
 
@@ -332,8 +586,9 @@ def _echo(payload: bytes) -> Callable[[bytes, Any], Awaitable[bytes]]:
 
 
 async def serve_bare(port: int, response_sizes: Sequence[int]) -> None:
-    server = grpc.aio.server(maximum_concurrent_rpcs=1000)
-    handlers = {
+    # SO_REUSEPORT: N bare processes share one port, as gnau serve's workers do.
+    server = grpc.aio.server(maximum_concurrent_rpcs=1000, options=[("grpc.so_reuseport", 1)])
+    handlers: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {
         name: grpc.unary_unary_rpc_method_handler(_echo(secrets.token_bytes(size)))
         for name, size in zip(RPCS, response_sizes, strict=True)
     }
@@ -531,11 +786,53 @@ class BackendResult:
     verification: Verification | None = None
     skipped: str | None = None
     bare: RunResult | None = None  # the bare run measured right after this one
+    workers: int = 1
+    fixed: RunResult | None = None  # the same server at a fixed offered load (open loop)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
         assert self.run is not None and self.bare is not None
         return self.run.rounds_per_second / self.bare.rounds_per_second
+
+
+OfferedLoad = Callable[[RunResult], float]  # the closed-loop run -> the rate to offer
+
+
+def workers_label(label: str, workers: int, unit: str = "workers") -> str:
+    return label if workers == 1 else f"{label}, {workers} {unit}"
+
+
+async def drive_both(
+    label: str,
+    make_play: Callable[[str], RoundPlayer],
+    server: ServerProcess | ServerGroup,
+    arguments: argparse.Namespace,
+    offered: OfferedLoad | None,
+) -> tuple[RunResult, RunResult | None]:
+    """The closed-loop run, then (``offered``) the open-loop run at the offered load, on the
+    same server; ``make_play(suffix)`` gives a player on fresh table names."""
+    run = await drive(
+        label,
+        make_play(""),
+        server,
+        tables=arguments.tables,
+        warmup=arguments.warmup,
+        seconds=arguments.seconds,
+    )
+    if offered is None:
+        return run, None
+    rate = offered(run)
+    fixed = await drive(
+        f"{label} @ {rate:,.0f}/s",
+        make_play("-fixed"),
+        server,
+        tables=arguments.tables,
+        warmup=arguments.warmup,
+        seconds=arguments.seconds,
+        rate=rate,
+    )
+    return run, fixed
 
 
 async def bench_backend(
@@ -546,11 +843,14 @@ async def bench_backend(
     sizes: list[tuple[list[int], list[int], int]],
     *,
     front_only: bool = False,
+    workers: int = 1,
+    offered: OfferedLoad | None = None,
 ) -> BackendResult:
-    """Start ``gnau serve`` on ``database``, measure its sizes if not yet known, drive it,
-    stop it, then export and verify its log. ``front_only``: the gRPC side alone (step 5),
-    which logs no rounds to verify."""
-    name = label.lower().replace(" ", "-")
+    """Start ``gnau serve`` on ``database`` (``--workers`` if more than one), measure its sizes
+    if not yet known, drive it (then at the ``offered`` load if given), stop it, then export
+    and verify its log. ``front_only``: the gRPC side alone (step 5), which logs no rounds to
+    verify."""
+    name = label.lower().replace(" ", "-").replace(",", "")
     data_dir = directory / f"data-{name}"
     port = free_port()
     command = (
@@ -558,35 +858,59 @@ async def bench_backend(
         if front_only
         else [GNAU, "serve"]
     )
+    more = ["--workers", str(workers)] if workers > 1 else []
     server = ServerProcess(
-        f"gnau-{name}", [*command, *serve_arguments(port, data_dir, database)], directory
+        f"gnau-{name}",
+        [*command, *serve_arguments(port, data_dir, database), *more],
+        directory,
+        workers,
     )
+    server.port = port
+    channels: list[grpc.aio.Channel] = []
     try:
         vkey = await server.start()
         token = (data_dir / "operator-token").read_text(encoding="utf-8").strip()
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            play = real_player(channel, token, name)
-            extra = 0
-            if not sizes:
-                sizes.append(await measure_sizes(play))
-                extra = SIZE_ROUNDS
-            run = await drive(
-                label,
-                play,
-                server,
-                tables=arguments.tables,
-                warmup=arguments.warmup,
-                seconds=arguments.seconds,
-            )
-        run.rounds_played += extra
+        channels = open_channels(f"127.0.0.1:{port}", arguments.channels)
+        extra = 0
+        if not sizes:
+            sizes.append(await measure_sizes(real_player(channels[0], token, name)))
+            extra = SIZE_ROUNDS
+
+        def make_play(suffix: str) -> RoundPlayer:
+            return spread([real_player(channel, token, name + suffix) for channel in channels])
+
+        run, fixed = await drive_both(label, make_play, server, arguments, offered)
+        run.rounds_played += extra + (fixed.rounds_played if fixed is not None else 0)
     finally:
+        await close_channels(channels)
         status = server.stop()
+    notes = []
     if status not in (0, None):
-        print(f"  {label}: gnau serve exited with status {status}: {server.tail()}")
+        notes.append(f"gnau serve exited with status {status}: {server.tail()}")
+        print(f"  {label}: {notes[-1]}")
+    restarts = worker_restarts(server.stderr_path)
+    if restarts:
+        notes.append(restarts)
+        print(f"  {label}: {restarts}")
     if front_only:
-        return BackendResult(label, run)
-    verification = verify_log(database, vkey, directory / f"{name}.bundle", run.rounds_played)
-    return BackendResult(label, run, verification)
+        return BackendResult(label, run, workers=workers, fixed=fixed, notes=notes)
+    verification = verify_log(
+        database, vkey, directory / f"{name}.bundle", run.rounds_played, starts=workers
+    )
+    return BackendResult(label, run, verification, workers=workers, fixed=fixed, notes=notes)
+
+
+def worker_restarts(stderr: Path) -> str:
+    """What a supervisor's log says of workers that exited while it served (JSON lines with a
+    "worker" and an event naming an exit or a restart), or ""."""
+    seen = []
+    for line in stderr.read_text(encoding="utf-8", errors="replace").splitlines():
+        with contextlib.suppress(ValueError):
+            record = json.loads(line)
+            event = str(record.get("event", "")) if isinstance(record, dict) else ""
+            if any(word in event for word in ("exit", "restart", "died", "crash", "kill")):
+                seen.append(f"{event} (worker {record.get('worker', '?')})")
+    return f"supervisor log: {', '.join(seen[:5])}" if seen else ""
 
 
 async def bench_bare(
@@ -594,36 +918,39 @@ async def bench_bare(
     directory: Path,
     arguments: argparse.Namespace,
     sizes: tuple[list[int], list[int]],
-) -> RunResult:
-    """The bare service, driven like the real one; the token only gives the same header size."""
+    *,
+    workers: int = 1,
+    offered: OfferedLoad | None = None,
+) -> BackendResult:
+    """The bare service (``workers`` processes on one port), driven like the real one; the
+    token only gives the same header size."""
     token = new_token()
     requests, responses = sizes
     port = free_port()
-    server = ServerProcess(
-        label.replace(" ", "-").replace("#", ""),
-        [
-            sys.executable,
-            str(Path(__file__).resolve()),
-            "--bare-server",
-            str(port),
-            "--response-sizes",
-            ",".join(map(str, responses)),
-        ],
-        directory,
-    )
+    name = label.replace(" ", "-").replace("#", "").replace(",", "")
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--bare-server",
+        str(port),
+        "--response-sizes",
+        ",".join(map(str, responses)),
+    ]
+    server = ServerGroup([ServerProcess(f"{name}-{k}", argv, directory) for k in range(workers)])
+    server.port = port
+    channels: list[grpc.aio.Channel] = []
     try:
         await server.start()
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            return await drive(
-                label,
-                bare_player(channel, token, requests),
-                server,
-                tables=arguments.tables,
-                warmup=arguments.warmup,
-                seconds=arguments.seconds,
-            )
+        channels = open_channels(f"127.0.0.1:{port}", arguments.channels)
+
+        def make_play(suffix: str) -> RoundPlayer:
+            return spread([bare_player(channel, token, requests) for channel in channels])
+
+        run, fixed = await drive_both(label, make_play, server, arguments, offered)
     finally:
+        await close_channels(channels)
         server.stop()
+    return BackendResult(label, run, workers=workers, fixed=fixed)
 
 
 def scratch_postgres(admin_url: str, prefix: str = "gnau_bench_service") -> tuple[str, str] | str:
@@ -739,57 +1066,136 @@ def markdown(
 
 
 async def run_benchmark(arguments: argparse.Namespace) -> int:
+    counts: list[int] = arguments.workers
     print(
         f"Gnau Dealer service benchmark: {arguments.tables} tables, {arguments.seconds:g} s "
         f"measured after {arguments.warmup:g} s warm-up, {os.cpu_count()} cores, "
         f"Python {sys.version.split()[0]}, grpcio {grpc.__version__}, "
         f"load average {os.getloadavg()[0]:.1f}"
+        + (
+            f"; workers {','.join(map(str, counts))}, {arguments.channels} channels"
+            if counts != [1] or arguments.channels != 1
+            else ""
+        )
     )
+    busy = machine_busy_seconds()
+    await asyncio.sleep(1.0)
+    busy = machine_busy_seconds() - busy
+    if busy > BUSY_BEFORE:
+        print(
+            f"  WARNING: {busy:.2f} cores were busy in the second before the start: another "
+            "benchmark or test run skews every figure (the other cores columns show how much)"
+        )
     started = time.monotonic()
     sizes_found: list[tuple[list[int], list[int], int]] = []
-    results: list[BackendResult] = []
+    rates: dict[str, float] = {}
+
+    def offered(service: str) -> OfferedLoad | None:
+        """The fixed offered load of ``service``: set by its first count's closed-loop run."""
+        if not arguments.fixed_runs:
+            return None
+
+        def rate(run: RunResult) -> float:
+            if service not in rates:
+                rates[service] = arguments.rate or arguments.fixed_load * run.rounds_per_second
+            return rates[service]
+
+        return rate
+
+    def count_text(workers: int, unit: str = "worker", units: str = "workers") -> str:
+        return "" if counts == [1] else f", {workers} {units if workers > 1 else unit}"
+
+    groups: dict[str, list[BackendResult]] = {"bare gRPC": [], "SQLite": [], "PostgreSQL": []}
     with tempfile.TemporaryDirectory(prefix="gnau-bench-service-") as temp:
         directory = Path(temp)
 
-        print("\n1. Real service, SQLite (fresh file; WAL, synchronous=FULL)")
-        sqlite = await bench_backend(
-            "SQLite", f"sqlite:///{directory / 'gnau.db'}", directory, arguments, sizes_found
-        )
-        requests, responses, _ = sizes_found[0]
-        print(
-            "  message sizes (request / response bytes, mean of "
-            f"{SIZE_ROUNDS} rounds): "
-            + ", ".join(f"{n} {q}/{r}" for n, q, r in zip(RPCS, requests, responses, strict=True))
-        )
-        report_backend(sqlite)
-
-        print("\n2. Bare grpc.aio service #1, same message sizes (separate process)")
-        sqlite.bare = await bench_bare("bare gRPC #1", directory, arguments, (requests, responses))
-        report_bare(sqlite.bare)
-        results.append(sqlite)
-
-        print("\n3. Real service, PostgreSQL (scratch database)")
-        if arguments.no_postgres:
-            postgres = BackendResult("PostgreSQL", skipped="--no-postgres")
-        else:
-            scratch = scratch_postgres(arguments.postgres_url)
-            if isinstance(scratch, str):
-                postgres = BackendResult("PostgreSQL", skipped=scratch)
-            else:
-                name, url = scratch
-                print(f"  database {name}")
-                try:
-                    postgres = await bench_backend(
-                        "PostgreSQL", url, directory, arguments, sizes_found
-                    )
-                finally:
-                    drop_postgres(arguments.postgres_url, name)
-        report_backend(postgres)
-        if postgres.run is not None:
-            print("\n4. Bare grpc.aio service #2, same message sizes (separate process)")
-            postgres.bare = await bench_bare(
-                "bare gRPC #2", directory, arguments, (requests, responses)
+        for workers in counts:
+            print(
+                "\n1. Real service, SQLite (fresh file; WAL, synchronous=FULL)"
+                + count_text(workers)
             )
+            result = await bench_backend(
+                workers_label("SQLite", workers),
+                f"sqlite:///{directory / f'gnau-{workers}.db'}",
+                directory,
+                arguments,
+                sizes_found,
+                workers=workers,
+                offered=offered("SQLite"),
+            )
+            if not groups["SQLite"]:
+                requests, responses, _ = sizes_found[0]
+                print(
+                    "  message sizes (request / response bytes, mean of "
+                    f"{SIZE_ROUNDS} rounds): "
+                    + ", ".join(
+                        f"{n} {q}/{r}" for n, q, r in zip(RPCS, requests, responses, strict=True)
+                    )
+                )
+            report_backend(result)
+            groups["SQLite"].append(result)
+        sqlite = groups["SQLite"][0]
+
+        for workers in counts:
+            print(
+                "\n2. Bare grpc.aio service #1, same message sizes (separate process)"
+                + count_text(workers, "process", "processes on one port")
+            )
+            bare = await bench_bare(
+                workers_label("bare gRPC #1", workers, "processes"),
+                directory,
+                arguments,
+                (requests, responses),
+                workers=workers,
+                offered=offered("bare gRPC"),
+            )
+            report_backend(bare)
+            groups["bare gRPC"].append(bare)
+        sqlite.bare = groups["bare gRPC"][0].run
+        results = [sqlite]
+
+        for workers in counts:
+            label = workers_label("PostgreSQL", workers)
+            print(f"\n3. Real service, PostgreSQL (scratch database){count_text(workers)}")
+            if arguments.no_postgres:
+                postgres = BackendResult(label, skipped="--no-postgres", workers=workers)
+            else:
+                scratch = scratch_postgres(arguments.postgres_url)
+                if isinstance(scratch, str):
+                    postgres = BackendResult(label, skipped=scratch, workers=workers)
+                else:
+                    name, url = scratch
+                    print(f"  database {name}")
+                    try:
+                        postgres = await bench_backend(
+                            label,
+                            url,
+                            directory,
+                            arguments,
+                            sizes_found,
+                            workers=workers,
+                            offered=offered("PostgreSQL"),
+                        )
+                    finally:
+                        drop_postgres(arguments.postgres_url, name)
+            report_backend(postgres)
+            groups["PostgreSQL"].append(postgres)
+        postgres = groups["PostgreSQL"][0]
+        if postgres.run is not None:
+            print(
+                "\n4. Bare grpc.aio service #2, same message sizes (separate process)"
+                + count_text(counts[0], "process", "processes on one port")
+            )
+            postgres.bare = (
+                await bench_bare(
+                    workers_label("bare gRPC #2", counts[0], "processes"),
+                    directory,
+                    arguments,
+                    (requests, responses),
+                    workers=counts[0],
+                )
+            ).run
+            assert postgres.bare is not None
             report_bare(postgres.bare)
         results.append(postgres)
 
@@ -825,10 +1231,16 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
         f"\nResults ({time.monotonic() - started:.0f} s in all; "
         f"load average now {os.getloadavg()[0]:.1f})"
     )
-    print_table(
-        [run for r in results for run in (r.run, r.bare) if run is not None]
-        + [run for run in (front.run,) if run is not None]
-    )
+    every_run = [
+        run
+        for rows in groups.values()
+        for row in rows
+        for run in (row.run, row.fixed)
+        if run is not None
+    ]
+    shown = [run for r in results for run in (r.run, r.bare) if run is not None]
+    shown += [run for run in (front.run,) if run is not None]
+    print_table(shown + [run for run in every_run if all(run is not r for r in shown)])
     failures = 0
     for result in results:
         if result.run is None or result.bare is None:
@@ -846,8 +1258,15 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
             f"{bare_ms:.1f} ms bare (bare/real {bare_ms / real_ms:.2f}: steadier than the rates "
             "on a shared machine)"
         )
-        failures += bool(result.run.errors) + bool(result.bare.errors)
-        failures += result.verification is None or not result.verification.ok
+        failures += bool(result.bare.errors)
+    for rows in groups.values():
+        for row in rows:
+            if row.run is None:
+                continue
+            failures += bool(row.run.errors) + bool(row.fixed is not None and row.fixed.errors)
+            failures += row.workers > 1 and bool(row.notes)
+            if not row.label.startswith("bare"):
+                failures += row.verification is None or not row.verification.ok
     assert front.run is not None and front.bare is not None
     print(
         f"  {FRONT_ONLY}: {front.run.rounds_per_second:,.0f} rounds/s = {front.ratio:.2f} of "
@@ -858,9 +1277,17 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
     for label, figures in alone.items():
         print(f"  dealer + store alone, {label}: {_alone_text(figures)}")
         failures += isinstance(figures, str)
-    for run in (run for r in [*results, front] for run in (r.run, r.bare) if run is not None):
+    for run in [*every_run, *(r.bare for r in results if r.bare is not None), front.run]:
         for error in run.errors[:3]:
             print(f"  {run.label} error: {error}")
+        if run.processes_changed:
+            print(
+                f"  {run.label}: the server's processes changed in the window: "
+                f"{run.processes_changed}"
+            )
+    if counts != [1] or arguments.fixed_runs:
+        print()
+        failures += report_workers(groups, rates)
 
     print("\nMarkdown for the README:\n")
     print(markdown(arguments, results, front, (requests, responses)))
@@ -869,6 +1296,9 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
         + "; ".join(f"{label} {_alone_text(figures)}" for label, figures in alone.items())
         + "."
     )
+    if counts != [1] or arguments.fixed_runs:
+        print("\nWorkers (issue 26), markdown:\n")
+        print(workers_markdown(arguments, groups))
     return 1 if failures else 0
 
 
@@ -896,18 +1326,280 @@ def report_backend(result: BackendResult) -> None:
     print(
         f"  {run.rounds_played:,} rounds played ({run.rounds_in_window:,} in the window), "
         f"{len(run.errors)} errors"
+        + (
+            f"; {run.rounds_per_second:,.0f} rounds/s, server cores (connections) "
+            f"{cores_text(run, supervised=not result.label.startswith('bare'))}, "
+            f"other cores {run.other_cpu:.2f}"
+            if result.workers > 1 or result.fixed is not None
+            else ""
+        )
     )
+    if result.fixed is not None:
+        fixed = result.fixed
+        print(
+            f"  fixed load: {fixed.offered:,.0f} rounds/s offered, {fixed.rounds_per_second:,.0f}"
+            f" done, {fixed.shed} shed, {len(fixed.errors)} errors; p99 ms "
+            + " / ".join(f"{fixed.percentile_ms(rpc, 0.99):.1f}" for rpc in range(len(RPCS)))
+        )
     if verified is None:
         return
+    starts = verified.expected_entries - 4 * verified.rounds_played
     print(
-        f"  log: {verified.entries:,} entries written (expected 1 + 4 x {verified.rounds_played:,}"
-        f" = {verified.expected_entries:,})"
+        f"  log: {verified.entries:,} entries written (expected {starts} + 4 x "
+        f"{verified.rounds_played:,} = {verified.expected_entries:,})"
     )
     print("  gnau audit verify --key <log key>:")
     for line in verified.summary:
         print(f"    {line}")
     for problem in verified.problems:
         print(f"  PROBLEM: {problem}")
+
+
+# --- workers (issue 26) ---------------------------------------------------------------------------
+
+
+def cores_text(run: RunResult, *, supervised: bool) -> str:
+    """The server's cores by process: ``supervisor + worker / worker`` for a supervised server
+    (its first process), else each process's; in brackets, the connections each holds."""
+    cores = [
+        f"{value:.2f}" + (f" ({run.connections[pid]})" if run.connections.get(pid) else "")
+        for pid, value in run.process_cpu.items()
+    ]
+    if supervised and len(cores) > 1:
+        return f"{cores[0]} + {' / '.join(cores[1:])}"
+    return " / ".join(cores) or f"{run.server_cpu:.2f}"
+
+
+@dataclass
+class Scaling:
+    """One count of one service against the service's first count, in the same run."""
+
+    row: BackendResult
+    speedup: float | None = None  # rounds/s over the first count's
+    ceiling: float | None = None  # the most speedup the first count's CPU figures allow
+    machine_ceiling: float | None = None  # the same, with the whole machine's CPU per round
+    cpu_growth: float | None = None  # server CPU per round over the first count's, minus 1
+
+    @property
+    def share(self) -> float | None:
+        """The share of the ceiling reached."""
+        if self.speedup is None or not self.ceiling:
+            return None
+        return self.speedup / self.ceiling
+
+    @property
+    def machine_share(self) -> float | None:
+        """The share of the machine's ceiling reached."""
+        if self.speedup is None or not self.machine_ceiling:
+            return None
+        return self.speedup / self.machine_ceiling
+
+
+def scaling(rows: Sequence[BackendResult]) -> list[Scaling]:
+    """With the first count's server and load generator CPU per round S and C, N workers on
+    ``cores`` cores can at most play min(cores / (S + C), N / S) rounds a millisecond: the
+    ceiling is that over the first count's rate (also with the machine's CPU per round, which
+    counts PostgreSQL's processes and everything else, in place of S + C)."""
+    first = rows[0].run if rows else None
+    out = []
+    cores = os.cpu_count() or 1
+    for row in rows:
+        run = row.run
+        if first is None or run is None or not first.rounds_in_window or not run.rounds_in_window:
+            out.append(Scaling(row))
+            continue
+        server, client = first.server_ms_per_round, first.client_ms_per_round
+        machine = max(first.machine_ms_per_round, server + client)
+        base = first.rounds_per_second
+        ceiling = 1000 * min(cores / (server + client), row.workers / server) / base
+        machine_ceiling = 1000 * min(cores / machine, row.workers / server) / base
+        out.append(
+            Scaling(
+                row,
+                run.rounds_per_second / base,
+                ceiling,
+                machine_ceiling,
+                run.server_ms_per_round / server - 1,
+            )
+        )
+    return out
+
+
+def p99_verdict(row: BackendResult, first: BackendResult) -> str:
+    """Each call's p99 at the fixed load against the first count's: "no worse", or by how much
+    it is worse."""
+    if row.fixed is None or first.fixed is None:
+        return "no fixed-load run"
+    pairs = [
+        (name, row.fixed.percentile_ms(rpc, 0.99), first.fixed.percentile_ms(rpc, 0.99))
+        for rpc, name in enumerate(RPCS)
+    ]
+    worse = [f"{name} {now:.1f} > {then:.1f}" for name, now, then in pairs if now > then]
+    return "no worse" if not worse else "WORSE: " + ", ".join(worse) + " ms"
+
+
+def report_workers(groups: dict[str, list[BackendResult]], rates: dict[str, float]) -> int:
+    """Print each service's counts against its first, and the issue's targets (for the real
+    service); returns the number of problems (errors, restarts, failed logs)."""
+    problems = 0
+    print("Workers (issue 26): each count against the first, in this run")
+    for service, rows in groups.items():
+        for item in scaling(rows)[1:]:
+            row, first = item.row, rows[0]
+            if row.run is None or first.run is None or item.speedup is None:
+                print(f"  {row.label}: skipped ({row.skipped or first.skipped})")
+                continue
+            assert item.ceiling is not None and item.machine_ceiling is not None
+            assert item.cpu_growth is not None and item.share is not None
+            targets = service != "bare gRPC"
+            verdicts = [
+                (
+                    f"{item.speedup:.2f}x the rounds/s of {first.label}",
+                    item.speedup >= SPEEDUP_TARGET,
+                    f">= {SPEEDUP_TARGET}x",
+                ),
+                (
+                    f"{item.share:.0%} of the ceiling {item.ceiling:.2f}x "
+                    f"({item.machine_share:.0%} of {item.machine_ceiling:.2f}x with the "
+                    "machine's CPU)",
+                    item.share >= CEILING_SHARE_TARGET,
+                    f">= {CEILING_SHARE_TARGET:.0%}",
+                ),
+                (
+                    f"server CPU per round {first.run.server_ms_per_round:.2f} -> "
+                    f"{row.run.server_ms_per_round:.2f} ms ({item.cpu_growth:+.0%})",
+                    item.cpu_growth <= CPU_GROWTH_TARGET,
+                    f"<= +{CPU_GROWTH_TARGET:.0%}",
+                ),
+            ]
+            p99 = p99_verdict(row, first)
+            if row.fixed is not None:
+                verdicts.append(
+                    (
+                        f"p99 at {rates.get(service, 0):,.0f} rounds/s offered: {p99}",
+                        p99 == "no worse",
+                        "no worse",
+                    )
+                )
+            print(f"  {row.label}:")
+            for text, met, target in verdicts:
+                mark = ("meets" if met else "MISSES") + f" {target}" if targets else "reported"
+                print(f"    {text}: {mark}")
+            closed = " / ".join(
+                f"{first.run.percentile_ms(rpc, 0.99):.1f} -> "
+                f"{row.run.percentile_ms(rpc, 0.99):.1f}"
+                for rpc in range(len(RPCS))
+            )
+            print(
+                f"    p99 ms at {row.run.tables} tables (closed loop), {'/'.join(RPCS)}: {closed}"
+            )
+            print(
+                f"    server cores (connections) by process: "
+                f"{cores_text(first.run, supervised=targets)} -> "
+                f"{cores_text(row.run, supervised=targets)}; other cores on the machine "
+                f"{first.run.other_cpu:.2f} -> {row.run.other_cpu:.2f}; the machine busy "
+                f"{first.run.machine_cpu:.2f} -> {row.run.machine_cpu:.2f} of "
+                f"{os.cpu_count()} cores"
+            )
+    for rows in groups.values():
+        for row in rows:
+            for run in (row.run, row.fixed):
+                if run is not None and run.processes_changed:
+                    print(f"  PROBLEM: {run.label}: processes changed in the window")
+                    problems += 1
+            for note in row.notes:
+                print(f"  PROBLEM: {row.label}: {note}")
+            if row.fixed is not None and row.fixed.shed:
+                print(f"  {row.fixed.label}: {row.fixed.shed} rounds shed (no table free)")
+    return problems
+
+
+def workers_markdown(arguments: argparse.Namespace, groups: dict[str, list[BackendResult]]) -> str:
+    lines = [
+        f"Workers (issue 26) (`bench/bench_service.py --workers "
+        f"{','.join(map(str, arguments.workers))}`: {arguments.tables} tables on "
+        f"{arguments.channels} connections, {arguments.seconds:g} s after {arguments.warmup:g} s "
+        f"warm-up, {os.cpu_count()} cores shared by the server and the load generator, each in "
+        "its own process). Ceiling: the speed-up the first count's own CPU figures allow, "
+        "min(cores / (S + C), N / S) rounds per ms over its rate, S and C the server's and the "
+        "load generator's CPU ms per round (in brackets, for the ceiling and the share of it: the "
+        "machine's whole CPU per round, "
+        "which counts PostgreSQL's processes, in place of S + C). Fixed load: the same server "
+        "driven open-loop at "
+        + (
+            f"{arguments.rate:g} rounds/s"
+            if arguments.rate
+            else f"{arguments.fixed_load:.0%} of the first count's rate"
+        )
+        + ", the same offered load for every count.",
+        "",
+        "| service | workers | rounds/s | vs first | ceiling | % of ceiling | server CPU ms/round "
+        "| client CPU ms/round | other cores | server cores (connections) by process "
+        "| p50 ms S / D / R / Se "
+        "| p99 ms S / D / R / Se | fixed load: offered rounds/s, p99 ms S / D / R / Se |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|",
+    ]
+    for service, rows in groups.items():
+        for item in scaling(rows):
+            row, run = item.row, item.row.run
+            if run is None:
+                lines.append(f"| {service} | {row.workers} | skipped: {row.skipped} |")
+                continue
+            first = item.speedup is None or item.row is rows[0]
+            fixed = row.fixed
+            lines.append(
+                f"| {service} | {row.workers} | {run.rounds_per_second:,.0f} | "
+                + ("1.00" if first else f"{item.speedup:.2f}")
+                + " | "
+                + ("" if first else f"{item.ceiling:.2f} ({item.machine_ceiling:.2f})")
+                + " | "
+                + (
+                    ""
+                    if first or item.share is None
+                    else f"{item.share:.0%} ({item.machine_share:.0%})"
+                )
+                + f" | {run.server_ms_per_round:.2f}"
+                + ("" if first else f" ({item.cpu_growth:+.0%})")
+                + f" | {run.client_ms_per_round:.2f} | {run.other_cpu:.2f}"
+                + f" | {cores_text(run, supervised=service != 'bare gRPC')}"
+                + " | "
+                + " / ".join(f"{run.percentile_ms(rpc, 0.50):.1f}" for rpc in range(len(RPCS)))
+                + " | "
+                + " / ".join(f"{run.percentile_ms(rpc, 0.99):.1f}" for rpc in range(len(RPCS)))
+                + " | "
+                + (
+                    f"{fixed.offered:,.0f}: "
+                    + " / ".join(
+                        f"{fixed.percentile_ms(rpc, 0.99):.1f}" for rpc in range(len(RPCS))
+                    )
+                    + (f" ({fixed.shed} shed)" if fixed.shed else "")
+                    if fixed is not None
+                    else ""
+                )
+                + " |"
+            )
+    lines += [
+        "",
+        "Targets for the real service (SQLite, PostgreSQL) with 2 workers: at least "
+        f"{SPEEDUP_TARGET}x the rounds/s of 1 and {CEILING_SHARE_TARGET:.0%} of the ceiling; "
+        f"server CPU per round at most +{CPU_GROWTH_TARGET:.0%}; p99 at the fixed load no worse. "
+        "Server cores by process: the supervisor's + each worker's (bare: each process's), with "
+        "the load generator's connections each held. Other cores: the machine's busy cores "
+        "outside the server and the load generator in the window (PostgreSQL's processes, "
+        "anything else running).",
+    ]
+    return "\n".join(lines)
+
+
+def workers_list(text: str) -> list[int]:
+    """``--workers``: a comma list of counts, e.g. ``1,2``."""
+    try:
+        counts = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of counts: {text!r}") from None
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"not a comma list of counts from 1: {text!r}")
+    return counts
 
 
 def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -921,6 +1613,32 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"an administrative PostgreSQL URL, for the scratch database ({DEFAULT_POSTGRES_URL})",
     )
     parser.add_argument("--no-postgres", action="store_true", help="skip PostgreSQL")
+    parser.add_argument(
+        "--workers",
+        type=workers_list,
+        default=[1],
+        help="comma list of worker counts, e.g. 1,2 (issue 26): gnau serve --workers N and N bare"
+        " processes on one port, each count on a fresh server (default 1: one process)",
+    )
+    parser.add_argument(
+        "--channels",
+        type=int,
+        help="connections of the load generator, the same for every count: tables spread over "
+        "them (default with --workers other than 1: one per table, else 1)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="the fixed offered load, rounds/s, of the open-loop run after each closed-loop one "
+        "(default with --workers other than 1: --fixed-load x the first count's rate)",
+    )
+    parser.add_argument(
+        "--fixed-load",
+        type=float,
+        default=FIXED_LOAD,
+        help=f"the fixed load as a share of the first count's rate (default {FIXED_LOAD}; 0: no "
+        "open-loop runs)",
+    )
     parser.add_argument("--bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--front-server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--dealer-alone", metavar="DATABASE", help=argparse.SUPPRESS)
@@ -928,6 +1646,14 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     arguments = parser.parse_args(argv)
     if arguments.tables < 1 or arguments.seconds <= 0 or arguments.warmup < 0:
         parser.error("--tables and --seconds must be positive, --warmup not negative")
+    if arguments.channels is None:
+        arguments.channels = 1 if arguments.workers == [1] else arguments.tables
+    if arguments.channels < 1 or (arguments.rate is not None and arguments.rate <= 0):
+        parser.error("--channels and --rate must be positive")
+    # Open-loop runs: with more than one count (unless --fixed-load 0), or when --rate asks.
+    arguments.fixed_runs = arguments.rate is not None or (
+        arguments.workers != [1] and arguments.fixed_load > 0
+    )
     return arguments
 
 
