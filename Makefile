@@ -92,7 +92,7 @@ bench-audit: $(INSTALLED)
 	$(BIN)/python bench/bench_audit_log.py
 
 bench-service: $(INSTALLED)
-	$(BIN)/python bench/bench_service.py
+	$(BIN)/python bench/bench_service.py --workers 1,2
 
 bench-watch: $(INSTALLED)
 	$(BIN)/python bench/bench_watch.py
