@@ -24,6 +24,7 @@ import stat
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -150,16 +151,23 @@ class SqliteBackend(Backend):
         writes, that another connection (of any process) has committed since it last asked
         (``PRAGMA data_version``, one read of shared memory), every
         :data:`DATA_VERSION_SECONDS`; then the head's size is read."""
-        connection = await asyncio.to_thread(self.connect)
+        # One thread of its own: the connection is closed there, after any read still under way
+        # when the watch is cancelled (closing it beside a read would crash the process).
+        thread = ThreadPoolExecutor(1, thread_name_prefix="gnau-data-version")
+        loop = asyncio.get_running_loop()
+        connection: sqlite3.Connection | None = None
         try:
+            connection = await loop.run_in_executor(thread, self.connect)
             seen = None
             while True:
-                seen, size = await asyncio.to_thread(_size_if_changed, connection, seen)
+                seen, size = await loop.run_in_executor(thread, _size_if_changed, connection, seen)
                 if size is not None:
                     yield size
                 await asyncio.sleep(DATA_VERSION_SECONDS)
         finally:
-            self.close_quietly(connection)
+            if connection is not None:
+                thread.submit(self.close_quietly, connection)
+            thread.shutdown(wait=False)
 
     def coordinate(self, store: WritingStore) -> Coordination:
         return InStepIntegration(self, store, self.begin_at_once, FileTurn(self.turn_path))
