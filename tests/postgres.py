@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -82,3 +83,14 @@ class OutsideLeader:
 
     def release(self) -> None:
         self._session.close()
+
+
+@contextmanager
+def database_of(backend: str, sqlite_file: Path) -> Iterator[str]:
+    """A database URL for ``backend``: a fresh PostgreSQL database (dropped afterwards), or the
+    SQLite file ``sqlite_file``."""
+    if backend == "postgresql":
+        with fresh_database() as url:
+            yield url
+    else:
+        yield f"sqlite:///{sqlite_file}"

@@ -30,7 +30,7 @@ import socket
 from collections.abc import Awaitable, Callable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Final
+from typing import Any, Final
 
 import structlog
 from aiohttp import web
@@ -117,34 +117,19 @@ class WebServer:
             listener = socket.socket(family, kind, protocol)
         except OSError as error:
             raise OSError(error.errno, f"{flag} {address}: {error.strerror}") from None
-        try:
-            # As the gRPC port: a second service on a taken port fails to start.
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if reuse_port:
-                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            listener.bind(where)
-            listener.listen(ACCEPT_BACKLOG)
-        except OSError as error:
-            listener.close()
-            raise OSError(error.errno, f"{flag} {address}: {error.strerror}") from None
-        listener.setblocking(False)
-        return cls(listener, address)
+        # As the gRPC port: a second service on a taken port fails to start.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        return cls(_listening(listener, where, f"{flag} {address}"), address)
 
     @classmethod
     def bind_unix(cls, path: str) -> WebServer:
         """Listen on a Unix socket at ``path`` (owner-only: the process's umask is 077)."""
-        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            # A killed worker leaves its socket behind; its successor takes the path over.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-            listener.bind(path)
-            listener.listen(ACCEPT_BACKLOG)
-        except OSError as error:
-            listener.close()
-            raise OSError(error.errno, f"{path}: {error.strerror}") from None
-        listener.setblocking(False)
-        return cls(listener, path)
+        # A killed worker leaves its socket behind; its successor takes the path over.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        return cls(_listening(socket.socket(socket.AF_UNIX), path, path), path)
 
     async def start(
         self,
@@ -193,6 +178,19 @@ class WebServer:
     def close(self) -> None:
         """Release the port of a server that never started."""
         self._listener.close()
+
+
+def _listening(listener: socket.socket, where: tuple[Any, ...] | str, named: str) -> socket.socket:
+    """``listener`` bound to ``where`` and listening, not blocking; on failure it is closed and
+    an OSError says why, after ``named`` (the setting, or the path)."""
+    try:
+        listener.bind(where)
+        listener.listen(ACCEPT_BACKLOG)
+    except OSError as error:
+        listener.close()
+        raise OSError(error.errno, f"{named}: {error.strerror}") from None
+    listener.setblocking(False)
+    return listener
 
 
 def web_application(

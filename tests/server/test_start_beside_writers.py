@@ -6,11 +6,8 @@ live batches, failing about 4 starts in 25)."""
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +15,12 @@ import pytest
 from gnau_client import GnauClient, Seat
 from gnau_client.aio import AsyncGnauClient
 
-from gnau_service.audit.bundle import verify_bundle, write_bundle
-from gnau_service.audit.entries import EntryKind, decode_entry
-from gnau_service.audit.note import Verifier
+from gnau_service.audit.entries import EntryKind
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from gnau_service.server.structured_logs import configure_logging
-from gnau_service.store import open_reader
-from tests.postgres import fresh_database
+from tests.log_checks import verified_log
+from tests.postgres import database_of
 from tests.serving import Served, served
 from tests.store.test_schema_startup import deadlocks_in
 
@@ -69,19 +64,10 @@ async def start_and_stop(settings: Settings, token: str, times: int) -> list[str
     return failures
 
 
-@contextmanager
-def database(backend: str, tmp_path: Path) -> Iterator[str]:
-    if backend == "postgresql":
-        with fresh_database() as url:
-            yield url
-    else:
-        yield f"sqlite:///{tmp_path / 'writer' / 'gnau.db'}"
-
-
 @pytest.mark.parametrize("backend", ["postgresql", "sqlite"])
 def test_a_second_service_starts_cleanly_beside_a_live_writer(backend: str, tmp_path: Path) -> None:
     configure_logging("json")
-    with database(backend, tmp_path) as url:
+    with database_of(backend, tmp_path / "writer" / "gnau.db") as url:
         with served(tmp_path / "writer", "--database", url) as writer:
             load = Load()
             player = threading.Thread(target=keep_playing, args=(writer, load))
@@ -120,20 +106,16 @@ def test_a_second_service_starts_cleanly_beside_a_live_writer(backend: str, tmp_
         assert rounds_during > 0, "the writer was not writing while the second service started"
         for sign_of_trouble in ("Traceback", "ERROR", '"level": "error"'):
             assert sign_of_trouble not in writer_output
-        assert_the_log_verifies(url, writer.vkey, starts=1 + RESTARTS, rounds=load.rounds)
+        assert_the_log_verifies(url, tmp_path, writer.vkey, starts=1 + RESTARTS, rounds=load.rounds)
 
 
-def assert_the_log_verifies(url: str, vkey: str, *, starts: int, rounds: int) -> None:
+def assert_the_log_verifies(url: str, work: Path, vkey: str, *, starts: int, rounds: int) -> None:
     """Gap-free indices, and the whole log (entries, checkpoints, rounds) verifies offline."""
-    verifier = Verifier.from_vkey(vkey)
-    with open_reader(url) as reader:
-        size = reader.size()
-        entries = list(reader.iter_entries(0, size))
-        bundle = io.StringIO()
-        write_bundle(reader, bundle, end=size)
-    decoded = [decode_entry(data, verifier) for data in entries]
-    assert [entry.index for entry in decoded] == list(range(size))
-    assert sum(entry.kind is EntryKind.SERVICE_STARTED for entry in decoded) == starts
-    report = verify_bundle(io.BytesIO(bundle.getvalue().encode()), pinned_keys=[verifier])
-    assert report.ok, report.summary()
-    assert (report.entries, report.rounds_settled, report.rounds_open) == (size, rounds, 0)
+    log = verified_log(url, work, vkey)
+    assert sum(entry.kind is EntryKind.SERVICE_STARTED for entry in log.entries) == starts
+    report = log.report
+    assert (report.entries, report.rounds_settled, report.rounds_open) == (
+        len(log.entries),
+        rounds,
+        0,
+    )

@@ -4,7 +4,6 @@ metrics port, and the log afterwards."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
@@ -13,18 +12,15 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
 from gnau_client import GnauClient
 
-from gnau_service.audit.bundle import verify_bundle, write_bundle
-from gnau_service.audit.entries import decode_entry
-from gnau_service.audit.note import Verifier
 from gnau_service.server.supervisor import WATCHDOG_SECONDS
-from gnau_service.store import open_reader
-from tests.failover_drill import SEATS, STEP_ENTRY, Player, start_players
+from tests.failover_drill import SEATS, Player, start_players
+from tests.log_checks import verified_log
 from tests.postgres import fresh_database
 from tests.serving import (
     Served,
@@ -92,7 +88,7 @@ def test_workers_share_one_port_and_one_log_and_each_answers(tmp_path: Path) -> 
         assert not unlabelled, unlabelled[:5]
         # The page port answers /metrics for every worker too.
         assert samples(scrape(http.page), "gnau_worker_up") == {"0": 1.0, "1": 1.0}
-    checked = verified(server.database, tmp_path, server.vkey)
+    checked = verified_log(server.database, tmp_path, server.vkey).report
     assert checked.rounds_settled == 16
 
 
@@ -187,6 +183,21 @@ KILLS: Final = 4
 KILL_PAUSE_SECONDS: Final = 1.5
 
 
+def each_acknowledged_after(players: list[Player], moment: float) -> None:
+    """Wait until every player has had a step acknowledged after ``moment``: a player whose
+    step hung on a dead or frozen worker's connection too."""
+    until(
+        lambda: all(any(ack.acknowledged > moment for ack in p.acks) for p in players),
+        "every player acknowledged again",
+    )
+
+
+def stop_players(stop: threading.Event, threads: list[threading.Thread]) -> None:
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=120)
+
+
 def kill_workers_under_load(server: Served, kills: int = KILLS) -> list[Player]:
     """Three players play rounds (retrying refused steps with the same request id) while
     ``kills`` workers are killed with SIGKILL, one at a time; then the players stop."""
@@ -199,17 +210,9 @@ def kill_workers_under_load(server: Served, kills: int = KILLS) -> list[Player]:
             until(lambda: len(worker_pids(server.process.pid)) == 2, "two workers running")
             os.kill(chooser.choice(worker_pids(server.process.pid)), signal.SIGKILL)
         # After the last kill: every player's rounds flow again.
-        killed = time.monotonic()
-        until(
-            lambda: all(
-                any(ack.acknowledged > killed for ack in player.acks) for player in players
-            ),
-            "every player acknowledged after the last kill",
-        )
+        each_acknowledged_after(players, time.monotonic())
     finally:
-        stop.set()
-        for thread in threads:
-            thread.join(timeout=120)
+        stop_players(stop, threads)
     for player in players:
         assert not player.failures, player.failures
     # The kills cut calls in flight or connections in use: the players had to retry.
@@ -218,46 +221,10 @@ def kill_workers_under_load(server: Served, kills: int = KILLS) -> list[Player]:
     return players
 
 
-class Checked:
-    def __init__(self, rounds_settled: int, rounds_open: int) -> None:
-        self.rounds_settled = rounds_settled
-        self.rounds_open = rounds_open
-
-
-def verified(url: str, work: Path, vkey: str, players: Sequence[Player] = ()) -> Checked:
-    """Every acknowledged step's entry is in the log, the log has no gap, and it verifies (in
-    memory, and exported then verified by the command line with the public key alone)."""
-    verifier = Verifier.from_vkey(vkey)
-    with open_reader(url) as reader:
-        size = reader.size()
-        entries = list(reader.iter_entries(0, size))
-        bundle_text = io.StringIO()
-        write_bundle(reader, bundle_text, end=size)
-    assert len(entries) == size
-    decoded = [decode_entry(data, verifier) for data in entries]
-    assert [entry.index for entry in decoded] == list(range(size))
-    written = {(entry.round_id, entry.kind) for entry in decoded}
-    lost = [
-        f"{ack.round_id} {ack.step}"
-        for player in players
-        for ack in player.acks
-        if (ack.round_id, STEP_ENTRY[ack.step]) not in written
-    ]
-    assert not lost, lost
-    report = verify_bundle(io.BytesIO(bundle_text.getvalue().encode()), pinned_keys=[verifier])
-    assert report.ok, report
-    bundle = work / "log.bundle"
-    exported = gnau("audit", "export", "--database", url, "--out", str(bundle))
-    assert exported.returncode == 0, exported.stdout + exported.stderr
-    verify = gnau("audit", "verify", str(bundle), "--key", vkey, "--jobs", "1")
-    assert verify.returncode == 0 and "VALID" in verify.stdout, verify.stdout + verify.stderr
-    return Checked(report.rounds_settled, report.rounds_open)
-
-
 def test_sigkill_of_sqlite_workers_under_load_loses_no_acknowledged_step(tmp_path: Path) -> None:
     with served(tmp_path / "data", "--workers", "2") as server:
         players = kill_workers_under_load(server)
-    checked = verified(server.database, tmp_path, server.vkey, players)
+    checked = verified_log(server.database, tmp_path, server.vkey, players).report
     assert checked.rounds_settled >= sum(player.rounds_settled() for player in players)
 
 
@@ -267,7 +234,7 @@ def test_sigkill_of_postgresql_workers_under_load_loses_no_acknowledged_step(
     with fresh_database() as url:
         with served(tmp_path / "data", "--workers", "2", "--database", url) as server:
             players = kill_workers_under_load(server)
-        checked = verified(url, tmp_path, server.vkey, players)
+        checked = verified_log(url, tmp_path, server.vkey, players).report
     assert checked.rounds_settled >= sum(player.rounds_settled() for player in players)
 
 
@@ -290,16 +257,9 @@ def test_a_frozen_sqlite_worker_holding_the_write_lock_is_replaced_within_the_wa
             ended = time.monotonic()
             replaced = ended - stopped
             # Every player's rounds flow again, those stuck on the frozen worker's connection too.
-            until(
-                lambda: all(
-                    any(ack.acknowledged > ended for ack in player.acks) for player in players
-                ),
-                "every player acknowledged after the frozen worker's end",
-            )
+            each_acknowledged_after(players, ended)
         finally:
-            stop.set()
-            for thread in threads:
-                thread.join(timeout=120)
+            stop_players(stop, threads)
         killed = [
             e for e in server.log_events() if e["event"] == "worker stopped answering; killing it"
         ]
@@ -307,4 +267,4 @@ def test_a_frozen_sqlite_worker_holding_the_write_lock_is_replaced_within_the_wa
     assert WATCHDOG_SECONDS <= replaced <= WATCHDOG_SECONDS + 5, replaced
     for player in players:
         assert not player.failures, player.failures
-    verified(server.database, tmp_path, server.vkey, players)
+    verified_log(server.database, tmp_path, server.vkey, players)

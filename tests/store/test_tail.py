@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import LogTail, Store, open_store
-from tests.postgres import fresh_database
+from tests.postgres import database_of
 
 NEVER = 3600.0  # a poll interval no test waits for: what arrives came another way
 
@@ -47,22 +46,13 @@ async def test_this_processs_commits_arrive_with_their_entries(store: Store) -> 
         await tail.stop()
 
 
-@contextmanager
-def shared_database(backend: str, tmp_path: Path) -> Iterator[str]:
-    if backend == "postgresql":
-        with fresh_database() as url:
-            yield url
-    else:
-        yield f"sqlite:///{tmp_path / 'shared.db'}"
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_another_processs_commits_arrive_without_waiting_for_the_poll(
     backend: str, tmp_path: Path, signer: LogSigner
 ) -> None:
     # PostgreSQL says so (NOTIFY); SQLite's data version changes (PRAGMA data_version).
     with (
-        shared_database(backend, tmp_path) as url,
+        database_of(backend, tmp_path / "shared.db") as url,
         open_store(url, signer) as here,
         open_store(url, signer) as there,
     ):
