@@ -8,16 +8,19 @@ import asyncio
 import dataclasses
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import structlog
 
 from gnau_service.cli.settings_flags import add_settings_flags, given_flags, settings_from_args
-from gnau_service.server.app import App, serve
 from gnau_service.server.config import SETTINGS, ConfigError, Settings, split_host_port
 from gnau_service.server.structured_logs import configure_logging
 from gnau_service.server.supervisor import Started, Supervisor
 from gnau_service.server.workers import WorkerRole
 from gnau_service.store import redacted_url
+
+if TYPE_CHECKING:
+    from gnau_service.server.app import App
 
 log = structlog.get_logger("gnau.serve")
 
@@ -64,6 +67,9 @@ def run_serve(args: argparse.Namespace) -> int:
         if settings.workers > 1:
             supervisor = Supervisor(settings, _worker_arguments(args))
             return asyncio.run(supervisor.run(on_started=_announce_workers))
+        # Only a process that serves loads the server (a supervisor stays small).
+        from gnau_service.server.app import serve  # noqa: PLC0415  (never in a supervisor)
+
         asyncio.run(serve(settings, on_started=_announce if role is None else _quiet, role=role))
     except (ValueError, OSError, RuntimeError) as error:
         # Key files, token files, database URLs and stores, ports in use: named, one line.

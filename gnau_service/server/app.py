@@ -33,7 +33,6 @@ from grpc_reflection.v1alpha import reflection
 from gnau_service import __version__
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.key_handover import key_file_source
-from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.audit.software import software_identity
 from gnau_service.edge.http import connection_cap, descriptor_limit
 from gnau_service.rules.house_rules import HouseRules
@@ -44,6 +43,7 @@ from gnau_service.server.config import Settings, split_host_port
 from gnau_service.server.database_wait import when_reachable
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
+from gnau_service.server.first_start import open_credentials, open_signer
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics, Scrapeable
 from gnau_service.server.request_retention import RequestRetention
@@ -51,8 +51,7 @@ from gnau_service.server.servicers import AuditServicer, DealerServicer
 from gnau_service.server.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
 from gnau_service.server.storage import StorageHealth
 from gnau_service.server.streams import StreamSlots
-from gnau_service.server.token_reload import FileVersion, TokenReload, file_version
-from gnau_service.server.tokens import first_start_tokens, read_token_file
+from gnau_service.server.token_reload import TokenReload
 from gnau_service.server.web import WebServer, metrics_application
 from gnau_service.server.witness_endpoints import WitnessEndpoint
 from gnau_service.server.witnessing import Witnessing
@@ -116,30 +115,6 @@ class App:
         await asyncio.sleep(self.shutdown.left(notice))
         await self.parts.aclose()
         log.info("stopped")
-
-
-def open_signer(settings: Settings) -> LogSigner:
-    """The log key from ``--key``, or the data directory's, generated on first start."""
-    if settings.key is None:
-        key_file = ensure_private_key(settings.data_dir)
-        if key_file.created:
-            log.warning("generated a new log signing key", path=str(key_file.path))
-        return LogSigner.from_key_file(settings.origin, key_file.path)
-    return LogSigner.from_key_file(settings.origin, settings.key)
-
-
-def open_credentials(settings: Settings) -> tuple[Credentials, str | None, FileVersion]:
-    """Known tokens and mTLS names, the operator token made if this is the first start (for
-    the command line to show once: it never goes into the logs), and the version of the token
-    file that was read, taken before reading it, so that the watch sees any later change."""
-    token = (
-        first_start_tokens(settings.tokens_path, settings.operator_token_path)
-        if settings.tokens is None
-        else None
-    )
-    version = file_version(settings.tokens_path)
-    hashes = read_token_file(settings.tokens_path).hashes
-    return Credentials(hashes, dict(settings.mtls_roles)), token, version
 
 
 async def start(

@@ -52,8 +52,8 @@ from typing import Final
 
 import structlog
 
-from gnau_service.server.app import open_credentials, open_signer
 from gnau_service.server.config import Settings, split_host_port
+from gnau_service.server.first_start import open_credentials, open_signer
 from gnau_service.server.shutdown import EXIT_SECONDS
 from gnau_service.server.workers import WORKER_ENVIRONMENT, WorkerRole
 
