@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import signal
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -39,7 +38,7 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
-from gnau_service.server.config import Settings, split_host_port
+from gnau_service.server.config import Settings, cannot_listen, split_host_port
 from gnau_service.server.database_wait import when_reachable
 from gnau_service.server.dealer import Dealer
 from gnau_service.server.disclosure import Disclosures
@@ -467,8 +466,7 @@ def _bind_failure(address: str) -> OSError:
     except (OSError, ValueError) as error:
         number = getattr(error, "errno", 0) or 0
         reason = getattr(error, "strerror", None) or str(error)
-    hint = "; another process holds it" if number == errno.EADDRINUSE else ""
-    return OSError(number, f"--listen {address} (GNAU_LISTEN): {reason}{hint}")
+    return cannot_listen("listen", address, number, reason)
 
 
 def _add_port(server: grpc.aio.Server, settings: Settings) -> int:

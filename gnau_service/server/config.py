@@ -9,6 +9,7 @@ is that table by name, for the command line; ``docs/configuration.md`` is that t
 from __future__ import annotations
 
 import dataclasses
+import errno
 import math
 import os
 import tomllib
@@ -599,6 +600,18 @@ def split_host_port(address: str) -> tuple[str, int]:
     if not colon or not host or not port.isascii() or not port.isdigit() or int(port) > 65535:
         raise ValueError(f"expected host:port, got {quoted(address)}")
     return host, int(port)
+
+
+def cannot_listen(setting: str, address: str, number: int, reason: str) -> OSError:
+    """Why the listening ``setting`` (its name) cannot listen on ``address``: the OS's
+    ``reason``, after the flag and the variable that set it.
+
+    >>> print(cannot_listen("listen", "127.0.0.1:1", errno.EADDRINUSE, "Address already in use"))
+    [Errno 98] --listen 127.0.0.1:1 (GNAU_LISTEN): Address already in use; another process holds it
+    """
+    about = SETTINGS[setting]
+    hint = "; another process holds it" if number == errno.EADDRINUSE else ""
+    return OSError(number, f"{about.flag} {address} ({about.variable}): {reason}{hint}")
 
 
 def environment() -> Mapping[str, str]:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import os
 import shutil
 import signal
@@ -52,7 +51,7 @@ from typing import Final
 
 import structlog
 
-from gnau_service.server.config import Settings, split_host_port
+from gnau_service.server.config import Settings, cannot_listen, split_host_port
 from gnau_service.server.first_start import open_credentials, open_signer
 from gnau_service.server.shutdown import EXIT_SECONDS
 from gnau_service.server.workers import WORKER_ENVIRONMENT, WorkerRole
@@ -121,12 +120,7 @@ class Supervisor:
         watchdog: asyncio.Task[None] | None = None
         try:
             addresses = {
-                name: self._reserve(getattr(settings, name), flag)
-                for name, flag in (
-                    ("listen", "--listen (GNAU_LISTEN)"),
-                    ("http_listen", "--http-listen (GNAU_HTTP_LISTEN)"),
-                    ("metrics_listen", "--metrics-listen (GNAU_METRICS_LISTEN)"),
-                )
+                name: self._reserve(name) for name in ("listen", "http_listen", "metrics_listen")
             }
             settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             signer = open_signer(settings)
@@ -177,8 +171,10 @@ class Supervisor:
 
     # -- ports ------------------------------------------------------------------------------
 
-    def _reserve(self, address: str, flag: str) -> str:
-        """``address`` with its port resolved, held for the workers (see the module's text)."""
+    def _reserve(self, setting: str) -> str:
+        """The address of the listening ``setting`` (its name) with its port resolved, held for
+        the workers (see the module's text); empty if it is not set."""
+        address: str = getattr(self.settings, setting)
         if not address:
             return ""
         host, port = split_host_port(address)
@@ -196,8 +192,7 @@ class Supervisor:
             holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             holder.bind((where[0], bound, *where[2:]))
         except OSError as error:
-            hint = "; another process holds it" if error.errno == errno.EADDRINUSE else ""
-            raise OSError(error.errno, f"{flag} {address}: {error.strerror}{hint}") from None
+            raise cannot_listen(setting, address, error.errno or 0, str(error.strerror)) from None
         self._reserved.append(holder)
         return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
 

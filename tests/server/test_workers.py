@@ -158,6 +158,12 @@ def test_a_busy_port_and_a_worker_that_cannot_start_fail_the_start(tmp_path: Pat
                     "--data-dir", str(tmp_path / "busy"))  # fmt: skip
     assert busy.returncode == 2
     assert "another process holds it" in busy.stderr and "GNAU_LISTEN" in busy.stderr
+    # Said as one process says it (tests/cli/test_serve_commands.py).
+    refused = next(json.loads(line) for line in busy.stderr.splitlines() if "cannot start" in line)
+    assert refused["error"] == (
+        f"[Errno 98] --listen 127.0.0.1:{port} (GNAU_LISTEN): Address already in use; "
+        "another process holds it"
+    )
     # Each worker reads the TLS files itself: a missing one fails every worker's start.
     broken = gnau(
         "serve", "--workers", "2", "--listen", f"127.0.0.1:{free_port()}",
