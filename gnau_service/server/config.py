@@ -31,7 +31,7 @@ from gnau_service.server.limits import (
 )
 from gnau_service.server.request_retention import DEFAULT_RETENTION_DAYS, RETENTION_DAYS_RANGE
 from gnau_service.server.witness_endpoints import WitnessEndpoint, WitnessSpecError
-from gnau_service.server.workers import MAX_WORKERS, parse_workers
+from gnau_service.server.workers import AUTO, MAX_WORKERS, usable_cores
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, LEASE_SECONDS_RANGE
 
 #: The values of ``--tracing``: off costs nothing (OpenTelemetry is not even imported).
@@ -100,6 +100,27 @@ def _retention_days(value: object) -> int:
 
 def _lease_seconds(value: object) -> float:
     return _within(_number(value, whole=False), LEASE_SECONDS_RANGE, "seconds")
+
+
+def _workers(value: object) -> int:
+    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`, or ``auto``
+    (:func:`~gnau_service.server.workers.usable_cores`).
+
+    >>> _workers("4"), _workers(2), _workers(" Auto ") >= 1
+    (4, 2, True)
+    >>> _workers("0")
+    Traceback (most recent call last):
+    ...
+    ValueError: must be auto or a whole number from 1 to 64, not '0'
+    """
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return min(usable_cores(), MAX_WORKERS)
+    try:
+        return int(_within(_number(value, whole=True), (1, MAX_WORKERS), "workers"))
+    except ValueError:
+        raise ValueError(
+            f"must be auto or a whole number from 1 to {MAX_WORKERS}, not {quoted(value)}"
+        ) from None
 
 
 def _within(number: float, bounds: tuple[float, float], unit: str) -> float:
@@ -214,7 +235,7 @@ class Settings:
             "GNAU_WORKERS",
             f"processes serving the same ports and database, 1 to {MAX_WORKERS}, or auto (one"
             " per usable core); more than 1 starts a supervisor that restarts any that dies",
-            parse_workers,
+            _workers,
         ),
     )
     # Off unless set: the browser verifier and public receipts.

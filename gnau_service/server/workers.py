@@ -26,6 +26,7 @@ import json
 import math
 import os
 import signal
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
@@ -61,7 +62,7 @@ class WorkerRole:
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
-    def from_environment(cls, environ: dict[str, str] | os._Environ[str]) -> WorkerRole | None:
+    def from_environment(cls, environ: Mapping[str, str]) -> WorkerRole | None:
         """The role in ``environ``, or None: ``gnau serve`` is not a worker."""
         text = environ.get(WORKER_ENVIRONMENT)
         return None if text is None else cls(**json.loads(text))
@@ -101,30 +102,6 @@ class WorkerRole:
         # A supervisor gone: the parent-death signal follows.
         with contextlib.suppress(OSError):
             os.write(self.ready_fd, what)
-
-
-def parse_workers(value: object) -> int:
-    """``--workers``: a whole number from 1 to :data:`MAX_WORKERS`, or ``auto``
-    (:func:`usable_cores`).
-
-    >>> parse_workers("4"), parse_workers(2), parse_workers("auto") >= 1
-    (4, 2, True)
-    >>> parse_workers("0")
-    Traceback (most recent call last):
-    ...
-    ValueError: must be auto or a whole number from 1 to 64, not '0'
-    """
-    if isinstance(value, str) and value.strip().lower() == AUTO:
-        return min(usable_cores(), MAX_WORKERS)
-    text = value.strip() if isinstance(value, str) else value
-    if isinstance(text, bool) or not (
-        (isinstance(text, int)) or (isinstance(text, str) and text.isascii() and text.isdigit())
-    ):
-        raise ValueError(f"must be auto or a whole number from 1 to {MAX_WORKERS}, not {value!r}")
-    number = int(text)
-    if not 1 <= number <= MAX_WORKERS:
-        raise ValueError(f"must be auto or a whole number from 1 to {MAX_WORKERS}, not {value!r}")
-    return number
 
 
 def usable_cores() -> int:

@@ -237,6 +237,20 @@ def test_bad_settings_are_refused_by_name(
             {},
             "setting 'max_stake' (from environment variable GNAU_MAX_STAKE) is 9007199254740991",
         ),
+        (
+            "workers = 1.5\n",
+            {},
+            {},
+            "setting 'workers' (from key 'workers' of config file {config}): must be auto or a "
+            "whole number from 1 to 64, not 1.5",
+        ),
+        (
+            "",
+            {"GNAU_WORKERS": "65"},
+            {},
+            "setting 'workers' (from environment variable GNAU_WORKERS): must be auto or a whole "
+            "number from 1 to 64, not '65'",
+        ),
     ],
 )
 def test_a_refused_setting_names_its_source_and_what_is_expected(
@@ -268,3 +282,10 @@ def test_a_database_url_ending_in_a_newline_names_the_database_without_it() -> N
     url = "postgresql://gnau@db.internal:5432/gnau"
     settings = load_settings(None, {"GNAU_DATABASE": f"{url}\n"}, {})
     assert settings.database == url
+
+
+def test_a_refused_workers_setting_quotes_a_long_value_cut_short() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(None, {"GNAU_WORKERS": "x" * 10_000}, {})
+    assert len(str(refused.value)) < 300, str(refused.value)
+    assert "chars)" in str(refused.value)
