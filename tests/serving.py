@@ -70,7 +70,7 @@ class Served:
 
 
 def worker_pids(supervisor: int) -> list[int]:
-    """The processes ``supervisor`` started (its workers), oldest first."""
+    """The processes ``supervisor`` started (its workers), by process id."""
     path = Path(f"/proc/{supervisor}/task/{supervisor}/children")
     try:
         return sorted(int(pid) for pid in path.read_text(encoding="ascii").split())

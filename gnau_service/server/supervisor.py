@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 import structlog
@@ -105,7 +105,8 @@ class Supervisor:
         self._failed: asyncio.Future[str] | None = None
         self._all_serving = asyncio.Event()
         self._reserved: list[socket.socket] = []
-        self._role_base: dict[str, object] = {}
+        #: What every worker is told; each gets its own slot, restarts and descriptor.
+        self._role: WorkerRole | None = None
 
     async def run(self, on_started: Callable[[Started], None]) -> int:
         """Serve until SIGTERM or SIGINT; the exit status (0, or 2 if the workers failed to
@@ -125,7 +126,17 @@ class Supervisor:
             settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             signer = open_signer(settings)
             _, new_token, _ = open_credentials(settings)
-            self._role_base = {**addresses, "run_dir": run_dir, "count": len(self._slots)}
+            self._role = WorkerRole(
+                index=0,
+                count=len(self._slots),
+                restarts=0,
+                supervisor=os.getpid(),
+                listen=addresses["listen"],
+                http_listen=addresses["http_listen"],
+                metrics_listen=addresses["metrics_listen"],
+                run_dir=run_dir,
+                ready_fd=-1,
+            )
             for slot in self._slots:
                 slot.task = asyncio.create_task(self._keep_running(slot))
             watchdog = asyncio.create_task(self._watch_heartbeats(), name="gnau-watchdog")
@@ -232,13 +243,8 @@ class Supervisor:
         """Start ``slot``'s worker and wait for it to exit; its exit status."""
         loop = asyncio.get_running_loop()
         ready_read, ready_write = os.pipe()
-        role = WorkerRole(
-            index=slot.index,
-            restarts=slot.restarts,
-            supervisor=os.getpid(),
-            ready_fd=ready_write,
-            **self._role_base,  # type: ignore[arg-type]
-        )
+        assert self._role is not None
+        role = replace(self._role, index=slot.index, restarts=slot.restarts, ready_fd=ready_write)
         slot.serving_since = None
         try:
             slot.process = await asyncio.create_subprocess_exec(
