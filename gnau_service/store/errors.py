@@ -21,15 +21,19 @@ class DatabaseUnreachable(StoreUnavailable):
 
 
 class LogStalled(StoreUnavailable):
-    """A step committed, but its events were not integrated within the stall bound (no
-    sequencer is making progress): the change is kept, and will be integrated once a sequencer
-    runs again, so a retry of the same request gets its answer then."""
+    """The log did not integrate a call's change in time (see :mod:`~gnau_service.store.waiting`):
+    ``why`` says how long. If its unit ``ran``, the change is committed and will be integrated
+    once a sequencer runs again, so a retry of the same request gets its answer then; if not, it
+    was withdrawn before it ran, and a retry runs it."""
 
-    def __init__(self, seconds: float) -> None:
-        super().__init__(
-            f"the log's sequencer did not integrate the change within {seconds:.1f} s; it is"
-            " committed, and a retry of the same request gets its answer"
+    def __init__(self, why: str, *, ran: bool = True) -> None:
+        outcome = (
+            "it is committed, and a retry of the same request gets its answer"
+            if ran
+            else "it was not run, and a retry of the same request runs it"
         )
+        super().__init__(f"{why}; {outcome}")
+        self.ran = ran
 
 
 class KeyNotCurrent(StoreUnavailable):

@@ -79,6 +79,11 @@ class StepBatch(ABC):
         """The units, each in its savepoint, and what the backend does for the log; or, if this
         process lacks the log's current key, a refusal of all of them."""
         store = self.store
+        # A unit whose caller stopped waiting, or was answered early, before now is not run.
+        self.batch = [item for item in self.batch if store.waiters.dequeue(item.future)]
+        if not self.batch:
+            self.backend.run(connection, "ROLLBACK")
+            return
         try:
             store.signer_for(str(self.key_rows[0][0]) if self.key_rows else None)
         except KeyNotCurrent as refused:

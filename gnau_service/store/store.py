@@ -33,7 +33,7 @@ from gnau_service.store.reader import LogReader
 from gnau_service.store.schema import create_schema
 from gnau_service.store.sequencer import sequence
 from gnau_service.store.transaction import Work, utc_now
-from gnau_service.store.waiting import Waiters, deliver
+from gnau_service.store.waiting import ANSWER_MARGIN_SECONDS, Waiters, deliver
 
 T = TypeVar("T")
 
@@ -99,14 +99,27 @@ class Store(LogReader):
 
     # -- writing ----------------------------------------------------------------------------
 
-    async def run_async(self, work: Work[T]) -> T:
+    async def run_async(self, work: Work[T], *, deadline: float | None = None) -> T:
         """Run a unit of work from an event loop and await the integration of its events. A
-        unit whose caller stops waiting before its step transaction starts is not run."""
+        unit whose caller stops waiting before its step transaction starts is not run. A call's
+        ``deadline`` (a ``time.monotonic()`` value) lets a caller still waiting on a stalled log
+        be answered LogStalled before it, as :mod:`~gnau_service.store.waiting` says."""
         if self._closed:
             raise StoreUnavailable("the store is closed")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        if deadline is None:
+            self._coordination.enqueue(QueuedUnit(work, future))
+            return await future
+        self.waiters.queue(future)
+        answer_time = deadline - ANSWER_MARGIN_SECONDS - monotonic()
+        answer_early = loop.call_later(answer_time, self.waiters.answer_early, future)
         self._coordination.enqueue(QueuedUnit(work, future))
-        return await future
+        try:
+            return await future
+        finally:
+            answer_early.cancel()
+            self.waiters.dequeue(future)
 
     def rotate_key(self, new: LogSigner) -> AppendedEntry:
         """Hand the log over to a new key and wait until that is durable. A log-level entry, so
@@ -216,6 +229,7 @@ class Store(LogReader):
         """What follows a durable integration of this process: a rotation in it takes effect;
         waiting callers, listeners and observers hear of it."""
         self.signer = done.appender.signer
+        self.waiters.moved()
         if done.appended:
             # Listeners first: a caller answered next finds its entries in the log's tail.
             entries = [entry.data for entry in done.appended]
@@ -236,6 +250,8 @@ class Store(LogReader):
     def notified(self, notices: Sequence[HeadNotice]) -> None:
         """After another process's sequencer grew the log: answer the callers whose events it
         integrated, from the notices if they carry the indices, else from the database."""
+        if notices:
+            self.waiters.moved()
         carried: dict[int, int] = {}
         for notice in notices:
             if notice.indices is None:
