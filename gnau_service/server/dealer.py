@@ -103,9 +103,13 @@ class Dealer:
         rules: HouseRules,
         idempotency: Idempotency,
         disclosed: ReturnToPlayer | None = None,
+        *,
+        deadline: float | None = None,
     ) -> RoundView:
         """Start a round. ``disclosed``, the rule set's figures, goes into its log entry and
-        record (the service always gives it; see :mod:`gnau_service.server.disclosure`)."""
+        record (the service always gives it; see :mod:`gnau_service.server.disclosure`).
+        ``deadline``, here and in every step: the call's, as :meth:`Store.run_async
+        <gnau_service.store.store.Store.run_async>` takes it."""
         check_table_id(table_id)
 
         def unit(tx: Transaction) -> Answer:
@@ -143,7 +147,7 @@ class Dealer:
             view = _answer(tx, idempotency, "Shuffle", record, committed.server_seed, text=text)
             return view, tx.appended
 
-        return _resolved(*await self.store.run_async(unit))
+        return _resolved(*await self.store.run_async(unit, deadline=deadline))
 
     async def deal(
         self,
@@ -151,6 +155,8 @@ class Dealer:
         seats: Sequence[SeatRequest],
         beacon: tuple[str, bytes] | None,
         idempotency: Idempotency,
+        *,
+        deadline: float | None = None,
     ) -> RoundView:
         # The request record keeps a fingerprint of what the log publishes, never of a player
         # id: ``idempotency.fingerprint`` is of the body without them (see deal_fingerprint).
@@ -186,10 +192,18 @@ class Dealer:
             return _save(tx, keyed, "Deal", record, seed)
 
         return await self._step(
-            round_id, idempotency, "Deal", (RoundState.SHUFFLED,), to_dealt, retried=retried
+            round_id,
+            idempotency,
+            "Deal",
+            (RoundState.SHUFFLED,),
+            to_dealt,
+            retried=retried,
+            deadline=deadline,
         )
 
-    async def reveal(self, round_id: str, idempotency: Idempotency) -> RoundView:
+    async def reveal(
+        self, round_id: str, idempotency: Idempotency, *, deadline: float | None = None
+    ) -> RoundView:
         def to_revealed(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             entry = tx.append(
                 EntryKind.ROUND_REVEALED,
@@ -199,9 +213,13 @@ class Dealer:
             record = _advance(record, RoundState.REVEALED, tx.time, entry)
             return _save(tx, idempotency, "Reveal", record, seed)
 
-        return await self._step(round_id, idempotency, "Reveal", (RoundState.DEALT,), to_revealed)
+        return await self._step(
+            round_id, idempotency, "Reveal", (RoundState.DEALT,), to_revealed, deadline=deadline
+        )
 
-    async def settle(self, round_id: str, idempotency: Idempotency) -> RoundView:
+    async def settle(
+        self, round_id: str, idempotency: Idempotency, *, deadline: float | None = None
+    ) -> RoundView:
         def to_settled(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             settlement = settle_round(dealt_round_of(record, seed).reveal())
             entry = tx.append(
@@ -210,9 +228,13 @@ class Dealer:
             record = _advance(record, RoundState.SETTLED, tx.time, entry)
             return _save(tx, idempotency, "Settle", record, seed, settlement=settlement)
 
-        return await self._step(round_id, idempotency, "Settle", (RoundState.REVEALED,), to_settled)
+        return await self._step(
+            round_id, idempotency, "Settle", (RoundState.REVEALED,), to_settled, deadline=deadline
+        )
 
-    async def void(self, round_id: str, reason: str, idempotency: Idempotency) -> RoundView:
+    async def void(
+        self, round_id: str, reason: str, idempotency: Idempotency, *, deadline: float | None = None
+    ) -> RoundView:
         check_void_reason(reason)
 
         def to_voided(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
@@ -227,7 +249,9 @@ class Dealer:
             )
             return _save(tx, idempotency, "VoidRound", record, seed)
 
-        return await self._step(round_id, idempotency, "VoidRound", OPEN_STATES, to_voided)
+        return await self._step(
+            round_id, idempotency, "VoidRound", OPEN_STATES, to_voided, deadline=deadline
+        )
 
     async def _step(
         self,
@@ -238,6 +262,7 @@ class Dealer:
         advance: Callable[[Transaction, RoundRecord, bytes], RoundView],
         *,
         retried: Callable[[Transaction, RoundRecord], Idempotency] | None = None,
+        deadline: float | None = None,
     ) -> RoundView:
         """One step of an existing round, as a unit of work: the original answer if the request
         is a retry, else ``advance`` applied to the round and its seed, refused unless the round
@@ -261,7 +286,7 @@ class Dealer:
             view = advance(tx, with_indices(record, earlier), bytes.fromhex(stored.server_seed))
             return view, [*earlier, *tx.appended]
 
-        return _resolved(*await self.store.run_async(unit))
+        return _resolved(*await self.store.run_async(unit, deadline=deadline))
 
     def get(self, round_id: str, *, public: bool = False) -> RoundView:
         """The round as it stands; to the ``public``, a round whose seed is not public yet does

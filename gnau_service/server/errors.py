@@ -203,6 +203,9 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
         return _status(
             Reason.LOG_STALLED,
             "the change is committed, but the log's sequencer has not integrated it in time;"
+            " retry with the same request_id"
+            if error.ran
+            else "the log's sequencer is not integrating, so the change was not run;"
             " retry with the same request_id",
         )
     if isinstance(error, StoreUnavailable):

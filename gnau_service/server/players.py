@@ -129,9 +129,12 @@ class Forgotten:
     log_index: int
 
 
-async def forget_player(store: Store, player_id: str, request_id: str | None) -> Forgotten:
+async def forget_player(
+    store: Store, player_id: str, request_id: str | None, *, deadline: float | None = None
+) -> Forgotten:
     """Forget ``player_id`` in one unit of work; with a ``request_id``, a retry gets the first
-    answer (only the id is matched: the record keeps nothing of the player)."""
+    answer (only the id is matched: the record keeps nothing of the player). ``deadline``: the
+    call's, as :meth:`Store.run_async <gnau_service.store.store.Store.run_async>` takes it."""
     check_player_id(player_id)
 
     def unit(tx: Transaction) -> tuple[dict[str, int], list[PendingEntry]]:
@@ -159,7 +162,7 @@ async def forget_player(store: Store, player_id: str, request_id: str | None) ->
             )
         return saved, list(tx.appended)
 
-    saved, entries = await store.run_async(unit)
+    saved, entries = await store.run_async(unit, deadline=deadline)
     return Forgotten(
         forgotten=bool(saved["forgotten"]),
         seats_unlinked=saved["seats_unlinked"],

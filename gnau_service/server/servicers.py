@@ -8,6 +8,7 @@ import asyncio
 import functools
 import hashlib
 from collections.abc import AsyncIterator
+from time import monotonic
 from typing import Any
 
 import grpc
@@ -79,6 +80,12 @@ def idempotency_of(request: Any) -> Idempotency:
     return Idempotency(request_id, fingerprint)
 
 
+def deadline_of(context: Context) -> float | None:
+    """The call's deadline as a ``time.monotonic()`` value; None if the client set none."""
+    remaining = context.time_remaining()
+    return None if remaining is None else monotonic() + remaining
+
+
 class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     def __init__(
         self,
@@ -99,7 +106,9 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         idempotency = idempotency_of(request)
         rules = house_rules_from_proto(request.house_rules)
         disclosed = await self._disclosures.figures(rules, refuse=False)
-        view = await self._dealer.shuffle(request.table_id, rules, idempotency, disclosed)
+        view = await self._dealer.shuffle(
+            request.table_id, rules, idempotency, disclosed, deadline=deadline_of(context)
+        )
         return dealer_pb2.ShuffleResponse(round=round_to_proto(view))
 
     async def Deal(
@@ -120,25 +129,33 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         beacon = (
             (request.beacon.label, request.beacon.value) if request.HasField("beacon") else None
         )
-        view = await self._dealer.deal(request.round_id, seats, beacon, idempotency)
+        view = await self._dealer.deal(
+            request.round_id, seats, beacon, idempotency, deadline=deadline_of(context)
+        )
         return dealer_pb2.DealResponse(round=round_to_proto(view))
 
     async def Reveal(
         self, request: dealer_pb2.RevealRequest, context: Context
     ) -> dealer_pb2.RevealResponse:
-        view = await self._dealer.reveal(request.round_id, idempotency_of(request))
+        view = await self._dealer.reveal(
+            request.round_id, idempotency_of(request), deadline=deadline_of(context)
+        )
         return dealer_pb2.RevealResponse(round=round_to_proto(view))
 
     async def Settle(
         self, request: dealer_pb2.SettleRequest, context: Context
     ) -> dealer_pb2.SettleResponse:
-        view = await self._dealer.settle(request.round_id, idempotency_of(request))
+        view = await self._dealer.settle(
+            request.round_id, idempotency_of(request), deadline=deadline_of(context)
+        )
         return dealer_pb2.SettleResponse(round=round_to_proto(view))
 
     async def VoidRound(
         self, request: dealer_pb2.VoidRoundRequest, context: Context
     ) -> dealer_pb2.VoidRoundResponse:
-        view = await self._dealer.void(request.round_id, request.reason, idempotency_of(request))
+        view = await self._dealer.void(
+            request.round_id, request.reason, idempotency_of(request), deadline=deadline_of(context)
+        )
         return dealer_pb2.VoidRoundResponse(round=round_to_proto(view))
 
     async def GetRound(
@@ -209,7 +226,9 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         # The request id alone is kept (and checked as every request id is): no fingerprint,
         # which would be a hash of the player id.
         request_id = idempotency_of(request).request_id if request.request_id else None
-        forgotten = await forget_player(self._dealer.store, request.player_id, request_id)
+        forgotten = await forget_player(
+            self._dealer.store, request.player_id, request_id, deadline=deadline_of(context)
+        )
         return dealer_pb2.ForgetPlayerResponse(
             forgotten=forgotten.forgotten,
             seats_unlinked=forgotten.seats_unlinked,

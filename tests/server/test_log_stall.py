@@ -7,6 +7,10 @@ a retry of the same request gets the original answer."""
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import os
+import time
 import uuid
 from pathlib import Path
 
@@ -17,11 +21,13 @@ from gnau.v1 import dealer_pb2
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from gnau_service.server.structured_logs import configure_logging
-from gnau_service.store.lease import stall_bound
+from gnau_service.store import SqliteBackend
+from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, stall_bound
+from gnau_service.store.waiting import STALL_EVIDENCE_SECONDS
 from tests.postgres import OutsideLeader, fresh_database
 from tests.server.conftest import Service, write_tokens
 from tests.server.test_interceptors import error_info, log_lines
-from tests.server.test_metrics import scrape, value
+from tests.server.test_metrics import moved, scrape, value
 from tests.server.test_storage_failures import NOT_SERVING, SERVING, health_of, until_health
 
 LEASE = 2.0
@@ -83,3 +89,132 @@ async def test_a_stalled_log_is_unavailable_with_its_reason_and_not_serving(
     assert float(str(began[0]["waited_seconds"])) > stall_bound(LEASE)
     # No storage outage was declared: the database worked throughout.
     assert not any(str(line["event"]).startswith("storage unavailable") for line in lines)
+
+
+# -- a client whose deadline comes before the stall bound ------------------------------------------
+
+#: A common client deadline, shorter than the default lease's stall bound, long enough for the
+#: evidence the early answer needs.
+CLIENT_DEADLINE = 4.0
+
+
+def stall_settings(tmp_path: Path, database: str | None) -> Settings:
+    base = Settings(
+        listen="127.0.0.1:0",
+        metrics_listen="127.0.0.1:0",
+        data_dir=tmp_path / "data",
+        tokens=write_tokens(tmp_path / "tokens.json"),
+        grace_seconds=1,
+        shutdown_notice_seconds=0,
+    )
+    return base if database is None else dataclasses.replace(base, database=database)
+
+
+#: The labels of a Shuffle's LOG_STALLED refusals in ``gnau_refusals_total``.
+STALLED_SHUFFLES = {
+    "grpc_service": "gnau.v1.DealerService",
+    "grpc_method": "Shuffle",
+    "grpc_code": "UNAVAILABLE",
+    "reason": "LOG_STALLED",
+}
+
+
+async def shuffle_before_deadline(
+    service: Service, request: dealer_pb2.ShuffleRequest, says: str
+) -> float:
+    """Shuffle with :data:`CLIENT_DEADLINE`, expecting LOG_STALLED (not the deadline's expiry)
+    with a message that ``says`` whether the change ran; how long the client waited for it."""
+    began = time.monotonic()
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await service.dealer.Shuffle(
+            request, timeout=CLIENT_DEADLINE, metadata=(("authorization", "Bearer op-token"),)
+        )
+    waited = time.monotonic() - began
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value
+    assert error_info(refused.value).reason == "LOG_STALLED"
+    assert "retry with the same request_id" in str(refused.value.details())
+    assert says in str(refused.value.details())
+    # Only once the log had stood still for the evidence's length, and before the deadline.
+    assert STALL_EVIDENCE_SECONDS <= waited < CLIENT_DEADLINE, waited
+    return waited
+
+
+async def warm(service: Service, table: str = "warm") -> None:
+    """A Shuffle on ``table``: first, so that the default rules' figures are ready and the
+    stalled call's time goes to the log alone."""
+    request = dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id=table)
+    await service.call("dealer", "Shuffle", request)
+
+
+async def test_a_call_with_a_deadline_is_answered_log_stalled_before_it_on_postgresql(
+    tmp_path: Path,
+) -> None:
+    """A takeover of the default lease stalls the log for longer than a 4 s deadline but less
+    than the stall bound: the call is answered LOG_STALLED in time, and its retry gets the
+    original answer once the log moves."""
+    configure_logging("json")
+    assert stall_bound(DEFAULT_LEASE_SECONDS) > CLIENT_DEADLINE
+    with fresh_database() as url:
+        settings = stall_settings(tmp_path, url)
+        async with (
+            running(settings) as app,
+            grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        ):
+            service = Service(app, settings, channel)
+            await warm(service)
+            before = await scrape(app.metrics_port)
+            outside = OutsideLeader(url)  # deposes the service's sequencer, integrates nothing
+            request = dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id="t1")
+            try:
+                waited = await shuffle_before_deadline(service, request, "is committed")
+                # Before the stall bound: health has not given up on the log.
+                assert value(await scrape(app.metrics_port), "gnau_log_stalled") == 0
+            finally:
+                outside.release()
+            retried = await service.call("dealer", "Shuffle", request)
+            # The original answer: the step committed before the refusal (a new Shuffle would
+            # have found the table busy with it), and it is the table's one round.
+            listed = await service.call("dealer", "ListRounds", dealer_pb2.ListRoundsRequest())
+            assert [r.round_id for r in listed.rounds if r.table_id == "t1"] == [
+                retried.round.round_id
+            ]
+            assert len(retried.round.log_indices) == 1
+            after = await scrape(app.metrics_port)
+    assert moved(before, after, "gnau_refusals_total", **STALLED_SHUFFLES) == 1
+    print(f"\nLOG_STALLED after {waited:.2f} s of a {CLIENT_DEADLINE} s deadline")
+
+
+async def test_a_call_waiting_for_the_writers_turn_is_withdrawn_before_its_deadline_on_sqlite(
+    tmp_path: Path,
+) -> None:
+    """SQLite, the turn held by another process (as a frozen worker holds it until the watchdog
+    kills it): the queued call is withdrawn, answered LOG_STALLED before its deadline, and never
+    runs; its retry once the turn is free runs it."""
+    configure_logging("json")
+    settings = stall_settings(tmp_path, None)
+    async with (
+        running(settings) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        service = Service(app, settings, channel)
+        await warm(service)
+        backend = app.store.backend
+        assert isinstance(backend, SqliteBackend)
+        size = app.store.size()
+        request = dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id="t1")
+        turn = os.open(backend.turn_path, os.O_RDWR)
+        try:
+            fcntl.flock(turn, fcntl.LOCK_EX)  # a frozen worker's turn
+            await shuffle_before_deadline(service, request, "was not run")
+        finally:
+            os.close(turn)  # which lets the turn go
+        # A step queued behind the withdrawn one: once it is answered, the withdrawn one has had
+        # its turn, and it did not run.
+        await warm(service, "after")
+        listed = await service.call("dealer", "ListRounds", dealer_pb2.ListRoundsRequest())
+        assert [r.table_id for r in listed.rounds if r.table_id == "t1"] == []
+        assert app.store.size() == size + 1
+        retried = await service.call("dealer", "Shuffle", request)  # runs it now
+        listed = await service.call("dealer", "ListRounds", dealer_pb2.ListRoundsRequest())
+        assert [r.round_id for r in listed.rounds if r.table_id == "t1"] == [retried.round.round_id]
+        assert app.store.size() == size + 2
