@@ -23,10 +23,11 @@ from gnau_service.server.config import Settings
 from gnau_service.server.structured_logs import configure_logging
 from gnau_service.store import SqliteBackend
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, stall_bound
-from gnau_service.store.waiting import STALL_EVIDENCE_SECONDS
+from gnau_service.store.waiting import ANSWER_MARGIN_SECONDS, STALL_EVIDENCE_SECONDS
 from tests.postgres import OutsideLeader, fresh_database
 from tests.server.conftest import Service, write_tokens
 from tests.server.test_interceptors import error_info, log_lines
+from tests.server.test_limits import API_DOC, flat
 from tests.server.test_metrics import moved, scrape, value
 from tests.server.test_storage_failures import NOT_SERVING, SERVING, health_of, until_health
 
@@ -218,3 +219,17 @@ async def test_a_call_waiting_for_the_writers_turn_is_withdrawn_before_its_deadl
         listed = await service.call("dealer", "ListRounds", dealer_pb2.ListRoundsRequest())
         assert [r.round_id for r in listed.rounds if r.table_id == "t1"] == [retried.round.round_id]
         assert app.store.size() == size + 2
+
+
+def test_the_rule_is_stated_in_the_api_doc_as_the_code_has_it() -> None:
+    stated = flat(API_DOC)
+    margin, evidence = ANSWER_MARGIN_SECONDS, STALL_EVIDENCE_SECONDS
+    lease = DEFAULT_LEASE_SECONDS
+    for phrase in (
+        f"{margin:g} s before the deadline the client set, if the log has not moved for "
+        f"{evidence:g} s while the call waited",
+        f"one whose deadline comes less than {margin + evidence:g} s after it started waiting",
+        f"after the lease plus {stall_bound(lease) - lease:g} s ({stall_bound(lease):g} s by "
+        "default)",
+    ):
+        assert phrase in stated, phrase
