@@ -230,6 +230,9 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
 
     await t.test('the round verifies independently (docs/fairness.md, in JS)', async () => {
       const version = await loggedVersion(roundId);
+      // The API says the version the log states (docs/fairness.md, section 6).
+      assert.equal(revealed.fairness_version, version, 'Round.fairness_version');
+      assert.equal(shuffled.fairness_version, version, 'fixed from the shuffle on');
       // A v2 round's seats carry references; a v1 round's do not.
       assert.equal(revealed.seats.every((s) => PLAYER_REF.test(s.player_ref ?? '')), version === 2);
       const seed = Buffer.from(revealed.server_seed, 'hex');

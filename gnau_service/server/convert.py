@@ -13,6 +13,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.errors import RevealFormatError
 from gnau_service.fairness.reveal import (
     REVEALED_ROUND_FORMATS,
     RevealedRound,
@@ -139,6 +140,7 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
         create_time=_timestamp(record.created_at),
         update_time=_timestamp(record.updated_at),
         log_indices=list(record.log_indices),
+        fairness_version=int(record.version),
     )
     if record.return_to_player is not None:
         message.return_to_player.CopyFrom(return_to_player_to_proto(record.return_to_player))
@@ -167,14 +169,10 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
 
 
 def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
-    """The revealed round a client received, in the verifier's form (``docs/fairness.md``): a
-    v2 round if its seats carry player references (a v1 round's never do)."""
+    """The revealed round a client received, in the verifier's form (``docs/fairness.md``, *From
+    the API's Round message*), in the format of the message's ``fairness_version``."""
     beacon = message.beacon if message.HasField("beacon") else None
-    version = (
-        FairnessVersion.V2
-        if message.seats and all(seat.player_ref for seat in message.seats)
-        else FairnessVersion.V1
-    )
+    version = _fairness_version(message)
     return RevealedRound.from_json(
         {
             "format": REVEALED_ROUND_FORMATS[version],
@@ -206,6 +204,23 @@ def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
             "dealer_hand": list(message.dealer_hand),
         }
     )
+
+
+def _fairness_version(message: round_pb2.Round) -> FairnessVersion:
+    """The message's fairness version; a service older than the field leaves it 0, and there
+    a round is v2 if every seat names a player reference (a v1 round's seats never do)."""
+    if message.fairness_version == 0:
+        seats = message.seats
+        return (
+            FairnessVersion.V2 if seats and all(s.player_ref for s in seats) else FairnessVersion.V1
+        )
+    try:
+        return FairnessVersion(message.fairness_version)
+    except ValueError:
+        raise RevealFormatError(
+            f"fairness_version must be 1 or 2, got {message.fairness_version}",
+            field="fairness_version",
+        ) from None
 
 
 def _timestamp(text: str) -> Timestamp:

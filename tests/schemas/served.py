@@ -5,7 +5,11 @@ gives them, and a bundle exported from the service's store.
 The rounds cover every payload kind the service writes: settled rounds (default house rules; and
 two decks, every non-default rule, client seeds and a beacon), a round voided before its deal,
 one voided after its deal and one after its reveal, and a key rotation (``Store.rotate_key``)
-followed by another settled round.
+followed by another settled round. Those are fairness v2 rounds, as the service shuffles every
+round now; the stories named ``v1_*`` are fairness v1 rounds (a settled one, one voided before
+its deal and one after), shuffled as a gnau before player references shuffled them
+(:func:`shuffling_v1_rounds`) and played on by today's service, which still deals, reveals,
+settles, voids and serves such rounds.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import asyncio
 import io
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +30,10 @@ from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
+from gnau_service.fairness.commitment import new_server_seed
+from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.round import CommittedRound
+from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.app import running
 from gnau_service.server.config import Settings
 from gnau_service.server.convert import revealed_round_from_proto
@@ -65,6 +75,8 @@ class Served:
     pinned_receipt: str = ""
     #: ``revealed_round_from_proto(GetRound(...)).to_json()`` of each revealed round.
     rounds: dict[str, dict[str, object]] = field(default_factory=dict)
+    #: Each round's ``GetRound`` answer to the public, as the message.
+    messages: dict[str, round_pb2.Round] = field(default_factory=dict)
     #: The bundle of the whole log, as ``gnau audit export`` writes it.
     bundle: str = ""
     #: The log's signing keys by key ID (to forge dishonest entries with the real keys).
@@ -118,6 +130,23 @@ async def _receipt(service: Service, round_id: str, pinned_size: int = 0) -> str
     return response.receipt  # type: ignore[no-any-return]
 
 
+@contextmanager
+def shuffling_v1_rounds() -> Iterator[None]:
+    """While it lasts, the service's Shuffle commits fairness v1 rounds, as a gnau before player
+    references did: the rest of such a round's life is today's code (a round carries its
+    version from its commitment on)."""
+
+    def v1(cls: type[CommittedRound], round_id: str, rules: HouseRules) -> CommittedRound:
+        return cls(round_id, rules, new_server_seed(), FairnessVersion.V1)
+
+    production = CommittedRound.__dict__["with_fresh_seed"]
+    CommittedRound.with_fresh_seed = classmethod(v1)  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        CommittedRound.with_fresh_seed = production  # type: ignore[method-assign]
+
+
 def _size(note: str) -> int:
     return Checkpoint.parse(SignedNote.parse(note).text).size
 
@@ -160,6 +189,17 @@ async def play_everything(settings: Settings, backend: str) -> Served:
         await _deal(service, rounds["revealed"], SEATS[:1])
         await _reveal(service, rounds["revealed"])
 
+        with shuffling_v1_rounds():
+            rounds["v1_settled"] = await _shuffle(service, "table-7")
+            rounds["v1_voided_shuffled"] = await _shuffle(service, "table-8")
+            rounds["v1_voided_dealt"] = await _shuffle(service, "table-9")
+        await _deal(service, rounds["v1_settled"], SEATS, BEACON)
+        await _reveal(service, rounds["v1_settled"])
+        await _settle(service, rounds["v1_settled"])
+        await _void(service, rounds["v1_voided_shuffled"])
+        await _deal(service, rounds["v1_voided_dealt"], SEATS)
+        await _void(service, rounds["v1_voided_dealt"])
+
         served.pin = store.checkpoint() or ""
         new = LogSigner.from_private_key(store.signer.origin, Ed25519PrivateKey.generate())
         await asyncio.to_thread(store.rotate_key, new)
@@ -175,6 +215,7 @@ async def play_everything(settings: Settings, backend: str) -> Served:
             got = await service.call(
                 "dealer", "GetRound", dealer_pb2.GetRoundRequest(round_id=round_id), role="public"
             )
+            served.messages[story] = got.round
             if got.round.seats:
                 served.rounds[story] = revealed_round_from_proto(got.round).to_json()
         served.pinned_receipt = await _receipt(service, rounds["settled"], _size(served.pin))

@@ -125,7 +125,7 @@ def test_the_script_names_the_steps_of_the_reference_in_its_order() -> None:
 
 
 def test_every_served_receipt_is_valid_to_both(served: Served, tmp_path: Path) -> None:
-    assert len(served.receipts) == 7
+    assert len(served.receipts) == 10
     for story in served.receipts:
         receipt = load(served, story)
         step, summary = reference(receipt, served.vkey)

@@ -126,7 +126,7 @@ def test_served_receipts_validate_with_every_entry_in_them(served: Served) -> No
     for story, text in [*served.receipts.items(), ("pinned", served.pinned_receipt)]:
         receipt = json.loads(text)
         assert errors("receipt.schema.json", receipt) == [], story
-        assert (receipt["round"] is None) == (story == "voided_shuffled")
+        assert (receipt["round"] is None) == story.endswith("voided_shuffled")
         for item in receipt["entries"]:
             assert errors("log-entry.schema.json", json.loads(item["entry"])) == [], story
         for note in receipt["key_rotations"]:

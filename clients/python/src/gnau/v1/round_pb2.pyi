@@ -304,6 +304,7 @@ class Round(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _builtins.int
     LOG_INDICES_FIELD_NUMBER: _builtins.int
     RETURN_TO_PLAYER_FIELD_NUMBER: _builtins.int
+    FAIRNESS_VERSION_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
     """The round's id, assigned by the server at the shuffle (1 to 128 bytes of UTF-8, no control
     character).
@@ -324,6 +325,15 @@ class Round(_message.Message):
     """The revealed server seed, 64 lower-case hex digits. Set from REVEALED on."""
     void_reason: _builtins.str
     """Why an operator voided the round. Set in state VOIDED only."""
+    fairness_version: _builtins.int
+    """The round's fairness version, fixed at the shuffle (docs/fairness.md, Fairness versions):
+    2 for every round the service shuffles now, whose seats name players by player_ref and
+    whose commitment and lock hash under the v2 tags; 1 for a round shuffled before player
+    references, whose seats name them by player_id, hashed into the lock. Set in every answer.
+    0 only from a service older than this field: there a round is v2 if every seat has a
+    player_ref, else v1 (the round's ROUND_COMMITTED entry says it too: "fairness_version": 2,
+    or no such member for v1).
+    """
     @_builtins.property
     def house_rules(self) -> _types_pb2.HouseRules:
         """The house rules in force, every field set."""
@@ -393,10 +403,11 @@ class Round(_message.Message):
         update_time: _timestamp_pb2.Timestamp | None = ...,
         log_indices: _abc.Iterable[_builtins.int] | None = ...,
         return_to_player: _types_pb2.ReturnToPlayer | None = ...,
+        fairness_version: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "create_time", b"create_time", "house_rules", b"house_rules", "return_to_player", b"return_to_player", "settlement", b"settlement", "update_time", b"update_time"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "fairness_version", b"fairness_version", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
