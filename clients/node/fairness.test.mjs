@@ -1,4 +1,4 @@
-// Checks fairness.mjs against the checked-in test vectors (tests/vectors/fairness-*.json, the
+// Checks fairness.mjs against the published test vectors (docs/vectors/fairness-*.json, the
 // fairness v1 rounds and the v2 ones), so that the live-server test below it can trust it.
 // Needs no server.
 
@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 
 import { commitment, deal, shuffledDeck, transcriptHash, verifyRevealedRound, versionOf } from './fairness.mjs';
 
-const vectors = new URL('../../tests/vectors/', import.meta.url);
+const vectors = new URL('../../docs/vectors/', import.meta.url);
 const rounds = readdirSync(vectors)
   .filter((name) => /^fairness-.*\.json$/.test(name))
   .map((name) => [name, JSON.parse(readFileSync(new URL(name, vectors), 'utf8')).revealed_round])

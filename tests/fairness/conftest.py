@@ -16,8 +16,12 @@ from gnau_service.rules.house_rules import HouseRules
 from tests.references import ref
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VECTOR_DIR = REPO_ROOT / "tests" / "vectors"
+#: The published vectors, beside docs/fairness.md, which describes them (its section 4).
+VECTOR_DIR = REPO_ROOT / "docs" / "vectors"
 FAIRNESS_VECTORS = sorted(VECTOR_DIR.glob("fairness-round-*.json"))
+PLAYER_REF_VECTOR = VECTOR_DIR / "player-ref-v1.json"
+#: Their generator, with the vectors of others that the tests read (NIST's HMAC_DRBG).
+TEST_VECTOR_DIR = REPO_ROOT / "tests" / "vectors"
 
 
 def load_json(path: Path) -> Any:

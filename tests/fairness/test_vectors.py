@@ -1,4 +1,4 @@
-"""The checked-in vectors, checked three ways: by this package, by an independent
+"""The published vectors (docs/vectors/), checked three ways: by this package, by an independent
 re-implementation written here with hashlib/hmac only, and by the docs' standalone script.
 (The Node.js client's ``clients/node/fairness.test.mjs`` reads the same directory: a fourth.)"""
 
@@ -19,9 +19,17 @@ from gnau_service.fairness.commitment import commitment_preimage
 from gnau_service.fairness.shuffle import GENERATE_BYTES, shuffle_drbg
 from gnau_service.fairness.transcript import transcript_preimage
 
-from .conftest import FAIRNESS_VECTORS, REPO_ROOT, VECTOR_DIR, load_script
+from .conftest import (
+    FAIRNESS_VECTORS,
+    PLAYER_REF_VECTOR,
+    REPO_ROOT,
+    TEST_VECTOR_DIR,
+    VECTOR_DIR,
+    load_json,
+    load_script,
+)
 
-make_fairness_vectors = load_script(VECTOR_DIR / "make_fairness_vectors.py")
+make_fairness_vectors = load_script(TEST_VECTOR_DIR / "make_fairness_vectors.py")
 
 
 REJECTION_VECTOR = VECTOR_DIR / "fairness-round-8decks-82seats-rejection.json"
@@ -443,3 +451,35 @@ def test_the_docs_script_rejects_a_tampered_hand(vector: dict[str, Any]) -> None
     result = _run_docs_script(tampered)
     assert result.returncode != 0
     assert "AssertionError" in result.stderr
+
+
+def test_the_player_ref_vector_is_the_documented_hmac() -> None:
+    """Each reference recomputed from docs/fairness.md with hmac alone, and the references of
+    the v2 vector found among them under the keys its description gives."""
+    vector = load_json(PLAYER_REF_VECTOR)
+    tag = vector["tag"].encode("ascii")
+    assert tag == b"gnau-dealer/player-ref/v1"
+    for case in vector["cases"]:
+        message = b"".join(
+            map(_frame, (tag, case["round_id"].encode("utf-8"), _u64(case["seat_number"])))
+        )
+        assert message.hex() == case["hmac_input"]
+        digest = hmac.new(bytes.fromhex(case["key"]), message, hashlib.sha256).digest()
+        assert digest.hex() == case["hmac_sha256"]
+        assert case["player_ref"] == "p-" + digest[:16].hex()
+    assert any(not case["round_id"].isascii() for case in vector["cases"])
+    assert max(case["seat_number"] for case in vector["cases"]) == 2**31 - 1
+    v2 = load_json(VECTOR_DIR / "fairness-round-v2-1deck-3seats-beacon.json")["revealed_round"]
+    keys = {
+        name: hashlib.sha256(b"vector player key " + name.encode()).hexdigest()
+        for name in ("alice", "bob")
+    }
+    by_seat = {
+        case["seat_number"]: (case["key"], case["player_ref"])
+        for case in vector["cases"]
+        if case["round_id"] == v2["round_id"]
+    }
+    assert by_seat == {
+        seat["seat_number"]: (keys[name], seat["player_ref"])
+        for seat, name in zip(v2["seats"], ("alice", "bob", "alice"), strict=True)
+    }

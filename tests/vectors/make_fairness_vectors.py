@@ -1,4 +1,6 @@
-"""Write the fairness test vectors ``tests/vectors/fairness-round-*.json``.
+"""Write the fairness test vectors, published beside the text that describes them
+(``docs/fairness.md``, section 4): ``docs/vectors/fairness-round-*.json`` and
+``docs/vectors/player-ref-v1.json``.
 
 Each vector is one complete round from fixed inputs (the server seeds below are constants,
 drawn once from ``secrets.token_hex(32)``), with every intermediate value a re-implementation
@@ -10,7 +12,8 @@ them against this package *and* against an independent re-implementation written
 The first four are v1 rounds (each seat's player id in the transcript), the rounds logged
 before player references; the ``fairness-round-v2-*`` ones are v2 rounds, whose seats name each
 player by a reference (here computed with keys derived from the player's name, so that they
-are fixed) that the transcript leaves out. Regenerate only when the construction changes on
+are fixed) that the transcript leaves out; ``player-ref-v1.json`` gives those references, and a
+few more, with the HMAC's input and output. Regenerate only when the construction changes on
 purpose (and then add a version: the domain tags and the JSON format name it)::
 
     .venv/bin/python tests/vectors/make_fairness_vectors.py          # write the files
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import hmac
 import json
 import re
 import sys
@@ -40,13 +44,21 @@ from pathlib import Path
 
 from gnau_service.fairness import Beacon, CommittedRound, LockedSeat
 from gnau_service.fairness.commitment import commitment_preimage
-from gnau_service.fairness.encoding import SHUFFLE_TAG, FairnessVersion
+from gnau_service.fairness.encoding import (
+    PLAYER_REF_TAG,
+    SHUFFLE_TAG,
+    FairnessVersion,
+    frames,
+    uint64,
+    utf8,
+)
 from gnau_service.fairness.player_refs import player_ref
 from gnau_service.fairness.shuffle import GENERATE_BYTES, accept_word, drbg_words, shuffle_drbg
 from gnau_service.fairness.transcript import transcript_preimage
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 
-VECTOR_DIR = Path(__file__).resolve().parent
+VECTOR_DIR = Path(__file__).resolve().parents[2] / "docs" / "vectors"
+GENERATED_BY = "tests/vectors/make_fairness_vectors.py"
 DRBG_OUTPUTS_SHOWN = 2
 REJECTION_SEARCH_TAG = b"gnau-dealer/vectors/rejection-search"
 REJECTION_SEARCH_INDEX = 106_949
@@ -65,15 +77,19 @@ class VectorSpec:
     version: FairnessVersion = FairnessVersion.V1
 
 
+def vector_player_key(name: str) -> bytes:
+    """The key of the vectors' player ``name``: SHA-256 of ``vector player key `` and the name,
+    so that the vectors are fixed (the service draws each player's key at random)."""
+    return hashlib.sha256(b"vector player key " + name.encode()).digest()
+
+
 def referenced(round_id: str, seats: dict[int, tuple[str, int, bytes]]) -> tuple[LockedSeat, ...]:
     """v2 seats: ``{seat number: (player's name, stake, client seed)}``, each player named by
     the reference under a key derived from their name."""
     return tuple(
         LockedSeat(
             number,
-            player_ref(
-                hashlib.sha256(b"vector player key " + name.encode()).digest(), round_id, number
-            ),
+            player_ref(vector_player_key(name), round_id, number),
             stake,
             client_seed=client_seed,
         )
@@ -104,8 +120,9 @@ V2_SPECS = (
     VectorSpec(
         file_name="fairness-round-v2-2decks-12seats-client-seeds.json",
         description=(
-            "v2: 2 decks, 12 seats numbered 1-13 without 7 (given out of order), client seeds of "
-            "0, 1, 5, 32 and 64 bytes, non-default house rules."
+            "v2: 2 decks, 12 seats numbered 1-13 without 7 (locked from a list in descending "
+            "order; listed by seat number, as every revealed round), client seeds of 0, 1, 5, 32 "
+            "and 64 bytes, non-default house rules."
         ),
         round_id="r-00ff00ff00ff00ff00ff00ff",
         rules=HouseRules(
@@ -160,8 +177,9 @@ SPECS = (
     VectorSpec(
         file_name="fairness-round-2decks-12seats-client-seeds.json",
         description=(
-            "2 decks, 12 seats numbered 1-13 without 7 (given out of order), client seeds of "
-            "0, 1, 5, 32 and 64 bytes, a non-ASCII player id, and non-default house rules."
+            "2 decks, 12 seats numbered 1-13 without 7 (locked from a list with seat 13 first; "
+            "listed by seat number, as every revealed round), client seeds of 0, 1, 5, 6, 32 and "
+            "64 bytes, a non-ASCII player id, and non-default house rules."
         ),
         round_id="table-3/round-007",
         rules=HouseRules(
@@ -273,7 +291,7 @@ def build_vector(spec: VectorSpec) -> dict[str, object]:
 
     return {
         "description": spec.description,
-        "generated_by": "tests/vectors/make_fairness_vectors.py",
+        "generated_by": GENERATED_BY,
         "revealed_round": dealt.reveal().to_json(),
         "intermediate": {
             "commitment_preimage": commitment_preimage(
@@ -297,6 +315,55 @@ def build_vector(spec: VectorSpec) -> dict[str, object]:
             "set_aside": [str(card) for card in dealt.deal.set_aside],
         },
     }
+
+
+PLAYER_REF_FILE = "player-ref-v1.json"
+#: The references of the player-reference vector: ``(player key, round id, seat number)``.
+PLAYER_REF_CASES: tuple[tuple[bytes, str, int], ...] = (
+    (bytes(range(32)), "r-1", 1),
+    (bytes(range(32)), "r-1", 2),
+    (bytes(range(32)), "r-2", 1),
+    (bytes(32), "r-\u00e9t\u00e9/round-\U0001f0a1", 2**31 - 1),
+    *(
+        (vector_player_key(name), "r-5f0c2a9e4b7d1c3e8a6f0b2d", number)
+        for number, name in ((1, "alice"), (2, "bob"), (4, "alice"))
+    ),
+)
+
+
+def build_player_ref_vector() -> dict[str, object]:
+    """Player references (docs/fairness.md, *Fairness versions*): each case's key, round id
+    and seat number, the HMAC's input and output, and the reference. The last three are the
+    references of ``fairness-round-v2-1deck-3seats-beacon.json``."""
+    cases = []
+    for key, round_id, seat_number in PLAYER_REF_CASES:
+        message = frames(PLAYER_REF_TAG, utf8(round_id), uint64(seat_number))
+        cases.append(
+            {
+                "key": key.hex(),
+                "round_id": round_id,
+                "seat_number": seat_number,
+                "hmac_input": message.hex(),
+                "hmac_sha256": _hmac(key, message).hex(),
+                "player_ref": player_ref(key, round_id, seat_number),
+            }
+        )
+    return {
+        "description": (
+            "Player references of fairness v2 rounds: p- and the first 16 bytes, in lower-case "
+            "hex, of HMAC-SHA-256 under the player's 32-byte key of frames(tag, utf8(round_id), "
+            "uint64(seat_number)). The last three cases are the references of "
+            "fairness-round-v2-1deck-3seats-beacon.json, whose players' keys are SHA-256 of "
+            "'vector player key ' and the name (alice, bob, alice)."
+        ),
+        "generated_by": GENERATED_BY,
+        "tag": PLAYER_REF_TAG.decode("ascii"),
+        "cases": cases,
+    }
+
+
+def _hmac(key: bytes, message: bytes) -> bytes:
+    return hmac.new(key, message, hashlib.sha256).digest()
 
 
 def render(vector: dict[str, object]) -> str:
@@ -326,9 +393,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"index {found}: server seed {rejection_search_seed(found).hex()}")
         return 0
     stale = []
-    for spec in ALL_SPECS:
-        path = VECTOR_DIR / spec.file_name
-        text = render(build_vector(spec))
+    documents = [(spec.file_name, build_vector(spec)) for spec in ALL_SPECS]
+    documents.append((PLAYER_REF_FILE, build_player_ref_vector()))
+    for file_name, document in documents:
+        path = VECTOR_DIR / file_name
+        text = render(document)
         if args.check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(path.name)

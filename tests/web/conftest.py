@@ -161,4 +161,4 @@ async def page(browser: Browser) -> AsyncIterator[Page]:
 
 @pytest.fixture
 def vectors() -> Iterator[list[Path]]:
-    yield sorted((Path(__file__).parents[1] / "vectors").glob("fairness-round-*.json"))
+    yield sorted((Path(__file__).parents[2] / "docs" / "vectors").glob("fairness-round-*.json"))

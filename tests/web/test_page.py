@@ -145,7 +145,7 @@ async def test_the_hash_opens_a_round_with_the_remembered_key(
 #: Every fairness vector, v1 and v2, but the 82-seat one (a page of 83 hands: slow to draw).
 VECTOR_NAMES = sorted(
     path.name
-    for path in (REPO / "tests" / "vectors").glob("fairness-round-*.json")
+    for path in (REPO / "docs" / "vectors").glob("fairness-round-*.json")
     if "82seats" not in path.name
 )
 
