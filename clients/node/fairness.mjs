@@ -22,8 +22,12 @@ export function versionOf(round) {
 }
 
 /** Throws unless each seat names its player as the version says: a non-empty player_id in v1,
- *  a player_ref matching PLAYER_REF in v2 (and not the other member). */
+ *  a player_ref matching PLAYER_REF in v2 (and not the other member), no two seats with one. */
 export function checkSeats(seats, version) {
+  const refs = seats.map((s) => s.player_ref);
+  if (version === 2 && new Set(refs).size !== refs.length) {
+    throw new Error('two seats have one player_ref: a reference names one seat of one round');
+  }
   for (const s of seats) {
     const [want, other] = version === 2 ? ['player_ref', 'player_id'] : ['player_id', 'player_ref'];
     if (Object.hasOwn(s, other)) throw new Error(`seat ${s.seat_number}: a v${version} seat has no ${other}`);

@@ -57,7 +57,7 @@ describe('fairness.mjs against the test vectors', () => {
     assert.notEqual(transcriptHash(r.commitment, seats, beacon), r.transcript_hash);
   });
 
-  it('refuses a tampered v2 round: a stake, a client seed, a reference, a version', () => {
+  it('refuses a tampered v2 round: a stake, a client seed, a reference, a shared one, a version', () => {
     const [, r] = ofVersion(2)[0];
     const copy = () => structuredClone(r);
     const staked = copy();
@@ -76,6 +76,10 @@ describe('fairness.mjs against the test vectors', () => {
     const both = copy();
     both.seats[0].player_id = 'alice';
     assert.deepEqual(verifyRevealedRound(both), ['seats']);
+    // Each reference names one seat of its round: two seats may not share one.
+    const shared = copy();
+    shared.seats[1].player_ref = shared.seats[0].player_ref;
+    assert.deepEqual(verifyRevealedRound(shared), ['seats']);
     // A v2 round relabelled v1 (its seats renamed) hashes under the v1 tags: nothing holds.
     const relabelled = copy();
     relabelled.format = 'gnau-dealer/revealed-round/v1';

@@ -37,11 +37,16 @@ from gnau_service.audit.entries import EntryError, EntryKind, LogEntry, decode_e
 from gnau_service.audit.merkle import ProofError, leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import NoteError, Verifier
 from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay
-from gnau_service.audit.round_events import DEALT_FIELDS, DISCLOSED_FIELD, REVEALED_FIELDS
+from gnau_service.audit.round_events import (
+    DEALT_FIELDS,
+    DISCLOSED_FIELD,
+    REVEALED_FIELDS,
+    committed_version,
+)
 from gnau_service.audit.signing import RotationError, TrustedKey, trusted_keys
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.fairness.errors import FairnessError
-from gnau_service.fairness.reveal import RevealedRound
+from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, RevealedRound
 from gnau_service.fairness.strict_json import JsonTextError, json_type, read_json
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import quoted
@@ -397,9 +402,12 @@ def _entries(
 
 
 def _published(entries: list[LogEntry]) -> dict[str, Any]:
-    """The fields the entries published, merged as docs/fairness.md's revealed round."""
+    """The fields the entries published, merged as docs/fairness.md's revealed round, in the
+    format of the version the commitment states (replay has checked it)."""
     document: dict[str, Any] = {}
     for entry in entries:
+        if entry.kind is EntryKind.ROUND_COMMITTED:
+            document["format"] = REVEALED_ROUND_FORMATS[committed_version(entry.payload)]
         fields = {
             EntryKind.ROUND_COMMITTED: ("house_rules", "commitment"),  # not its table_id
             EntryKind.ROUND_DEALT: DEALT_FIELDS,
@@ -435,7 +443,6 @@ def _same_round(
         theirs = RevealedRound.from_json(
             {
                 **published,
-                "format": ours["format"],
                 "round_id": receipt.round_id,
                 "deck": published.get("deck", ours["deck"]),
             }

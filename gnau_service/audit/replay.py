@@ -152,6 +152,7 @@ class RoundReplay:
             # format that replay puts in the document itself.
             optional = tuple(key for key in (DISCLOSED_FIELD, VERSION_FIELD) if key in payload)
             fields = _only(payload, (*COMMITTED_FIELDS, *optional), round_id, kind)
+            _require_every_rule(round_id, fields["house_rules"])
             if DISCLOSED_FIELD in payload:
                 _check_disclosed(round_id, payload[DISCLOSED_FIELD])
             try:
@@ -177,6 +178,7 @@ class RoundReplay:
         state.last = kind
         if kind is EntryKind.ROUND_DEALT:
             state.document.update(_only(payload, DEALT_FIELDS, round_id, kind))
+            _require_client_seeds(round_id, payload["seats"])
             return None
         if kind is EntryKind.ROUND_REVEALED:
             state.document.update(_only(payload, REVEALED_FIELDS, round_id, kind))
@@ -261,6 +263,35 @@ def _check_disclosed(round_id: str, figures: JsonValue) -> None:
         ReturnToPlayer.from_json(figures)
     except ReturnToPlayerError as error:
         raise ReplayError(f"round {round_id}: {clip(str(error))}") from None
+
+
+#: Every house rule by name: a logged ``house_rules`` names them all.
+_RULE_NAMES: Final = tuple(HouseRules().as_dict())
+
+
+def _require_every_rule(round_id: str, house_rules: JsonValue) -> None:
+    """A logged round is in the one form the service writes (docs/audit.md, *Rounds in the
+    log*): its committed ``house_rules`` name every rule, though a revealed round given to a
+    verifier may leave a default out. Any other fault is the revealed-round reader's to name."""
+    if isinstance(house_rules, dict):
+        missing = [name for name in _RULE_NAMES if name not in house_rules]
+        if missing:
+            raise ReplayError(
+                f"round {round_id}: ROUND_COMMITTED's house_rules must name every rule; "
+                f"missing: {', '.join(missing)}"
+            )
+
+
+def _require_client_seeds(round_id: str, seats: JsonValue) -> None:
+    """Each logged seat carries its ``client_seed`` (``""`` for none), though a revealed round
+    given to a verifier may leave an empty one out."""
+    if isinstance(seats, list):
+        for index, seat in enumerate(seats):
+            if isinstance(seat, dict) and "client_seed" not in seat:
+                raise ReplayError(
+                    f"round {round_id}: ROUND_DEALT's seats[{index}].client_seed is missing: a "
+                    f'logged seat always carries it ("" for none)'
+                )
 
 
 def _only(

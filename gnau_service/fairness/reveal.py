@@ -42,6 +42,7 @@ from gnau_service.fairness.commitment import require_hash, require_round_id, req
 from gnau_service.fairness.deal import SeatHand, require_hands_fit
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.errors import RevealFormatError
+from gnau_service.fairness.player_refs import is_player_ref
 from gnau_service.fairness.strict_json import (
     DuplicateMemberError,
     JsonTextError,
@@ -155,13 +156,17 @@ class RevealedRound:
             known = " or ".join(repr(name) for name in REVEALED_ROUND_FORMATS.values())
             top.fail("format", f"must be {known}, got {quoted(found)}")
         beacon = top.get("beacon", default=None)
+        round_id, rules = top.text("round_id"), _read_house_rules(top.get("house_rules"))
+        seats = tuple(
+            read_seat(item, f"seats[{index}]", version)
+            for index, item in enumerate(top.array("seats"))
+        )
+        if version is not FairnessVersion.V1:
+            _require_distinct_refs(seats)
         return cls(
-            round_id=top.text("round_id"),
-            rules=_read_house_rules(top.get("house_rules")),
-            seats=tuple(
-                read_seat(item, f"seats[{index}]", version)
-                for index, item in enumerate(top.array("seats"))
-            ),
+            round_id=round_id,
+            rules=rules,
+            seats=seats,
             beacon=None if beacon is None else read_beacon(beacon),
             commitment=top.hex_bytes("commitment"),
             transcript_hash=top.hex_bytes("transcript_hash"),
@@ -296,12 +301,31 @@ def read_seat(value: object, path: str, version: FairnessVersion) -> LockedSeat:
     """Read a seat's JSON form in a ``version`` round strictly; errors name the field by
     ``path``."""
     seat = _JsonObject(value, path, _SEAT_FIELDS[version])
+    player = seat.text(SEAT_PLAYER_FIELDS[version])
+    if version is not FairnessVersion.V1 and not is_player_ref(player):
+        seat.fail(
+            SEAT_PLAYER_FIELDS[version],
+            f"must be a player reference, p- and 32 lower-case hex digits, got {quoted(player)}",
+        )
     return LockedSeat(
         seat_number=seat.integer("seat_number"),
-        player=seat.text(SEAT_PLAYER_FIELDS[version]),
+        player=player,
         stake=seat.integer("stake"),
         client_seed=seat.hex_bytes("client_seed", optional=True),
     )
+
+
+def _require_distinct_refs(seats: tuple[LockedSeat, ...]) -> None:
+    """No two seats of a v2 round share a reference: each is made for its own seat."""
+    first: dict[str, int] = {}
+    for index, seat in enumerate(seats):
+        earlier = first.setdefault(seat.player, index)
+        if earlier != index:
+            raise RevealFormatError(
+                f"seats[{index}].player_ref is seats[{earlier}].player_ref too: a reference "
+                "names one seat of one round",
+                field=f"seats[{index}].player_ref",
+            )
 
 
 def read_beacon(value: object) -> Beacon:

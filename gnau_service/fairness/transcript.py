@@ -15,8 +15,8 @@ there is not hashed. In a v1 round it was
 XOR, so no participant can choose a value that cancels another's.
 
 >>> from gnau_service.fairness.encoding import FairnessVersion
->>> ref = "p-" + "ab" * 16
->>> seats = [LockedSeat(2, ref, 250), LockedSeat(1, ref, 100, client_seed=b"lucky")]
+>>> ann, bob = "p-" + "ab" * 16, "p-" + "cd" * 16
+>>> seats = [LockedSeat(2, bob, 250), LockedSeat(1, ann, 100, client_seed=b"lucky")]
 >>> [seat.seat_number for seat in canonical_seats(seats, FairnessVersion.V2)]
 [1, 2]
 >>> compute_transcript_hash(bytes(32), seats, None, FairnessVersion.V2).hex()[:16]
@@ -48,6 +48,7 @@ from gnau_service.fairness.encoding import LOCK_TAGS, FairnessVersion, frames, u
 from gnau_service.fairness.errors import LockError
 from gnau_service.fairness.player_refs import is_player_ref
 from gnau_service.fairness.validation import require_bytes, require_int, require_text
+from gnau_service.rules.errors import quoted
 
 # Seat numbers fit a 32-bit and stakes a 64-bit signed integer column, so every locked value
 # can be stored as it was hashed.
@@ -151,9 +152,12 @@ def canonical_seats(
     seats: Iterable[LockedSeat], version: FairnessVersion
 ) -> tuple[LockedSeat, ...]:
     """The seats in ascending seat-number order, refusing an empty table, a doubled seat, or
-    in a v2 round a player that is not a reference.
+    in a v2 round a player that is not a reference or a reference given twice.
 
     The order seats were given in does not matter: the transcript and the deal both use this.
+    A reference is written in lower case only, unlike the hex of seeds and hashes: it is a name,
+    compared as text with the signed entry and the player's links, not bytes to decode. Each is
+    made for its own seat, so two seats of one round never share one.
     """
     given = list(seats)
     if not given:
@@ -164,13 +168,23 @@ def canonical_seats(
         if version is FairnessVersion.V2 and not is_player_ref(seat.player):
             raise LockError(
                 f"seat {seat.seat_number}: a v2 round names a player by a reference "
-                f"(p- and 32 hex digits), not by {seat.player!r}",
+                f"(p- and 32 lower-case hex digits), not by {quoted(seat.player)}",
                 field="player",
             )
     ordered = sorted(given, key=attrgetter("seat_number"))
     for before, after in itertools.pairwise(ordered):
         if before.seat_number == after.seat_number:
             raise LockError(f"seat {after.seat_number} is locked twice", field="seat_number")
+    if version is FairnessVersion.V2:
+        seat_of: dict[str, int] = {}
+        for seat in ordered:
+            first = seat_of.setdefault(seat.player, seat.seat_number)
+            if first != seat.seat_number:
+                raise LockError(
+                    f"seat {seat.seat_number}: player reference {seat.player} is seat "
+                    f"{first}'s too: a reference names one seat of one round",
+                    field="player",
+                )
     return tuple(ordered)
 
 

@@ -131,6 +131,24 @@ def test_bad_input_exits_2_with_one_line_on_stderr(
     assert "Traceback" not in result.err
 
 
+def test_an_upper_case_reference_is_refused_saying_lower_case(
+    verify_round: Callable[..., Run],
+) -> None:
+    """Hex is read in either case, a player reference only in lower case: the one exception
+    (docs/fairness.md, *Step 4: reveal*), and the refusal says so."""
+    document: dict[str, Any] = sample_revealed_round().to_json()
+    reference = document["seats"][0]["player_ref"]
+    document["seats"][0]["player_ref"] = "p-" + reference[2:].upper()
+    result = verify_round("-", stdin=json.dumps(document))
+    assert result.status == 2
+    assert result.err.startswith("gnau verify-round: standard input: seats[0].player_ref must ")
+    assert "lower-case hex digits" in result.err
+    # Upper-case hex anywhere else is the same round.
+    document["seats"][0]["player_ref"] = reference
+    document["server_seed"] = document["server_seed"].upper()
+    assert verify_round("-", stdin=json.dumps(document)).status == 0
+
+
 def test_a_field_error_names_the_field(verify_round: Callable[..., Run]) -> None:
     document: dict[str, Any] = sample_revealed_round().to_json()
     del document["seats"][0]["stake"]

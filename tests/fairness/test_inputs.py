@@ -205,9 +205,8 @@ def test_fields_cannot_slide_into_each_other() -> None:
         commitment, right, None, v1
     )
     # In v2 the stake and client seed are adjacent frames: 1 ‖ 'ab' against 1 ‖ 'a' ‖ 'b'.
-    player = ref("a")
-    v2_left = [LockedSeat(1, player, 1, client_seed=b"ab")]
-    v2_right = [LockedSeat(1, player, 1, client_seed=b"a"), LockedSeat(2, player, 1)]
+    v2_left = [LockedSeat(1, ref("a"), 1, client_seed=b"ab")]
+    v2_right = [LockedSeat(1, ref("a"), 1, client_seed=b"a"), LockedSeat(2, ref("b"), 1)]
     v2 = FairnessVersion.V2
     assert compute_transcript_hash(commitment, v2_left, None, v2) != compute_transcript_hash(
         commitment, v2_right, None, v2

@@ -26,7 +26,10 @@ from gnau_service.fairness import (
     SeatHand,
     verify_revealed_round,
 )
+from gnau_service.fairness.round import CommittedRound
+from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.cards import parse_card, parse_cards
+from gnau_service.rules.house_rules import HouseRules
 from tests.references import ref
 
 from .conftest import sample_revealed_round
@@ -243,6 +246,28 @@ _DELETE = object()
         (("seats", 0, "client_seed"), "ab cd", RevealFormatError, "seats[0].client_seed", "hex"),
         (("seats", 0, "client_seed"), "00" * 65, LockError, "client_seed", "at most 64 bytes"),
         (("seats", 0, "tip"), 5, RevealFormatError, "seats[0].tip", "is not a field"),
+        (
+            ("seats", 0, "player_ref"),
+            "alice",
+            RevealFormatError,
+            "seats[0].player_ref",
+            "reference",
+        ),
+        # Hex is read in either case; a reference is a name, in lower case only.
+        (
+            ("seats", 0, "player_ref"),
+            "p-" + "AB" * 16,
+            RevealFormatError,
+            "seats[0].player_ref",
+            "p- and 32 lower-case hex digits, got 'p-ABAB",
+        ),
+        (
+            ("seats", 2, "player_ref"),
+            HONEST_JSON["seats"][0]["player_ref"],
+            RevealFormatError,
+            "seats[2].player_ref",
+            "seats[2].player_ref is seats[0].player_ref too",
+        ),
         (("seats",), {}, RevealFormatError, "seats", "must be a JSON array"),
         (("seats",), [], LockError, "seats", "at least one seat"),
         (("beacon", "value"), "", LockError, "value", "beacon value"),
@@ -268,6 +293,20 @@ def test_malformed_json_is_refused_naming_the_field(
     with pytest.raises(error, match=re.escape(message)) as raised:
         RevealedRound.from_json(_json_with(path, value))
     assert raised.value.field == field
+
+
+def test_no_two_seats_of_a_v2_round_lock_one_reference_but_a_v1_player_may_sit_twice() -> None:
+    """A reference is made for its own round and seat (docs/fairness.md, *Fairness versions*), so
+    two seats with one are not a round the service dealt; a v1 seat names the platform's id,
+    which one player holding two seats repeats."""
+    twice = [LockedSeat(1, ref("ann"), 5), LockedSeat(2, ref("ann"), 5)]
+    with pytest.raises(LockError, match="is seat 1's too") as raised:
+        CommittedRound("r-1", HouseRules(), bytes(32)).lock(twice)
+    assert raised.value.field == "player"
+    v1 = CommittedRound("r-1", HouseRules(), bytes(32), FairnessVersion.V1)
+    assert verify_revealed_round(
+        v1.lock([LockedSeat(1, "ann", 5), LockedSeat(2, "ann", 5)]).deal().reveal()
+    ).ok
 
 
 def test_a_table_too_big_for_its_decks_is_refused() -> None:

@@ -274,6 +274,15 @@ export function readRevealedRound(value) {
       throw new RevealFormatError(`seats: seat ${round.seats[i].seat_number} is locked twice`);
     }
   }
+  if (version === 2) {
+    // A reference is made for its own seat: two seats of one round never share one.
+    const seatOf = new Map();
+    for (const seat of round.seats) {
+      const first = seatOf.get(seat.player_ref);
+      if (first !== undefined) throw new RevealFormatError(`seats: seat ${seat.seat_number} has the player reference of seat ${first}: a reference names one seat of one round`);
+      seatOf.set(seat.player_ref, seat.seat_number);
+    }
+  }
   for (let i = 1; i < round.hands.length; i++) {
     if (round.hands[i].seat_number === round.hands[i - 1].seat_number) {
       throw new RevealFormatError(`hands: two hands are given for seat ${round.hands[i].seat_number}`);

@@ -18,7 +18,7 @@ import { canonicalJson, CanonicalError } from "./jcs.js";
 import { JsonError, isInteger, isObject, jsonType, parseJson } from "./json.js";
 import { leafHash, verifyConsistency, verifyInclusion, ProofError } from "./merkle.js";
 import { KeyFormatError, NoteError, openCheckpoint, parseCheckpoint, parseSignedNote, parseVkey, trustedKeys, utcInstant } from "./note.js";
-import { RulesError, readHouseRules, settle } from "./rules.js";
+import { DEFAULT_RULES, RulesError, readHouseRules, settle } from "./rules.js";
 
 export const RECEIPT_FORMAT = "gnau-dealer/round-receipt/v1";
 export const STEPS = ["fairness", "entries", "round", "outcome", "checkpoint", "inclusion", "consistency"];
@@ -294,6 +294,7 @@ async function entriesStep(receipt, keys) {
     if (entry.kind === "ROUND_COMMITTED" && Object.hasOwn(entry.payload, "fairness_version") && entry.payload.fairness_version !== 2) {
       throw new StepFailure("entries", `round ${receipt.roundId}: ROUND_COMMITTED's fairness_version must be 2 (absent for a v1 round), got ${quoted(entry.payload.fairness_version)}`);
     }
+    requireOneForm(entry, receipt.roundId);
     last = entry.kind;
     entries.push(entry);
   }
@@ -301,6 +302,23 @@ async function entriesStep(receipt, keys) {
     throw new StepFailure("entries", "no entry reveals the round's seed (a reveal or a void)");
   }
   return entries;
+}
+
+/**
+ * A logged payload is in the one form the service writes (docs/audit.md, "One form in the log"):
+ * the committed house_rules name every rule, every dealt seat carries its client_seed. A revealed
+ * round may leave either out; an entry may not.
+ */
+function requireOneForm(entry, roundId) {
+  const { house_rules: rules, seats } = entry.payload;
+  if (entry.kind === "ROUND_COMMITTED" && isObject(rules)) {
+    const missing = Object.keys(DEFAULT_RULES).filter((name) => !Object.hasOwn(rules, name));
+    if (missing.length) throw new StepFailure("entries", `round ${roundId}: ROUND_COMMITTED's house_rules must name every rule; missing: ${missing.join(", ")}`);
+  }
+  if (entry.kind === "ROUND_DEALT" && Array.isArray(seats)) {
+    const index = seats.findIndex((seat) => isObject(seat) && !Object.hasOwn(seat, "client_seed"));
+    if (index !== -1) throw new StepFailure("entries", `round ${roundId}: ROUND_DEALT's seats[${index}].client_seed is missing: a logged seat always carries it ("" for none)`);
+  }
 }
 
 /**
