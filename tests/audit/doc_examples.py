@@ -1,5 +1,7 @@
 """The example log of docs/audit.md, rebuilt from today's code: a service start and one round
 (committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
+The round is what the service shuffles today: a fairness v2 round, its rule set's return to
+player disclosed in its ``ROUND_COMMITTED`` entry.
 
 Every payload comes from the builders the service itself uses (``gnau_service.audit.round_events``,
 ``software_identity``), so the page shows what the service writes; only the software hash is a
@@ -32,6 +34,7 @@ from gnau_service.fairness.player_refs import player_ref
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer
 
 ORIGIN = "gnau-dealer/example"
 #: The page's key: private bytes 00 01 02 ... 1f. Never use it.
@@ -80,7 +83,12 @@ def example_log() -> ExampleLog:
     dealt = committed.lock(seats).deal()
     events: list[tuple[EntryKind, dict[str, JsonValue], str | None]] = [
         (EntryKind.SERVICE_STARTED, started, None),
-        (EntryKind.ROUND_COMMITTED, committed_payload(committed, "table-1"), ROUND_ID),
+        (
+            EntryKind.ROUND_COMMITTED,
+            # As the Shuffle writes it: with the rule set's figures (gnau_service.server.dealer).
+            committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules)),
+            ROUND_ID,
+        ),
         (EntryKind.ROUND_DEALT, dealt_payload(dealt), ROUND_ID),
         (EntryKind.ROUND_REVEALED, revealed_payload(dealt), ROUND_ID),
         (EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal())), ROUND_ID),

@@ -49,6 +49,9 @@ TAMPERINGS: dict[str, Callable[[dict[str, Any]], None]] = {
         player_ref="p-" + r["seats"][0]["player_ref"][2:].upper()
     ),
     "a player id beside the reference": lambda r: r["seats"][0].update(player_id="alice"),
+    "two seats with one reference": lambda r: r["seats"][1].update(
+        player_ref=r["seats"][0]["player_ref"]
+    ),
     "the round relabelled v1": _relabelled,
     "an unknown format": lambda r: r.update(format="gnau-dealer/revealed-round/v3"),
 }

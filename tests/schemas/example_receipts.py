@@ -12,8 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnau_service.audit.entries import decode_entry, encode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Receipt, verify_receipt
+from tests.audit.doc_examples import signer
 from tests.references import ref
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "examples"
@@ -21,6 +23,9 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "schemas" / "examples"
 EXAMPLE_VKEY = "gnau-dealer/example+ce9c202d+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4"
 V2_RECEIPT = EXAMPLES / "receipt.json"
 V1_RECEIPT = EXAMPLES / "receipt-v1.json"
+
+#: The example key's signer, to sign entries a dishonest key holder would write.
+EXAMPLE_SIGNER = signer().signer
 
 Receipts = dict[str, Any]
 
@@ -68,6 +73,42 @@ def _swapped_refs(receipt: Receipts) -> None:
     seats[0]["player_ref"], seats[1]["player_ref"] = seats[1]["player_ref"], seats[0]["player_ref"]
 
 
+def _shared_ref(receipt: Receipts) -> None:
+    seats = receipt["round"]["seats"]
+    seats[1]["player_ref"] = seats[0]["player_ref"]
+
+
+def _resigned(receipt: Receipts, kind: str, change: Callable[[dict[str, Any]], None]) -> None:
+    """Change the payload of the receipt's ``kind`` entry and sign it again with the example
+    key, as a dishonest holder of the log key would: the entry is then well signed, and only
+    its form is wrong."""
+    for item in receipt["entries"]:
+        entry = decode_entry(item["entry"].encode(), EXAMPLE_SIGNER.verifier)
+        if entry.kind == kind:
+            payload = copy.deepcopy(entry.payload)
+            change(payload)
+            data = encode_entry(
+                EXAMPLE_SIGNER,
+                index=entry.index,
+                kind=entry.kind,
+                time=entry.time,
+                payload=payload,
+                prev_hash=entry.prev_hash,
+                round_id=entry.round_id,
+            )
+            item["entry"] = data.decode("utf-8")
+            return
+    raise AssertionError(f"the receipt has no {kind} entry")
+
+
+def _logged_seat_without_client_seed(receipt: Receipts) -> None:
+    _resigned(receipt, "ROUND_DEALT", lambda payload: payload["seats"][1].pop("client_seed"))
+
+
+def _logged_rules_without_one(receipt: Receipts) -> None:
+    _resigned(receipt, "ROUND_COMMITTED", lambda payload: payload["house_rules"].pop("tie"))
+
+
 def _relabelled_v1(receipt: Receipts) -> None:
     round_ = receipt["round"]
     round_["format"] = "gnau-dealer/revealed-round/v1"
@@ -85,6 +126,9 @@ V2_TAMPERINGS: dict[str, tuple[Callable[[Receipts], None], str]] = {
     "another well-formed reference": (_another_ref, "round"),
     "two references swapped": (_swapped_refs, "round"),
     "the round relabelled v1": (_relabelled_v1, "fairness"),
+    "two seats with one reference": (_shared_ref, "fairness"),
+    "a logged seat without its client seed": (_logged_seat_without_client_seed, "entries"),
+    "a logged rule set without one rule": (_logged_rules_without_one, "entries"),
 }
 
 
