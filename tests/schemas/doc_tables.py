@@ -53,9 +53,9 @@ def table(name: str, title: str) -> list[dict[str, str]]:
     assert text.count(marker) == 1, f"docs/{name} has no one table {title!r}"
     lines = []
     for line in text.split(marker, 1)[1].splitlines():
-        if not line.startswith("|"):
+        if not line.lstrip().startswith("|"):  # a table in a list item is indented
             break
-        lines.append(_cells(line))
+        lines.append(_cells(line.lstrip()))
     header, _rule, *rows = lines
     return [dict(zip(header, row, strict=True)) for row in rows]
 

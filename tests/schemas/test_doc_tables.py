@@ -555,6 +555,25 @@ def test_the_log_versions_table_reads_and_hashes_live_rounds_and_voids(served: S
     assert voids == {1, 2}
 
 
+@on_one_backend
+def test_the_entry_and_bundle_header_tables_are_the_schemas_and_the_live_log(
+    served: Served,
+) -> None:
+    members = [only(code(r["member"])) for r in table("audit.md", "entry")]
+    assert members == list(load(SCHEMA_DIR / "log-entry.schema.json")["properties"])
+    kinds = code(row(table("audit.md", "entry"), "member", "`kind`")["content"])
+    assert kinds == [kind.name for kind in EntryKind]
+    header = [only(code(r["member"])) for r in table("audit.md", "bundle header")]
+    schema = load(SCHEMA_DIR / "bundle-line.schema.json")["$defs"]["header"]
+    assert header == list(schema["properties"])
+    lines = [json.loads(line) for line in served.bundle.splitlines()]
+    assert list(lines[0]) == header
+    entries = [json.loads(line["entry"]) for line in lines[1:] if "entry" in line]
+    assert all(sorted(entry) == members for entry in entries)
+    committed = [entry for entry in entries if entry["kind"] == "ROUND_COMMITTED"]
+    assert {"fairness_version" in entry["payload"] for entry in committed} == {True, False}
+
+
 def _fed(entries: list[Json], upto: int, payload: Json) -> None:
     """Replay ``entries[:upto]`` and then entry ``upto`` with ``payload``; ReplayError if
     replay refuses it."""
