@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import hashlib
 import io
+import secrets
 import sqlite3
 import uuid
 from pathlib import Path
@@ -26,9 +27,12 @@ from gnau_service.server.dealer import Dealer, Idempotency
 from gnau_service.server.round_record import RoundState
 from gnau_service.server.round_view import RoundView
 from gnau_service.server.validation import SeatRequest
-from gnau_service.store import Store, open_store
+from gnau_service.store import Store, Transaction, open_store
 from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION, parse_migrations
+from gnau_service.store.players import PlayerSeat, link_seats, player_keys
 from gnau_service.store.schema import APPEND_ONLY_TABLES, SchemaTooOld
+from tests.postgres import fresh_database
+from tests.steps import run_step
 from tests.store.test_schema_startup import (
     execute,
     is_sqlite,
@@ -77,13 +81,19 @@ RELEASED = {
     "0007_sequencer_lease.sqlite.sql": (
         "f15eebe6597989ac027bff7a500a473b859684d1a451ce7e263e88c5d7a358af"
     ),
+    "0008_private_columns_unanalyzed.postgresql.sql": (
+        "734139d7dc19f3bfc912be10e1ec18212e23abcd66271c54c76caf982ad8ac83"
+    ),
+    "0008_private_columns_unanalyzed.sqlite.sql": (
+        "8a776992003b460bbb40aa150915991cbbd39d9878312011a37181d5fcf7400b"
+    ),
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7] and SCHEMA_VERSION == 7
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8] and SCHEMA_VERSION == 8
 
 
 @pytest.mark.parametrize(
@@ -225,7 +235,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 7" in out
+    assert "migrated from version 1 to version 8" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
@@ -261,7 +271,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(2,), (3,), (4,), (5,), (6,), (7,)]
+    assert history == [(2,), (3,), (4,), (5,), (6,), (7,), (8,)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)
@@ -271,3 +281,40 @@ def test_rounds_played_on_version_1_survive_the_migration(
     for table in APPEND_ONLY_TABLES:  # the log is as append-only as before
         with pytest.raises(Exception, match="append-only"):
             execute(database_url, f"DELETE FROM {table}")
+
+
+# -- migration 8: no statistics of the private player columns -----------------------------------
+
+
+def seat_fifty(tx: Transaction) -> None:
+    """Fifty new players, each with a key and a seat."""
+    ids = [f"{secrets.token_hex(8)}@players.example" for _ in range(50)]
+    player_keys(tx, ids)
+    link_seats(
+        tx, [PlayerSeat(f"p-{secrets.token_hex(16)}", p, "r-1", n) for n, p in enumerate(ids)]
+    )
+
+
+#: What ANALYZE keeps of the private player columns, as (column, sample values).
+PRIVATE_STATISTICS = """
+    SELECT attname, coalesce(histogram_bounds::text, '') || coalesce(most_common_vals::text, '')
+    FROM pg_stats WHERE tablename IN ('player_keys', 'player_seats')
+    AND attname IN ('player_id', 'secret') ORDER BY 1"""
+
+
+def test_after_migration_8_analyze_keeps_no_player_id_or_key(signer: LogSigner) -> None:
+    """pg_statistic is outside the tables a forget deletes from and an operator's VACUUM (FULL)
+    rewrites: what ANALYZE (autovacuum's too) samples into it stays. Before migration 8 it held
+    player ids and keys; the migration deletes them, and ANALYZE samples them no more."""
+    with fresh_database() as url:
+        with Store(older_gnau(url, 7), signer) as store:
+            run_step(store, seat_fifty)
+        execute(url, "ANALYZE")
+        sampled = execute(url, PRIVATE_STATISTICS)
+        assert [column for column, _ in sampled] == ["player_id", "player_id", "secret"]
+        assert all("@players.example" in values or "\\x" in values for _, values in sampled)
+        with open_store(url, signer, migrate=True) as store:
+            assert [m.version for m in store.migrated] == [8]
+            run_step(store, seat_fifty)
+        execute(url, "ANALYZE")
+        assert execute(url, PRIVATE_STATISTICS) == []
