@@ -14,11 +14,15 @@ so a step wakes one process, not all), and the sequencer tells every process the
 
 A process may start while others write. Its schema check is a plain SELECT of the version in
 ``gnau_schema`` (ACCESS SHARE, which conflicts with no writer); only a migration runs DDL, and
-that runs under a transaction-level advisory lock, after the writers' own first lock.
+that runs under a transaction-level advisory lock, after the writers' own first lock; as it holds
+the log head, it waits for a lock, or for its client, no longer than the lease
+(:data:`SCHEMA_CHANGE_SETTINGS`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from time import monotonic
@@ -34,6 +38,9 @@ from gnau_service.store.errors import DatabaseUnreachable, StoreError
 from gnau_service.store.head_notices import HeadNotice
 from gnau_service.store.lease import (
     DEFAULT_LEASE_SECONDS,
+    END_OVERDUE_SQL,
+    END_WAIT_SECONDS,
+    HOLD_SQL,
     PROGRESS_SQL,
     TAKE_SQL,
     Lease,
@@ -43,7 +50,7 @@ from gnau_service.store.lease import (
 )
 from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration
 from gnau_service.store.schema import first_line
-from gnau_service.store.sequencer import Notices
+from gnau_service.store.sequencer import LOG_WORK_APPLICATION_NAME, Notices
 from gnau_service.store.step_writers import ElectedSequencer
 from gnau_service.store.urls import redacted_url
 
@@ -63,6 +70,14 @@ PENDING_CHANNEL: Final = "gnau_log_pending"
 # quadratic (11 ms a batch with 7,700 waiting, against 0.9 ms). None of the sequencer's
 # other statements wants a bitmap scan.
 PENDING_PLAN_SQL: Final = "SET LOCAL enable_bitmapscan = off"
+
+#: The settings of a schema change's transaction, once it holds the advisory lock: it holds the
+#: log head while it runs, so it waits for a lock (a backup's, a step's) or for its client (a
+#: stopped ``gnau db migrate``) no longer than the lease. No statement timeout: a migration's DDL
+#: may take long, and runs whether or not its client is stopped.
+SCHEMA_CHANGE_SETTINGS: Final = ("lock_timeout", "idle_in_transaction_session_timeout")
+
+log = logging.getLogger(__name__)
 
 SET_VERSION: Final = (
     "INSERT INTO gnau_schema (id, version) VALUES (1, %s)"
@@ -85,6 +100,7 @@ class PostgresBackend(Backend):
     """A PostgreSQL database at ``url``; reads use a small connection pool."""
 
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
+    hold_lease_sql = HOLD_SQL
     row_lock = " FOR UPDATE"
     driver_error = psycopg.Error
     lease_seconds: float
@@ -104,6 +120,8 @@ class PostgresBackend(Backend):
         #: The migrations this gnau knows (a test may pretend to be an older gnau).
         self.migrations = migrations
         self._parameters = connection_parameters(url, lease_seconds)
+        #: The last warning about a session holding an expired lease, not repeated every try.
+        self._overdue_warning = ""
         self._pool = ConnectionPool(
             url,
             min_size=1,
@@ -127,6 +145,11 @@ class PostgresBackend(Backend):
     def connect_sequencer(self, application_name: str, *, work: bool) -> psycopg.Connection[Any]:
         settings = session_settings(self.lease_seconds) if work else {}
         return self._connect_bounded(application_name, settings)
+
+    def connect_log_work(self) -> psycopg.Connection[Any]:
+        # A key rotation holds the head and the lease's row like an integration: the same
+        # bounded session, named so that pg_stat_activity tells it from the sequencer's.
+        return self.connect_sequencer(f"{LOG_WORK_APPLICATION_NAME}-{os.getpid()}", work=True)
 
     def connect_step_writer(self) -> psycopg.Connection[Any]:
         # A frozen process's step holds its round's row: ended after the lease, so that the
@@ -156,7 +179,52 @@ class PostgresBackend(Backend):
 
     def take_lease(self, work: psycopg.Connection[Any], holder: str) -> Lease | None:
         row = work.execute(TAKE_SQL, (holder, self.lease_seconds)).fetchone()
+        if row is None and self._end_overdue_holder(work):
+            row = work.execute(TAKE_SQL, (holder, self.lease_seconds)).fetchone()
+        if row is not None:
+            self._overdue_warning = ""
         return None if row is None else Lease(int(row[0]), self.lease_seconds)
+
+    def _end_overdue_holder(self, work: psycopg.Connection[Any]) -> bool:
+        """End the session whose transaction has held the expired lease's row past the lease
+        (step 4 of lease.py's protocol); whether one was ended."""
+        wait = int(END_WAIT_SECONDS * 1000)
+        try:
+            row = work.execute(END_OVERDUE_SQL, (self.lease_seconds, wait)).fetchone()
+        except psycopg.errors.InsufficientPrivilege as error:
+            self._warn_overdue(
+                "cannot end the session that holds the log's expired lease, so the log stalls"
+                f" until it ends: {first_line(error)} (every replica must connect as one role, or"
+                " have pg_signal_backend and pg_read_all_stats: docs/operations.md)"
+            )
+            return False
+        if row is None:
+            return False
+        pid, visible, ended = row
+        if ended:
+            log.warning(
+                "ended session %d, whose transaction held the log's lease past its expiry (a"
+                " sequencer or key rotation stopped inside it); taking the lease",
+                pid,
+            )
+            return True
+        if not visible:
+            self._warn_overdue(
+                f"session {pid} holds the log's expired lease, but this role cannot see when its"
+                " transaction began, so cannot end it (grant pg_read_all_stats, or connect every"
+                " replica as one role: docs/operations.md)"
+            )
+        elif ended is not None:
+            self._warn_overdue(
+                f"session {pid} holds the log's expired lease and did not end when asked: its"
+                " PostgreSQL backend may be stopped (docs/operations.md, 'A stalled log')"
+            )
+        return False
+
+    def _warn_overdue(self, warning: str) -> None:
+        if warning != self._overdue_warning:
+            log.warning("%s", warning)
+            self._overdue_warning = warning
 
     def progress(self, connection: psycopg.Connection[Any]) -> LogProgress:
         row = connection.execute(PROGRESS_SQL).fetchone()
@@ -224,6 +292,9 @@ class PostgresBackend(Backend):
         with connection.transaction():
             # Starting processes take turns on a transaction-level advisory lock.
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
+            settings = session_settings(self.lease_seconds)
+            for name in SCHEMA_CHANGE_SETTINGS:
+                connection.execute("SELECT set_config(%s, %s, true)", (name, settings[name]))
             if table_exists(connection, "log_head"):
                 # Sequencers lock the head row first, then the tables they write; the DDL locks
                 # those tables (CREATE INDEX, CREATE TRIGGER). Taking the head row first too

@@ -28,8 +28,14 @@ log is the sequencer (:class:`Sequencer`): the holder of the log's lease
 (:mod:`~gnau_service.store.lease`), which every other process tries to take every
 :data:`~gnau_service.store.lease.ELECTION_SECONDS`. Each integration renews the lease after step 1
 and is rolled back if another process has taken it meanwhile (the fence), so a deposed sequencer
-commits nothing; and a sequencer that stops, killed or frozen, in a transaction or not, loses the
-lease within :func:`~gnau_service.store.lease.takeover_bound`.
+commits nothing. A log-level entry written outside the sequencer (a key rotation) locks the
+lease's row after step 1 instead, so every transaction that writes the log holds that row. A
+sequencer that stops, killed or frozen, in a transaction or not, loses the lease within
+:func:`~gnau_service.store.lease.takeover_bound`: a transaction of a stopped process that holds
+the lease's row past the lease is ended by the next process to try to take it, wherever its
+backend waits, in the middle of step 3's ``COPY`` included. So the bulk write stays a binary
+``COPY`` (one statement, bytes as they are): a backend waiting inside it for a stopped client is
+ended like any other.
 """
 
 from __future__ import annotations
@@ -61,6 +67,9 @@ SWEEP_SECONDS: Final = 1.0
 #: The start of the sequencer sessions' application_name (then the process id), by which
 #: pg_stat_activity and the lease's holder name the process.
 APPLICATION_NAME: Final = "gnau-sequencer"
+#: The start of the application_name (then the process id) of a session that writes a log-level
+#: entry outside the sequencer: a key rotation.
+LOG_WORK_APPLICATION_NAME: Final = "gnau-log-work"
 #: How long a failed sequencer waits before it connects again: the first wait, doubled after
 #: each failure up to the last. A promoted standby takes a fraction of a second; a database that
 #: stays down is asked twice a second, as often as an election.
@@ -94,10 +103,13 @@ def integrate(
 ) -> Integration:
     """Integrate up to :data:`SEQUENCE_BATCH` pending events inside the caller's open
     transaction (then a ``log_level`` entry, if given); nothing is committed here. With a
-    ``lease``, renew it under the head lock first, or raise Deposed."""
+    ``lease``, renew it under the head lock first, or raise Deposed; without one, hold the
+    lease's row where the backend has one (a key rotation's transaction)."""
     queries: list[tuple[str, Any]] = [(backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
     if lease is not None:
         queries.append(lease.renewal())
+    elif backend.hold_lease_sql is not None:
+        queries.append((backend.hold_lease_sql, ()))
     head_rows, key_rows, *renewed = backend.run_queries(connection, queries)
     if lease is not None and not renewed[0]:
         raise Deposed(lease.epoch)
@@ -210,7 +222,8 @@ class Election(Protocol):
         ...
 
     def take_lease(self, work: Any, holder: str) -> Lease | None:
-        """Take the log's lease on ``work`` if it is free (expired, or its holder gone)."""
+        """Take the log's lease on ``work`` if it is free (expired, or its holder gone), first
+        ending the session of a transaction that holds its row past the lease."""
         ...
 
     def progress(self, connection: Any) -> LogProgress:
