@@ -33,11 +33,16 @@ STALL_CHECK_SECONDS: Final = 0.5
 log = structlog.get_logger("gnau.storage")
 
 
-def touch_head(tx: Transaction) -> None:
-    """A write that changes nothing and logs nothing, but must reach the disk to commit. It
-    touches the head row, which round steps never do (the sequencer locks it), but only while
-    the store is failing, once a probe interval."""
-    tx.execute("UPDATE log_head SET size = size WHERE id = 1")
+def probe_write(tx: Transaction) -> None:
+    """A write that changes nothing and logs nothing, but must reach the disk to commit: the
+    newest row of the migration history, which only a migration writes. Not the log head: a
+    transaction holding the head's row holds up the log, so only the log's own work (which the
+    next sequencer ends after the lease: gnau_service/store/lease.py) and migrations (which wait
+    no longer than the lease) take it."""
+    tx.execute(
+        "UPDATE gnau_migrations SET version = version"
+        " WHERE version = (SELECT max(version) FROM gnau_migrations)"
+    )
 
 
 class StorageHealth:
@@ -127,7 +132,7 @@ class StorageHealth:
         while True:
             await asyncio.sleep(PROBE_SECONDS)
             with contextlib.suppress(StoreUnavailable):
-                await self._store.run_async(touch_head)
+                await self._store.run_async(probe_write)
                 break
         log.warning(
             "storage available again",

@@ -151,3 +151,28 @@ def test_a_database_in_a_read_only_directory_is_a_one_line_error(tmp_path: Path)
     lines = [json.loads(line) for line in result.stderr.splitlines()]
     assert lines[-1]["event"] == "cannot start" and lines[-1]["level"] == "error"
     assert "exception" not in lines[-1]
+
+
+def test_the_storage_probe_writes_without_holding_the_log_head() -> None:
+    """Only the log's own work and migrations may hold the head's row, each for at most the lease
+    (gnau_service/store/lease.py): the probe's write, its transaction still open, leaves it
+    free, while it does hold the row it writes."""
+    from gnau_service.server.storage import probe_write
+    from gnau_service.store.postgres import PostgresBackend
+    from gnau_service.store.schema import create_schema
+    from gnau_service.store.transaction import Transaction, utc_now
+
+    with fresh_database() as url:
+        backend = PostgresBackend(url)
+        connection = backend.connect()
+        try:
+            create_schema(backend, connection)
+            connection.execute("BEGIN")
+            probe_write(Transaction(backend, connection, utc_now()))
+            with psycopg.connect(url, autocommit=True) as other:
+                other.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE NOWAIT")
+                with pytest.raises(psycopg.errors.LockNotAvailable):
+                    other.execute("SELECT 1 FROM gnau_migrations FOR UPDATE NOWAIT")
+        finally:
+            connection.close()
+            backend.close()
