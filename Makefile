@@ -135,9 +135,10 @@ bench-http-edge: $(INSTALLED)
 bench-failover: $(INSTALLED)
 	$(BIN)/python bench/bench_failover.py
 
-## bench-takeover: the sequencer's leader killed, or frozen three ways, on three replicas with the
-## default 5 s lease: the stop to the log's next entry, median and worst of 10 tries of each, beside
-## the takeover bound (about 10 minutes; `bench/bench_takeover.py --lease 2 --tries 3`: 2 minutes)
+## bench-takeover: the sequencer's leader killed, or frozen five ways (in its COPY, at random points
+## of its transaction...), on three replicas with the default 5 s lease: the stop to the log's next
+## entry, median and worst of 10 tries of each, beside the takeover bound (about 15 minutes;
+## `bench/bench_takeover.py --lease 2 --tries 3`: 3 minutes)
 bench-takeover: $(INSTALLED)
 	$(BIN)/python bench/bench_takeover.py
 

@@ -1,13 +1,13 @@
 """The sequencer's takeover on PostgreSQL: from the leader stopping to the log growing again.
 
 Run: ``.venv/bin/python bench/bench_takeover.py [--lease 5] [--tries 10] [--stops
-killed,in-transaction,between,backend]`` (about 10 minutes with the defaults; ``--lease 2 --tries
-3`` takes under 2 minutes). Needs PostgreSQL at ``GNAU_TEST_DATABASE_URL`` or 127.0.0.1:5432
-(tests/postgres.py); without it, it says so and exits 0.
+killed,in-copy,anywhere,in-transaction,between,backend]`` (about 15 minutes with the defaults;
+``--lease 2 --tries 3`` takes about 3 minutes). Needs PostgreSQL at ``GNAU_TEST_DATABASE_URL`` or
+127.0.0.1:5432 (tests/postgres.py); without it, it says so and exits 0.
 
 Three ``gnau serve`` replicas with ``--sequencer-lease-seconds LEASE`` on one fresh database,
 players under load (tests/failover_drill.py's: whole rounds, every refused step sent again with
-its request id). Each try stops the leader (the lease's holder) in one of four ways and times,
+its request id). Each try stops the leader (the lease's holder) in one of six ways and times,
 from the stop to the moment ``log_head.size`` next grows (polled every 10 ms), how long the log
 stood still:
 
@@ -16,21 +16,26 @@ stood still:
   by a fresh ``gnau serve`` (new data directory, same key and tokens), so every try starts with
   three replicas. The players play on the two followers only (a client of the killed process
   would only count refusals);
-- ``in-transaction``, ``between``, ``backend``: the frozen-leader drill (tests/frozen_leader.py,
-  one player per replica): the leader's process SIGSTOPped inside an integration or between
-  integrations, or its PostgreSQL work backend SIGSTOPped while idle, held for ``LEASE + 2`` s,
-  then resumed; the same three replicas for every try of every kind (the drill finds the current
-  leader each time).
+- ``in-copy``, ``anywhere``, ``in-transaction``, ``between``, ``backend``: the frozen-leader
+  drill (tests/frozen_leader.py, one player per replica): the leader's process SIGSTOPped in the
+  middle of its integration's COPY, at a random instant inside its transaction, inside an
+  integration waiting on a lock, or between integrations, or its PostgreSQL work backend
+  SIGSTOPped while idle, held for ``LEASE + 2`` s, then resumed; the same three replicas for
+  every try of every kind (the drill finds the current leader each time). Each try prints where
+  the leader's work session was caught. A log that stood still until the leader resumed shows
+  a takeover of at least ``LEASE + 2`` s.
 
 How to read it: ``bound`` is :func:`gnau_service.store.lease.takeover_bound` (the lease plus one
 election interval), what docs/scaling.md proves for a leader stopped any of these ways; the
 issue allows a second beyond it, so "within" says whether the worst try was at most ``bound +
 1 s``. A kill is expected far below the bound (no lease to wait out); a freeze near ``LEASE``
-(the lease runs out, or PostgreSQL ends the idle transaction, ``LEASE`` after the last
-renewal, which under load came just before the freeze). ``lost`` counts acknowledged steps the
-log lacks and ``failures`` steps a client gave up on, or freezes during which a follower's steps
-were not acknowledged (both must be 0); ``verified`` says whether every freeze try's exported
-log verified offline (the kills' log is checked for lost steps only).
+(the lease runs out, PostgreSQL ends the idle transaction, or the next candidate ends a
+transaction that has held the lease's row for the lease, ``LEASE`` after the last renewal or
+the transaction's start, which under load came just before the freeze). ``lost`` counts
+acknowledged steps the log lacks and ``failures`` steps a client gave up on, or freezes during
+which a follower's steps were not acknowledged before the leader resumed (both must be 0);
+``verified`` says whether every freeze try's exported log verified offline (the kills' log is
+checked for lost steps only).
 The figures are this machine's, under the other load on it: read the worst with that in mind.
 """
 
@@ -240,7 +245,10 @@ def freeze_tries(
                 if not all(outcome.flowing):
                     result.failures.append(f"{how}: a follower's steps stalled {outcome.flowing}")
                 result.verified = bool(result.verified and outcome.verified)
-                print(f"  {how}: {outcome.takeover_seconds:.2f} s", flush=True)
+                print(
+                    f"  {how}: {outcome.takeover_seconds:.2f} s, caught {outcome.caught}",
+                    flush=True,
+                )
     return results
 
 
