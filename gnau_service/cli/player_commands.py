@@ -7,7 +7,8 @@ receipt and proof stay valid; from then on nothing links the player's references
 ``gnau audit players`` reads the links while they exist.
 
 Exit statuses: 0 the player was forgotten, or there was nothing to forget (the output says
-which); 2 the call failed (refused, or the service cannot be reached).
+which); 2 the call failed (refused, or the service cannot be reached; an UNAVAILABLE one also
+says the ``--request-id`` to retry with, as does one that ran out of time).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import grpc
@@ -61,14 +63,20 @@ def run_forget(args: argparse.Namespace) -> int:
         except (KeyFileError, UnicodeDecodeError) as error:
             print(f"gnau player forget: {error}", file=sys.stderr)
             return 2
+    # Made here, so that a failure worth retrying can name it: a forget answered UNAVAILABLE, or
+    # not in time, may be done but not yet erased on disk, and its retry with the same id
+    # finishes it.
+    request_id = args.request_id or str(uuid.uuid4())
     try:
         with connect(args, token_required=needs) as client:
-            answer = client.forget_player(args.player_id, request_id=args.request_id)
+            answer = client.forget_player(args.player_id, request_id=request_id)
     except (TargetError, ValueError) as error:
         print(f"gnau player forget: {error}", file=sys.stderr)
         return 2
     except grpc.RpcError as error:
         print(f"gnau player forget: {refusal(args.target, error)}", file=sys.stderr)
+        if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            print(f"gnau player forget: retry with --request-id {request_id}", file=sys.stderr)
         return 2
     logged = answer.forgotten or answer.seats_unlinked > 0
     if args.json:

@@ -42,6 +42,7 @@ from gnau_service.server.refusals import (
     WrongState,
 )
 from gnau_service.store import LogStalled, StoreUnavailable
+from gnau_service.store.errors import ScrubIncomplete
 
 DOMAIN: Final = "gnau.dealer"
 #: An ErrorInfo metadata value, at most this many bytes.
@@ -207,6 +208,12 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
             if error.ran
             else "the log's sequencer is not integrating, so the change was not run;"
             " retry with the same request_id",
+        )
+    if isinstance(error, ScrubIncomplete):
+        return _status(
+            Reason.STORAGE_UNAVAILABLE,
+            "the player is forgotten, but a read kept old copies of their rows in the database's"
+            " files; retry with the same request_id to finish the erasure",
         )
     if isinstance(error, StoreUnavailable):
         # The cause stays in the server's log (once per episode): it may name paths or hosts.

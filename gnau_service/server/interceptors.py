@@ -56,6 +56,7 @@ from gnau_service.server.refusals import DealerError
 from gnau_service.server.shutdown import Shutdown
 from gnau_service.server.streams import StreamSlots
 from gnau_service.store import LogStalled, StoreUnavailable
+from gnau_service.store.errors import ScrubIncomplete
 
 REQUEST_ID_HEADER: Final = "x-request-id"
 HEALTH_PREFIX: Final = "/grpc.health.v1."
@@ -280,8 +281,11 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             outcome.code, outcome.reason = status.code, reason_of(status)
         if not isinstance(error, Undecodable):  # counted in its peer's warning instead
             log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
-        # A stalled log is the store's to report (StorageHealth watches it), not an outage.
-        if isinstance(error, StoreUnavailable) and not isinstance(error, LogStalled):
+        # A stalled log is the store's to report (StorageHealth watches it), not an outage; nor
+        # is a forget whose scrub a long read held up (the store works).
+        if isinstance(error, StoreUnavailable) and not isinstance(
+            error, LogStalled | ScrubIncomplete
+        ):
             self.on_storage_failure(error)
         await _abort(context, status)
 

@@ -8,7 +8,9 @@ to the platform's ``player_id`` live in the store's private tables
 - :func:`forget_player` (``DealerService.ForgetPlayer``, operator only): one unit of work
   deletes the player's key and every link of theirs and appends a ``PLAYER_FORGOTTEN`` event
   whose payload is ``{}``. Nothing of the log changes, so every proof still verifies; nothing
-  the store holds links the references to the player any more. The request record of a retried
+  the store holds links the references to the player any more. Then the store scrubs the
+  older copies of the deleted rows that its files keep (SQLite's ``-wal`` file), before the
+  call is answered. The request record of a retried
   forget keeps its answer and its request id only: no trace of the player id, not even a hash.
 - :func:`lookup_player` (``AuditService.LookupPlayer``, auditor and operator): a player id to
   their seats, or a reference to its player, while the key exists; each link is re-checked by
@@ -23,6 +25,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import structlog
+
 from gnau_service.audit.entries import EntryKind
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.player_refs import is_player_ref, new_player_key, player_ref
@@ -31,6 +35,7 @@ from gnau_service.server.refusals import InvalidRequest, RequestConflict
 from gnau_service.server.round_record import RoundRecord
 from gnau_service.server.validation import check_player_id
 from gnau_service.store import LogReader, PendingEntry, Store, Transaction
+from gnau_service.store.errors import ScrubIncomplete
 from gnau_service.store.players import (
     PlayerSeat,
     link_seats,
@@ -45,6 +50,8 @@ from gnau_service.store.players import (
     forget_player as forget_player_rows,
 )
 from gnau_service.store.round_rows import StoredRequest, find_request, save_request
+
+log = structlog.get_logger("gnau.players")
 
 #: The operation a forget's request record names.
 FORGET_OPERATION: Final = "ForgetPlayer"
@@ -163,6 +170,15 @@ async def forget_player(
         return saved, list(tx.appended)
 
     saved, entries = await store.run_async(unit, deadline=deadline)
+    # Deleted is not yet erased: the database's files may still hold older copies of the rows.
+    # Every forget scrubs, a retry included, so a retry finishes a scrub that failed.
+    try:
+        await store.scrub_deleted_rows(deadline=deadline)
+    except ScrubIncomplete as error:
+        log.warning(
+            "erased rows still on disk; a retry of the forget scrubs again", cause=str(error)
+        )
+        raise
     return Forgotten(
         forgotten=bool(saved["forgotten"]),
         seats_unlinked=saved["seats_unlinked"],

@@ -50,19 +50,10 @@ class Backend(ABC):
     migrations: Sequence[Migration]
     #: The sequencer's lease, where several processes elect one (seconds; None: no election).
     lease_seconds: float | None = None
-    #: Locks the lease's row, where there is one: what log-level work outside the sequencer (a
-    #: key rotation) runs after the head's lock, so that a stopped one is ended like a stopped
-    #: sequencer (see :mod:`~gnau_service.store.lease`).
-    hold_lease_sql: str | None = None
 
     @abstractmethod
     def connect(self) -> Any:
         """A new autocommit connection, for a writer (or a schema change)."""
-
-    def connect_log_work(self) -> Any:
-        """A new autocommit connection for log-level work outside the sequencer (a key rotation);
-        PostgreSQL bounds its waits by the lease, as the sequencer's work session's."""
-        return self.connect()
 
     @abstractmethod
     def reader(self) -> AbstractContextManager[Any]:
@@ -175,6 +166,21 @@ class Backend(ABC):
             if self.is_unavailable(error):
                 raise StoreUnavailable(f"the database cannot be used: {error}") from error
             raise
+
+    # -- erasure ----------------------------------------------------------------------------
+
+    def scrub_deleted_rows(self, give_up_at: float | None = None) -> None:  # noqa: B027
+        """After a transaction deleted rows to erase them (forgetting a player) and committed,
+        drop the older copies of those rows that the database's own files still hold, where the
+        service can do so safely; raises ScrubIncomplete if it cannot now (by ``give_up_at``, a
+        ``time.monotonic()`` value, if given). Blocking: call it from a thread.
+
+        Here nothing: PostgreSQL keeps the rows in dead tuples until ``VACUUM FULL`` rewrites the
+        table, and in WAL segments until a checkpoint removes them. ``VACUUM FULL`` locks the
+        table against every Deal for the whole rewrite of every seat ever dealt, and plain
+        ``VACUUM`` does not overwrite the freed bytes; removing WAL needs a superuser and
+        settings of the whole cluster. So they are the operator's, in a batch after erasures:
+        docs/privacy.md, "On disk, after a forget", and docs/operations.md, "Erasure on disk"."""
 
     # -- connections ------------------------------------------------------------------------
 

@@ -36,6 +36,12 @@ class LogStalled(StoreUnavailable):
         self.ran = ran
 
 
+class ScrubIncomplete(StoreUnavailable):
+    """Rows deleted to erase them (a forgotten player) are gone from every answer, but the
+    database's files still hold older copies of them that the store could not drop now (a
+    reader kept them): the erasure is committed, and a retry of the same request scrubs again."""
+
+
 class KeyNotCurrent(StoreUnavailable):
     """This process's log key is not the log's current key (another process rotated it, or the
     key file holds a wrong key): it signs nothing until it has the current key. Both keys are

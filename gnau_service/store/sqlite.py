@@ -31,7 +31,7 @@ from typing import Final
 
 from gnau_service.store.backend import Backend
 from gnau_service.store.coordination import Coordination, WritingStore
-from gnau_service.store.errors import StoreError
+from gnau_service.store.errors import ScrubIncomplete, StoreError
 from gnau_service.store.in_step import InStepIntegration
 from gnau_service.store.migrations import MIGRATIONS, Dialect, Migration
 from gnau_service.store.schema import first_line
@@ -50,6 +50,13 @@ WAL_RETRY_SECONDS: Final = 0.01
 #: How often a process asks whether another has written (``PRAGMA data_version``): the most a
 #: watcher on one worker waits to hear of an entry another worker appended.
 DATA_VERSION_SECONDS: Final = 0.05
+#: How long a forget waits at most for the ``-wal`` file to be emptied of the erased rows' old
+#: copies (:meth:`SqliteBackend.scrub_deleted_rows`) before it is answered
+#: ``STORAGE_UNAVAILABLE``: well within the clients' default deadline, so that their automatic
+#: retry, with the same request id, can try again.
+SCRUB_SECONDS: Final = 2.0
+#: How long one try of the scrub waits, holding the writers' turn, for readers to finish.
+SCRUB_TRY_SECONDS: Final = 0.25
 
 
 def split_statements(script: str) -> list[str]:
@@ -132,6 +139,7 @@ class SqliteBackend(Backend):
             connection.execute("PRAGMA foreign_keys = ON")
             # A deleted row's bytes are overwritten, not left in a free page: forgetting a
             # player (store/players.py) leaves no trace of their key in the file or a backup.
+            # The older versions of its pages in the -wal file go too (scrub_deleted_rows).
             connection.execute("PRAGMA secure_delete = ON")
         except sqlite3.Error as error:
             if connection is not None:
@@ -171,6 +179,56 @@ class SqliteBackend(Backend):
 
     def coordinate(self, store: WritingStore) -> Coordination:
         return InStepIntegration(self, store, self.begin_at_once, FileTurn(self.turn_path))
+
+    def scrub_deleted_rows(self, give_up_at: float | None = None) -> None:
+        """Copy every change into the database file and truncate the ``-wal`` file to nothing
+        (``PRAGMA wal_checkpoint(TRUNCATE)``), trying for up to :data:`SCRUB_SECONDS`, or until
+        ``give_up_at`` if that comes first; raises :class:`ScrubIncomplete` if it could not.
+
+        ``secure_delete`` overwrites a deleted row with zeros, but only in the newest version of
+        its page. Every commit appends the pages it changed to the ``-wal`` file, so the file
+        still holds the older versions, erased rows included, until it is emptied; a checkpoint
+        that does not truncate leaves them too, as the next writers overwrite the file from its
+        start and never reach what lies past their last page.
+
+        Truncating needs every connection to the file, in every process sharing it
+        (``--workers``), to be done with those versions: no writer, and no reader of an older
+        snapshot. So each try holds the writers' turn (:class:`FileTurn`, on a descriptor of its
+        own, so this process's step writer waits for it as well), under which no step
+        transaction runs, and lets SQLite's busy handler wait up to :data:`SCRUB_TRY_SECONDS`
+        for the readers. Between tries the turn goes back, so that rounds go on beside a long
+        read (a backup of a large file, an export); one that lasts longer fails the scrub, and a
+        retry of the forget scrubs again."""
+        deadline = time.monotonic() + SCRUB_SECONDS
+        if give_up_at is not None:
+            deadline = min(deadline, give_up_at)
+        turn = FileTurn(self.turn_path)
+        connection = None
+        try:
+            connection = self.connect()
+            connection.execute(f"PRAGMA busy_timeout = {round(SCRUB_TRY_SECONDS * 1000):d}")
+            while True:
+                turn.take()
+                try:
+                    blocked = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                finally:
+                    turn.release()
+                if not blocked:
+                    return
+                if time.monotonic() >= deadline:
+                    raise ScrubIncomplete(
+                        f"{self}: a reader kept the -wal file, which still holds old copies of"
+                        " erased rows"
+                    )
+                time.sleep(SCRUB_TRY_SECONDS)
+        except ScrubIncomplete:
+            raise
+        except (sqlite3.Error, StoreError) as error:
+            raise ScrubIncomplete(f"{self}: cannot empty the -wal file: {error}") from error
+        finally:
+            if connection is not None:
+                self.close_quietly(connection)
+            turn.close()
 
     @property
     def turn_path(self) -> Path:

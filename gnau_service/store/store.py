@@ -121,6 +121,17 @@ class Store(LogReader):
             answer_early.cancel()
             self.waiters.dequeue(future)
 
+    async def scrub_deleted_rows(self, *, deadline: float | None = None) -> None:
+        """Drop the older copies of rows that a committed unit deleted to erase them, where the
+        backend keeps some the service can drop (SQLite's ``-wal`` file); raises
+        :class:`~gnau_service.store.errors.ScrubIncomplete` if it could not now (see
+        :meth:`~gnau_service.store.backend.Backend.scrub_deleted_rows`), in time to be answered
+        before a call's ``deadline`` (as :meth:`run_async` takes it)."""
+        if self._closed:
+            raise StoreUnavailable("the store is closed")
+        give_up_at = None if deadline is None else deadline - ANSWER_MARGIN_SECONDS
+        await asyncio.to_thread(self.backend.scrub_deleted_rows, give_up_at)
+
     def rotate_key(self, new: LogSigner) -> AppendedEntry:
         """Hand the log over to a new key and wait until that is durable. A log-level entry, so
         the sequencer's own transaction appends it, under the head lock: first the events
@@ -143,10 +154,7 @@ class Store(LogReader):
         if self._closed:
             raise StoreUnavailable("the store is closed")
         with self.backend.unavailable_as_store_error():
-            # On PostgreSQL a session bounded like the sequencer's, which the rotation's
-            # transaction holds the lease's row in too: one stopped inside it is ended after the
-            # lease, as a stopped sequencer is (lease.py).
-            connection = self.backend.connect_log_work()
+            connection = self.backend.connect()
             try:
                 done = sequence(self.backend, connection, self.signer_for, log_level=rotation)
             finally:
