@@ -50,10 +50,19 @@ class Backend(ABC):
     migrations: Sequence[Migration]
     #: The sequencer's lease, where several processes elect one (seconds; None: no election).
     lease_seconds: float | None = None
+    #: Locks the lease's row, where there is one: what log-level work outside the sequencer (a
+    #: key rotation) runs after the head's lock, so that a stopped one is ended like a stopped
+    #: sequencer (see :mod:`~gnau_service.store.lease`).
+    hold_lease_sql: str | None = None
 
     @abstractmethod
     def connect(self) -> Any:
         """A new autocommit connection, for a writer (or a schema change)."""
+
+    def connect_log_work(self) -> Any:
+        """A new autocommit connection for log-level work outside the sequencer (a key rotation);
+        PostgreSQL bounds its waits by the lease, as the sequencer's work session's."""
+        return self.connect()
 
     @abstractmethod
     def reader(self) -> AbstractContextManager[Any]:

@@ -154,7 +154,10 @@ class Store(LogReader):
         if self._closed:
             raise StoreUnavailable("the store is closed")
         with self.backend.unavailable_as_store_error():
-            connection = self.backend.connect()
+            # On PostgreSQL a session bounded like the sequencer's, which the rotation's
+            # transaction holds the lease's row in too: one stopped inside it is ended after the
+            # lease, as a stopped sequencer is (lease.py).
+            connection = self.backend.connect_log_work()
             try:
                 done = sequence(self.backend, connection, self.signer_for, log_level=rotation)
             finally:
