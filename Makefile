@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
+.PHONY: serve test test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets rtp-table par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
 	fairness-evidence dieharder-evidence clean
 
@@ -76,6 +76,11 @@ bench-par: $(INSTALLED)
 ## par-sheets: regenerate the published PAR sheets under docs/par (a test checks them)
 par-sheets: $(INSTALLED)
 	$(BIN)/python bench/par_sheets.py
+
+## rtp-table: regenerate gnau_service/rules/return_to_player.csv, every rule set's exact return to
+## player, from its PAR sheet (tens of CPU-minutes; RTP_PROCESSES=2 processes; a test checks it)
+rtp-table: $(INSTALLED)
+	$(BIN)/python bench/rtp_table.py --processes $${RTP_PROCESSES:-2}
 
 ## par-plot: docs/par/house-edge.png (matplotlib: the [evidence] extra, which [test] includes)
 par-plot: $(INSTALLED)

@@ -14,6 +14,7 @@ gnau_service.rules.errors.HouseRulesError: house rule 'decks' must be an integer
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -116,6 +117,38 @@ class HouseRules:
             key: str(value) if isinstance(value := getattr(self, key), StrEnum) else value
             for key in _KEYS
         }
+
+    def as_text(self) -> dict[str, str]:
+        """Each rule's value as ``from_assignments`` reads it (``true``, ``high_card``, ``8``),
+        every key present, in declaration order."""
+        return {
+            key: str(value).lower() if isinstance(value, bool) else str(value)
+            for key, value in self.as_dict().items()
+        }
+
+
+def every_rule_set() -> tuple[HouseRules, ...]:
+    """Every rule set there is, once each, in one fixed order: the product of each rule's values
+    in declaration order (false before true, enums as declared, decks ascending), the last rule
+    varying fastest.
+
+    >>> rules = every_rule_set()
+    >>> len(rules), len(set(rules)), HouseRules() in rules
+    (1536, 1536, True)
+    >>> rules[0].as_text()["trips_make_ox"], rules[1].as_text()["decks"]
+    ('false', '2')
+    """
+    values: dict[str, tuple[object, ...]] = {
+        **{key: (False, True) for key in _BOOLEAN_KEYS},
+        "tie": tuple(TieRule),
+        "payout": tuple(PayoutTable),
+        "decks": tuple(range(1, MAX_DECKS + 1)),
+    }
+    # A rule added without its values here fails at the first call (KeyError), not silently.
+    return tuple(
+        HouseRules(**dict(zip(_KEYS, combination, strict=True)))  # type: ignore[arg-type]
+        for combination in itertools.product(*(values[key] for key in _KEYS))
+    )
 
 
 _KEYS: Final = tuple(field.name for field in dataclasses.fields(HouseRules))

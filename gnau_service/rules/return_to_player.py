@@ -16,17 +16,32 @@ rtp``, ``X`` being the player's result of a round. Each is given two ways, as JS
 True
 >>> ReturnToPlayer(Fraction(2000001, 2000000)).to_json()["house_edge_decimal"]
 '-0.000000'
+
+Every rule set's figures are shipped, never computed at play time: :data:`TABLE`, beside this
+module, holds the exact return to player of every rule set
+(:func:`~gnau_service.rules.house_rules.every_rule_set`), as its PAR sheet gives it.
+``make rtp-table`` (bench/rtp_table.py) writes it from the sheets; tests/rules/test_rtp_table.py
+recomputes a sample (all of it under ``make test-slow``) and holds it to the sheets published in
+docs/par/. :meth:`ReturnToPlayer.of_rules` reads it.
+
+>>> ReturnToPlayer.of_rules(HouseRules()).to_json()["rtp_decimal"]
+'0.948173'
 """
 
 from __future__ import annotations
 
+import csv
+import functools
+import io
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from importlib import resources
 from typing import Final
 
 from gnau_service.rules.errors import RulesError, quoted
-from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.house_rules import HouseRules, every_rule_set
 
 #: Places after the decimal point of the decimal forms.
 DECIMAL_PLACES: Final = 6
@@ -36,10 +51,15 @@ _FRACTION: Final = re.compile(r"(-?(?:0|[1-9][0-9]*))/([1-9][0-9]*)")
 #: Digits a numerator or denominator may have: far beyond any PAR sheet's (C(416, 5) x C(411, 5)
 #: deals with eight decks has 21), short enough that reading one costs nothing.
 _MAX_DIGITS: Final = 64
-#: The default rules' exact return to player, as their PAR sheet gives it (docs/par/default.md).
-#: Known without the sheet's second of CPU, since every server start and nearly every Shuffle
-#: asks for it; tests/rules/test_return_to_player.py recomputes it.
-DEFAULT_RULES_RTP: Final = Fraction(57273199987, 60403728840)
+#: The shipped table of every rule set's exact return to player, a file of this package.
+TABLE: Final = "return_to_player.csv"
+#: Its first line, a comment that says what it is to whoever opens it.
+TABLE_COMMENT: Final = (
+    "# The exact return to player per unit stake of every rule set, from its PAR sheet"
+    " (docs/par.md). Written by `make rtp-table`; do not edit."
+)
+#: Its header: every house rule, in declaration order, then the exact return to player.
+TABLE_COLUMNS: Final = (*HouseRules().as_dict(), "rtp")
 
 
 class ReturnToPlayerError(RulesError):
@@ -71,14 +91,9 @@ class ReturnToPlayer:
 
     @classmethod
     def of_rules(cls, rules: HouseRules) -> ReturnToPlayer:
-        """The PAR sheet's figure for ``rules``: seconds the first time, cached after (the
-        default rules' is known)."""
-        if rules == HouseRules():
-            return cls(DEFAULT_RULES_RTP)
-        # Imported here: reading and checking figures (replay, receipts) needs none of it.
-        from gnau_service.rules.par import par_sheet  # noqa: PLC0415
-
-        return cls(par_sheet(rules).rtp)
+        """The figures of ``rules``, as their PAR sheet gives them: a look-up in :data:`TABLE`
+        (read once, at the first call)."""
+        return _shipped()[rules]
 
     def to_json(self) -> dict[str, str]:
         return dict(self._json)  # the caller's own: it may change it
@@ -128,3 +143,48 @@ def read_fraction(text: object, name: str) -> Fraction:
     if fraction_text(value) != text:
         raise ReturnToPlayerError(f"{name} must be in lowest terms, got {quoted(text)}")
     return value
+
+
+def table_text(figures: Mapping[HouseRules, Fraction]) -> str:
+    """The text of :data:`TABLE`: the comment, the header, then one row for each rule set in
+    :func:`~gnau_service.rules.house_rules.every_rule_set` order, each rule's value as
+    ``--rule`` takes it and the exact return to player. ``figures`` must hold every rule set."""
+    out = io.StringIO()
+    out.write(TABLE_COMMENT + "\n")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(TABLE_COLUMNS)
+    for rules in every_rule_set():
+        writer.writerow([*rules.as_text().values(), fraction_text(figures[rules])])
+    return out.getvalue()
+
+
+def read_table(text: str) -> dict[HouseRules, Fraction]:
+    """Read :data:`TABLE`'s text, refusing anything but :func:`table_text`'s exact form: every
+    rule set once, in order, each figure in lowest terms."""
+    lines = text.split("\n")
+    if lines[0] != TABLE_COMMENT or lines[-1] != "":
+        raise ReturnToPlayerError("the table must start with its comment and end with a newline")
+    rows = list(csv.reader(lines[1:-1]))
+    if not rows or tuple(rows[0]) != TABLE_COLUMNS:
+        raise ReturnToPlayerError(f"the table's header must be {','.join(TABLE_COLUMNS)}")
+    rule_sets = every_rule_set()
+    if len(rows) - 1 != len(rule_sets):
+        raise ReturnToPlayerError(
+            f"the table must have a row for each of the {len(rule_sets)} rule sets,"
+            f" got {len(rows) - 1} rows"
+        )
+    figures = {}
+    for number, (rules, row) in enumerate(zip(rule_sets, rows[1:], strict=True), start=3):
+        if row[:-1] != list(rules.as_text().values()):
+            raise ReturnToPlayerError(
+                f"line {number} of the table must be the rule set {quoted(rules.as_text())},"
+                f" got {quoted(row, limit=200)}"
+            )
+        figures[rules] = read_fraction(row[-1], f"the rtp of line {number}")
+    return figures
+
+
+@functools.cache
+def _shipped() -> dict[HouseRules, ReturnToPlayer]:
+    text = (resources.files("gnau_service.rules") / TABLE).read_text(encoding="ascii")
+    return {rules: ReturnToPlayer(rtp) for rules, rtp in read_table(text).items()}
