@@ -642,7 +642,6 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     store = open_store(database, signer)
     dealer = Dealer(store)
     rules = HouseRules()
-    disclosed = ReturnToPlayer.of_rules(rules)  # seconds, before the clock starts
     rounds = 0
     deadline = time.perf_counter() + seconds
 
@@ -652,7 +651,7 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     async def table_loop(table: int) -> None:
         nonlocal rounds
         while time.perf_counter() < deadline:
-            view = await dealer.shuffle(f"alone-{table}", rules, fresh(), disclosed)
+            view = await dealer.shuffle(f"alone-{table}", rules, fresh())
             round_id = view.record.round_id
             seats = [
                 SeatRequest(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)

@@ -35,13 +35,13 @@ from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.software import software_identity
 from gnau_service.edge.http import connection_cap, descriptor_limit
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server import collector
 from gnau_service.server.auth import Credentials
 from gnau_service.server.calls import CallObserver
 from gnau_service.server.config import Settings, cannot_listen, split_host_port
 from gnau_service.server.database_wait import when_reachable
 from gnau_service.server.dealer import Dealer
-from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.first_start import open_credentials, open_signer
 from gnau_service.server.interceptors import CallInterceptor
 from gnau_service.server.metrics import Metrics, Scrapeable
@@ -220,13 +220,13 @@ async def start(
         )
         await tail.start()
         dealer = Dealer(store, max_stake=settings.max_stake)
-        disclosures = Disclosures()
-        disclosures.warm(HouseRules())  # the rules a request without house_rules plays
+        # Reads the shipped table of every rule set's figures now: a damaged install fails to
+        # start rather than refusing its first Shuffle.
+        ReturnToPlayer.of_rules(HouseRules())
         dealer_pb2_grpc.add_DealerServiceServicer_to_server(
             DealerServicer(
                 dealer,
                 quorum,
-                disclosures,
                 public_round_listing=settings.public_round_listing,
             ),
             server,

@@ -102,12 +102,11 @@ class Dealer:
         table_id: str,
         rules: HouseRules,
         idempotency: Idempotency,
-        disclosed: ReturnToPlayer | None = None,
         *,
         deadline: float | None = None,
     ) -> RoundView:
-        """Start a round. ``disclosed``, the rule set's figures, goes into its log entry and
-        record (the service always gives it; see :mod:`gnau_service.server.disclosure`).
+        """Start a round. Its rule set's figures, looked up in the shipped table
+        (:meth:`ReturnToPlayer.of_rules`, never computed here), go into its log entry and record.
         ``deadline``, here and in every step: the call's, as :meth:`Store.run_async
         <gnau_service.store.store.Store.run_async>` takes it."""
         check_table_id(table_id)
@@ -124,6 +123,7 @@ class Dealer:
                 raise TableBusy(table_id, *busy.args) from None
             # A v2 round: its seats will name their players by reference (docs/privacy.md).
             committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)
+            disclosed = ReturnToPlayer.of_rules(rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
                 committed_payload(committed, table_id, disclosed),

@@ -65,7 +65,6 @@ class Reason(StrEnum):
     PERMISSION_DENIED = "PERMISSION_DENIED"
     LISTING_NOT_PUBLIC = "LISTING_NOT_PUBLIC"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
-    TOO_MANY_RULE_SETS = "TOO_MANY_RULE_SETS"
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
     LOG_STALLED = "LOG_STALLED"
     SHUTTING_DOWN = "SHUTTING_DOWN"
@@ -87,7 +86,6 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Reason.LISTING_NOT_PUBLIC: grpc.StatusCode.PERMISSION_DENIED,
     Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Reason.TOO_MANY_RULE_SETS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Reason.LOG_STALLED: grpc.StatusCode.UNAVAILABLE,
     Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
@@ -155,20 +153,6 @@ class TooManyStreams(EdgeRefusal):
         self.scope = scope
 
 
-class TooManyRuleSets(EdgeRefusal):
-    """A rule set whose figures would have to be computed while ``limit`` others are."""
-
-    reason = Reason.TOO_MANY_RULE_SETS
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            f"the server is already computing the figures of {limit} other rule sets, the most "
-            "allowed; retry later",
-            limit=str(limit),
-        )
-        self.scope = "server"
-
-
 # -- statuses --------------------------------------------------------------------------------------
 
 
@@ -221,7 +205,7 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
             Reason.STORAGE_UNAVAILABLE,
             "the store cannot be used right now; retry with the same request_id",
         )
-    if isinstance(error, TooManyStreams | TooManyRuleSets):
+    if isinstance(error, TooManyStreams):
         quota = error_details_pb2.QuotaFailure(
             violations=[
                 error_details_pb2.QuotaFailure.Violation(

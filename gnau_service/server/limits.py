@@ -74,15 +74,6 @@ DEFAULT_MAX_STREAMS_PER_PEER: Final = 50
 #: that hundreds of streams cost the writer little however often the log grows.
 WATCH_INTERVAL_SECONDS: Final = 0.25
 
-# -- the figures of rule sets (GetHouseRulesInfo, Shuffle) -----------------------------------------
-
-#: Rule sets whose PAR figures are being computed or wait to be, at once. They are computed one
-#: at a time (seconds each, on the CPU), so this bounds both a new rule set's wait and the work a
-#: client asking for many distinct rule sets can queue: beyond it GetHouseRulesInfo is refused
-#: (TOO_MANY_RULE_SETS). Shuffle is not refused: it waits its turn. Computed figures are kept for
-#: good: there are only 768 rule sets.
-MAX_PENDING_RULE_SETS: Final = 4
-
 # -- refusals --------------------------------------------------------------------------------------
 
 #: A refusal's message, at most this many bytes of UTF-8 (percent-encoded on the wire: x3 at most).

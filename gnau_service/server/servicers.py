@@ -20,6 +20,7 @@ from gnau_service.audit.note import Verifier
 from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.rules.cards import parse_cards
 from gnau_service.rules.evaluation import Evaluator
+from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import largest_payout
 from gnau_service.server.auth import Role
 from gnau_service.server.convert import (
@@ -30,7 +31,6 @@ from gnau_service.server.convert import (
     round_to_proto,
 )
 from gnau_service.server.dealer import Dealer, Idempotency
-from gnau_service.server.disclosure import Disclosures
 from gnau_service.server.interceptors import current_role
 from gnau_service.server.limits import (
     CHECKPOINTS_PER_MESSAGE,
@@ -91,13 +91,11 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self,
         dealer: Dealer,
         quorum: WitnessQuorum,
-        disclosures: Disclosures,
         *,
         public_round_listing: bool = False,
     ) -> None:
         self._dealer = dealer
         self._quorum = quorum
-        self._disclosures = disclosures
         self._public_round_listing = public_round_listing
 
     async def Shuffle(
@@ -105,9 +103,8 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     ) -> dealer_pb2.ShuffleResponse:
         idempotency = idempotency_of(request)
         rules = house_rules_from_proto(request.house_rules)
-        disclosed = await self._disclosures.figures(rules, refuse=False)
         view = await self._dealer.shuffle(
-            request.table_id, rules, idempotency, disclosed, deadline=deadline_of(context)
+            request.table_id, rules, idempotency, deadline=deadline_of(context)
         )
         return dealer_pb2.ShuffleResponse(round=round_to_proto(view))
 
@@ -213,10 +210,9 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self, request: dealer_pb2.GetHouseRulesInfoRequest, context: Context
     ) -> dealer_pb2.GetHouseRulesInfoResponse:
         rules = house_rules_from_proto(request.house_rules)
-        figures = await self._disclosures.figures(rules)
         return dealer_pb2.GetHouseRulesInfoResponse(
             house_rules=house_rules_to_proto(rules),
-            return_to_player=return_to_player_to_proto(figures),
+            return_to_player=return_to_player_to_proto(ReturnToPlayer.of_rules(rules)),
             largest_payout=largest_payout(rules),
         )
 

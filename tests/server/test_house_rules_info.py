@@ -1,28 +1,28 @@
 """The disclosed return to player: GetHouseRulesInfo, the figures every new round carries (its
-answer, its record, its ROUND_COMMITTED entry and so its receipt), and the cache and bound
-behind them."""
+answer, its record, its ROUND_COMMITTED entry and so its receipt), looked up in the shipped table
+and never computed while serving, so that a Shuffle's cheap checks are all it costs to refuse."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import json
-import threading
+import uuid
 from fractions import Fraction
 
 import grpc
 import pytest
 from gnau.v1 import dealer_pb2, types_pb2
 from gnau_client import AsyncGnauClient, GnauClient
-from google.rpc import error_details_pb2, status_pb2
 
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.receipts import Receipt, verify_receipt
+from gnau_service.rules import par
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.par import par_sheet
 from gnau_service.rules.return_to_player import ReturnToPlayer, fraction_text
-from gnau_service.server.disclosure import Disclosures
-from gnau_service.server.errors import TooManyRuleSets, reason_of, status_of
+from gnau_service.server.convert import house_rules_to_proto
+from tests.rules.test_rtp_table import published_rtp
 from tests.server.conftest import Service
 from tests.server.test_service import details, play, refusal, shuffle
 
@@ -111,81 +111,95 @@ async def test_a_round_carries_the_figures_into_its_log_and_receipt(service: Ser
     assert fetched.round.return_to_player == disclosed
 
 
-# -- the cache and its bound, on their own ------------------------------------------------------
+# -- looked up, never computed, and after the cheap checks -----------------------------------------
+
+#: Rule sets no call of this process has used before, each with a sheet published in docs/par/:
+#: before the table, a Shuffle under each computed its PAR sheet (seconds) before any check.
+UNSEEN = [
+    HouseRules.from_assignments(assignments)
+    for assignments in (
+        ["ten_is_duke=true"],
+        ["three_six_pair=true"],
+        ["trips_make_ox=false"],
+        ["five_small=false"],
+        ["tie=high_card"],
+        ["payout=multiplier"],
+        ["suited_double=true"],
+        ["decks=8"],
+    )
+]
 
 
-class SlowFigures:
-    """A stand-in computation that waits until released and counts its calls, so the test
-    controls when a rule set is done."""
+@pytest.fixture
+def sheets_computed(monkeypatch: pytest.MonkeyPatch) -> list[HouseRules]:
+    """The rule sets whose PAR sheet anything in this process computes from now on, each also
+    refused with an error: serving needs none, only the shipped table."""
+    computed: list[HouseRules] = []
 
-    def __init__(self) -> None:
-        self.calls: list[HouseRules] = []
-        self.release = threading.Event()
+    def refuse(rules: HouseRules, seats: int) -> par.ParSheet:
+        computed.append(rules)
+        raise AssertionError(f"a PAR sheet was computed while serving ({rules})")
 
-    def __call__(self, rules: HouseRules) -> ReturnToPlayer:
-        self.calls.append(rules)
-        assert self.release.wait(10)
-        return ReturnToPlayer(Fraction(rules.decks, 10))
-
-
-async def test_each_rule_set_is_computed_once_off_the_event_loop() -> None:
-    compute = SlowFigures()
-    disclosures = Disclosures(compute=compute, max_pending=2)
-    rules = HouseRules(decks=3)
-    waiting = [asyncio.create_task(disclosures.figures(rules)) for _ in range(5)]
-    # The loop runs on while the computation waits in its thread.
-    await asyncio.sleep(0.05)
-    assert not any(task.done() for task in waiting)
-    compute.release.set()
-    assert {await task for task in waiting} == {ReturnToPlayer(Fraction(3, 10))}
-    assert await disclosures.figures(rules) == ReturnToPlayer(Fraction(3, 10))
-    assert compute.calls == [rules]
+    monkeypatch.setattr(par, "_par_sheet", refuse)
+    return computed
 
 
-async def test_too_many_rule_sets_at_once_are_refused_but_a_shuffle_waits() -> None:
-    compute = SlowFigures()
-    disclosures = Disclosures(compute=compute, max_pending=2)
-    first = asyncio.create_task(disclosures.figures(HouseRules(decks=1)))
-    second = asyncio.create_task(disclosures.figures(HouseRules(decks=2)))
-    await asyncio.sleep(0)
-    with pytest.raises(TooManyRuleSets):
-        await disclosures.figures(HouseRules(decks=3))
-    # A rule set already under way is waited for, not refused.
-    again = asyncio.create_task(disclosures.figures(HouseRules(decks=2)))
-    shuffle_waits = asyncio.create_task(disclosures.figures(HouseRules(decks=4), refuse=False))
-    await asyncio.sleep(0)
-    compute.release.set()
-    answers = await asyncio.gather(first, second, again, shuffle_waits)
-    assert [figures.rtp for figures in answers] == [Fraction(n, 10) for n in (1, 2, 2, 4)]
-    # With the queue drained, the refused rule set is computed on asking again.
-    assert (await disclosures.figures(HouseRules(decks=3))).rtp == Fraction(3, 10)
+def shuffle_request(
+    table_id: str, rules: HouseRules, request_id: str | None = None
+) -> dealer_pb2.ShuffleRequest:
+    return dealer_pb2.ShuffleRequest(
+        request_id=request_id or str(uuid.uuid4()),
+        table_id=table_id,
+        house_rules=house_rules_to_proto(rules),
+    )
 
 
-async def test_warming_computes_a_rule_set_before_anyone_asks_and_only_once() -> None:
-    compute = SlowFigures()
-    disclosures = Disclosures(compute=compute, max_pending=1)
-    rules = HouseRules(decks=2)
-    disclosures.warm(rules)
-    disclosures.warm(rules)  # already under way: not started twice
-    await asyncio.sleep(0.05)
-    assert compute.calls == [rules]  # started with no caller waiting
-    # The warming counts against the bound like any other computation.
-    with pytest.raises(TooManyRuleSets):
-        await disclosures.figures(HouseRules(decks=5))
-    asked = asyncio.create_task(disclosures.figures(rules))  # joins the warming
-    compute.release.set()
-    assert (await asked).rtp == Fraction(2, 10)
-    disclosures.warm(rules)  # known: nothing to do
-    assert compute.calls == [rules]
+async def test_a_refused_shuffle_under_unseen_rules_computes_nothing(
+    service: Service, sheets_computed: list[HouseRules]
+) -> None:
+    rules = UNSEEN[0]
+    bad_table = await refusal(service.call("dealer", "Shuffle", shuffle_request(" t", rules)))
+    assert bad_table.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert details(bad_table) == (["table_id"], "INVALID_ARGUMENT")
+    bad_request_id = await refusal(
+        service.call("dealer", "Shuffle", shuffle_request("t-1", rules, request_id="\t"))
+    )
+    assert details(bad_request_id) == (["request_id"], "INVALID_ARGUMENT")
+    public = await refusal(service.call("dealer", "Shuffle", shuffle_request("t-1", rules), None))
+    assert public.code() == grpc.StatusCode.PERMISSION_DENIED
+    # A busy table: its round is open, under the default rules; the next is refused.
+    await shuffle(service, "t-busy")
+    busy = await refusal(service.call("dealer", "Shuffle", shuffle_request("t-busy", rules)))
+    assert busy.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert details(busy)[1] == "TABLE_BUSY"
+    assert sheets_computed == []
 
 
-def test_the_refusal_is_resource_exhausted_with_a_quota_failure() -> None:
-    status = status_of(TooManyRuleSets(4))
-    assert status.code == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert reason_of(status) == "TOO_MANY_RULE_SETS"
-    (details_bin,) = [v for k, v in status.trailing_metadata if k == "grpc-status-details-bin"]
-    kinds = [detail.TypeName() for detail in status_pb2.Status.FromString(details_bin).details]
-    assert error_details_pb2.QuotaFailure.DESCRIPTOR.full_name in kinds
+async def test_shuffles_under_many_unseen_rule_sets_at_once_disclose_the_published_figures(
+    service: Service, sheets_computed: list[HouseRules]
+) -> None:
+    answers = await asyncio.gather(
+        *(
+            service.call("dealer", "Shuffle", shuffle_request(f"t-unseen-{n}", rules))
+            for n, rules in enumerate(UNSEEN)
+        )
+    )
+    published = published_rtp()
+    disclosed = [Fraction(answer.round.return_to_player.rtp) for answer in answers]
+    assert disclosed == [published[rules] for rules in UNSEEN]
+    info = await asyncio.gather(
+        *(
+            service.call(
+                "dealer",
+                "GetHouseRulesInfo",
+                dealer_pb2.GetHouseRulesInfoRequest(house_rules=house_rules_to_proto(rules)),
+                role=None,
+            )
+            for rules in UNSEEN
+        )
+    )
+    assert [Fraction(answer.return_to_player.rtp) for answer in info] == disclosed
+    assert sheets_computed == []
 
 
 @pytest.mark.parametrize(

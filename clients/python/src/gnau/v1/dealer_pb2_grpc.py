@@ -215,9 +215,8 @@ class DealerServiceServicer:
 
     def GetHouseRulesInfo(self, request, context):
         """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
-        docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
-        before takes a few seconds; answers are cached. While too many other rule sets are being
-        computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+        docs/par.md). Open to everyone; changes nothing. Every rule set's figures ship with the
+        server, computed beforehand, so the answer is a look-up.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

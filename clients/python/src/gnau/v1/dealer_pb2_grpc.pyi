@@ -86,9 +86,8 @@ class DealerServiceStub:
     """
     GetHouseRulesInfo: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.GetHouseRulesInfoRequest, _dealer_pb2.GetHouseRulesInfoResponse]
     """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
-    docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
-    before takes a few seconds; answers are cached. While too many other rule sets are being
-    computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+    docs/par.md). Open to everyone; changes nothing. Every rule set's figures ship with the
+    server, computed beforehand, so the answer is a look-up.
     """
     ForgetPlayer: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.ForgetPlayerRequest, _dealer_pb2.ForgetPlayerResponse]
     """Forgets a player (operator only): deletes their secret key and every private link of
@@ -157,9 +156,8 @@ class DealerServiceAsyncStub(DealerServiceStub):
     """
     GetHouseRulesInfo: _aio.UnaryUnaryMultiCallable[_dealer_pb2.GetHouseRulesInfoRequest, _dealer_pb2.GetHouseRulesInfoResponse]  # type: ignore[assignment]
     """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
-    docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
-    before takes a few seconds; answers are cached. While too many other rule sets are being
-    computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+    docs/par.md). Open to everyone; changes nothing. Every rule set's figures ship with the
+    server, computed beforehand, so the answer is a look-up.
     """
     ForgetPlayer: _aio.UnaryUnaryMultiCallable[_dealer_pb2.ForgetPlayerRequest, _dealer_pb2.ForgetPlayerResponse]  # type: ignore[assignment]
     """Forgets a player (operator only): deletes their secret key and every private link of
@@ -285,9 +283,8 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_dealer_pb2.GetHouseRulesInfoResponse, _abc.Awaitable[_dealer_pb2.GetHouseRulesInfoResponse]]:
         """Returns the return to player and house edge of a rule set (its exact PAR sheet's figures,
-        docs/par.md). Open to everyone; changes nothing. A rule set the server has not computed
-        before takes a few seconds; answers are cached. While too many other rule sets are being
-        computed the call is refused with RESOURCE_EXHAUSTED (TOO_MANY_RULE_SETS): retry later.
+        docs/par.md). Open to everyone; changes nothing. Every rule set's figures ship with the
+        server, computed beforehand, so the answer is a look-up.
         """
 
     @_abc_1.abstractmethod
