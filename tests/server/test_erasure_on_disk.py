@@ -9,6 +9,13 @@ file no link is left; the references themselves are public (in the log) and stay
 - SQLite, a read that holds old versions of the file: the forget is committed but answered
   STORAGE_UNAVAILABLE, rounds go on meanwhile, and the retry with its request id scrubs.
 - SQLite, ``gnau serve --workers 2`` with a client playing throughout (slow: real processes).
+- PostgreSQL: after autovacuum's ANALYZE, the forget, and the operator's commands of
+  docs/operations.md ("Erasure on disk"), the cluster's whole data directory. Its WAL is clean
+  only with ``wal_recycle = off``, a superuser's setting of the whole cluster that the service
+  does not control (with it on, a removed segment is renamed for reuse and keeps its bytes
+  until the WAL is written over it): the test turns it off as the docs say, and back after.
+  It needs a superuser and a data directory it can read (it runs as root here), and is skipped
+  with the reason elsewhere.
 
 Each test first finds the players' ids in the files, so that a search that sees nothing cannot
 pass; and finds the players not forgotten there afterwards.
@@ -23,11 +30,13 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 from gnau.v1 import audit_pb2, dealer_pb2, round_pb2
 from gnau_client import GnauClient
@@ -38,9 +47,10 @@ from gnau_service.server.structured_logs import configure_logging
 from gnau_service.store import sqlite as sqlite_backend
 from gnau_service.store.players import read_player_keys
 from tests.conftest import Run
+from tests.postgres import admin_url, fresh_database, require_postgres
 from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_service import details, refusal, rid
-from tests.serving import gnau, served
+from tests.serving import REPO, gnau, served
 
 SEATS_PER_ROUND = 6
 
@@ -285,3 +295,119 @@ def test_a_player_forgotten_by_one_of_two_workers_under_load_is_in_no_file(
         assert each_found(data, kept)
         log_lines = server.output()
     assert not any(player.player_id in log_lines for player in players), "no id in a log line"
+
+
+# -- PostgreSQL: the operator's commands, then the cluster's data directory -------------------
+
+
+def documented_sql(marker: str) -> list[str]:
+    """The statements of the SQL block of docs/operations.md after ``<!-- marker -->``."""
+    text = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    block = text.split(f"<!-- {marker} -->\n```sql\n", 1)[1].split("```", 1)[0]
+    lines = [line for line in block.splitlines() if not line.lstrip().startswith("--")]
+    return [statement.strip() for statement in "\n".join(lines).split(";") if statement.strip()]
+
+
+@contextlib.contextmanager
+def cluster_recycling_no_wal() -> Iterator[None]:
+    """The cluster with ``wal_recycle = off``, as docs/operations.md has it set once; the
+    setting as it was afterwards, if it was on."""
+    with psycopg.connect(admin_url(), autocommit=True) as admin:
+        was_on = admin.execute("SHOW wal_recycle").fetchone() == ("on",)
+        if was_on:
+            for statement in documented_sql("erasure: postgresql cluster"):
+                admin.execute(statement.encode())
+            # The postmaster signals the reload to its children, the checkpointer (which
+            # removes WAL) among them, once it has read the file; a new session then shows it.
+            deadline = time.monotonic() + 30
+            while cluster_setting("wal_recycle") != "off":
+                assert time.monotonic() < deadline, "the cluster never took wal_recycle = off"
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            if was_on:
+                admin.execute("ALTER SYSTEM RESET wal_recycle")
+                admin.execute("SELECT pg_reload_conf()")
+
+
+def cluster_setting(name: str) -> str:
+    """A setting as a new session of the cluster sees it."""
+    with psycopg.connect(admin_url(), autocommit=True) as session:
+        row = session.execute("SELECT setting FROM pg_settings WHERE name = %s", (name,))
+        return str(row.fetchone()[0])  # type: ignore[index]
+
+
+def readable_cluster() -> Path:
+    """The cluster's data directory, if this test may use it (skipped otherwise, saying why)."""
+    require_postgres()
+    with psycopg.connect(admin_url(), autocommit=True) as admin:
+        superuser = admin.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        if superuser.fetchone() != (True,):
+            pytest.skip("the operator's commands need a superuser (CHECKPOINT, pg_switch_wal)")
+        row = admin.execute("SHOW data_directory").fetchone()
+        slots = admin.execute("SELECT count(*) FROM pg_replication_slots").fetchone()
+        keep = admin.execute("SELECT setting FROM pg_settings WHERE name = 'wal_keep_size'")
+        kept = keep.fetchone()
+    directory = Path(str(row[0])) if row else Path()
+    if not os.access(directory / "base", os.R_OK | os.X_OK):
+        pytest.skip(f"the cluster's data directory {directory} is not readable here")
+    if slots != (0,) or kept != ("0",):
+        pytest.skip("a replication slot or wal_keep_size keeps WAL: docs/privacy.md says so")
+    return directory
+
+
+@pytest.mark.slow  # forces checkpoints, sets wal_recycle and reads the whole cluster
+async def test_after_the_operator_s_commands_no_file_of_the_cluster_holds_the_player(
+    tmp_path: Path,
+) -> None:
+    cluster = readable_cluster()
+    configure_logging("json")
+    with cluster_recycling_no_wal(), fresh_database() as url:
+        settings = Settings(
+            listen="127.0.0.1:0",
+            data_dir=tmp_path / "data",
+            database=url,
+            tokens=write_tokens(tmp_path / "tokens.json"),
+            grace_seconds=1,
+            shutdown_notice_seconds=0,
+        )
+        async with (
+            running(settings) as app,
+            grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+        ):
+            service = Service(app, settings, channel)
+            players = await seat_players(service, rounds=4)
+            forgotten, kept = players[:-SEATS_PER_ROUND], players[-SEATS_PER_ROUND:]
+            # What autovacuum does sooner or later, and a checkpoint: the data files hold the
+            # rows, and pg_statistic whatever ANALYZE keeps of them.
+            await asyncio.to_thread(run_sql, url, ["ANALYZE", "CHECKPOINT"])
+            for player in forgotten:
+                answer = await forget(service, player, rid())
+                assert (answer.forgotten, answer.seats_unlinked) == (True, 1)
+            deleted = await asyncio.to_thread(each_found, cluster, forgotten)
+            assert deleted, "deleted, the rows are still on disk: in dead tuples and the WAL"
+            await asyncio.to_thread(run_sql, url, documented_sql("erasure: postgresql"))
+            holding = await asyncio.to_thread(files_holding, cluster, every_needle(forgotten))
+            current = await asyncio.to_thread(
+                run_sql, url, ["SELECT pg_walfile_name(pg_current_wal_lsn())"]
+            )
+            assert holding == [], f"the WAL is now at {current}"
+            found = await asyncio.to_thread(each_found, cluster / "base", kept)
+            assert found, "the players not forgotten are still there"
+
+
+def run_sql(url: str, statements: Sequence[str]) -> list[tuple[object, ...]]:
+    """Run ``statements`` in the database at ``url`` (the cluster-wide ones of docs/operations.md
+    need a superuser, which the test's role is); the last one's rows."""
+    rows: list[tuple[object, ...]] = []
+    with psycopg.connect(url, autocommit=True) as connection:
+        for statement in statements:
+            cursor = connection.execute(statement.encode())
+            rows = cursor.fetchall() if cursor.description else []
+    return rows
+
+
+def test_the_docs_say_how_long_a_forget_waits_for_a_read() -> None:
+    privacy = (REPO / "docs" / "privacy.md").read_text(encoding="utf-8")
+    assert f"waits up to {sqlite_backend.SCRUB_SECONDS:g} s" in privacy
