@@ -271,9 +271,9 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     async def GetEntries(
         self, request: audit_pb2.GetEntriesRequest, context: Context
     ) -> AsyncIterator[audit_pb2.GetEntriesResponse]:
-        size = await asyncio.to_thread(self._store.size)
         if request.end and request.end <= request.start:
             raise InvalidRequest([("end", f"must be more than start ({request.start})")])
+        size = await asyncio.to_thread(self._store.size)
         if not 0 <= request.start < size:
             raise OutOfRange(f"entry {request.start} is not in the log of {size} entries")
         # The stream stops early at the end of the log, and after MAX_ENTRIES_PER_CALL entries.

@@ -512,6 +512,25 @@ async def test_checkpoint_entries_and_proofs_verify_against_the_public_key(
     assert error.code() == grpc.StatusCode.OUT_OF_RANGE
 
 
+async def test_get_entries_checks_its_request_before_it_reads_the_log(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unread() -> int:
+        raise AssertionError("the log was read before the request was checked")
+
+    monkeypatch.setattr(service.app.store, "size", unread)
+
+    async def read() -> None:
+        request = audit_pb2.GetEntriesRequest(start=5, end=5)
+        async for _ in service.audit.GetEntries(
+            request, metadata=(("authorization", "Bearer audit-token"),)
+        ):
+            pass
+
+    error = await refusal(read())
+    assert details(error) == (["end"], "INVALID_ARGUMENT")
+
+
 async def test_watch_entries_streams_new_entries_from_an_index(service: Service) -> None:
     start = await log_size(service)
     stream = service.audit.WatchEntries(
