@@ -127,6 +127,9 @@ class LogTail:
     def _learn(self, size: int) -> None:
         if size > self._size:
             self._size = size
+            # Another process's appends count as the log moving for this one's waiting callers
+            # (SQLite's workers hear of each other only here).
+            self._store.waiters.moved()
             grown, self._grown = self._grown, asyncio.Event()
             grown.set()
 

@@ -32,8 +32,8 @@ with the same request id is safe:
   as the refusal, so a withdrawn unit never runs, and the retry runs it.
 
 The log *moves* when this process commits an integration or hears that another did
-(:meth:`Waiters.moved`; on SQLite, its own commits only: another worker holds the turn for one
-batch at a time, so a worker that waited for it that long is not merely busy). A caller whose
+(:meth:`Waiters.moved`: from its own integrations, from the notices of another process's
+sequencer, and from the log's tail, which hears of every process's appends on either backend). A caller whose
 deadline comes before it has waited that long runs into its deadline as it would without this
 rule: nothing tells a stall from a pause that soon. A caller without a deadline, or with a later
 one than the stall bound, is answered at the stall bound as before.
@@ -139,6 +139,11 @@ class Waiters:
         with self._lock:
             self._queued.pop(future, None)
             return not future.done()
+
+    @property
+    def moved_at(self) -> float:
+        """When the log last moved, as this process heard (its clock; -inf if never)."""
+        return self._moved_at
 
     def moved(self) -> None:
         """The log moved: this process committed an integration, or heard that another did."""

@@ -61,8 +61,12 @@ async def test_another_processs_commits_arrive_without_waiting_for_the_poll(
         try:
             await asyncio.sleep(0.2)  # LISTEN is in place
             size = tail.size
+            moved_at = here.waiters.moved_at
             await append(there, 2)  # another store: another "process"
             assert await asyncio.wait_for(tail.wait_beyond(size + 1), 10) == size + 2
+            # ...and the log moved for this process's waiting callers (no false LOG_STALLED
+            # while another SQLite worker holds the writers' turn).
+            assert here.waiters.moved_at > moved_at
             assert await tail.read(size, size + 2) == there.entries(size, size + 2)
         finally:
             await tail.stop()
