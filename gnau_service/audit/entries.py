@@ -55,7 +55,9 @@ GENESIS_PREV_HASH: Final = "0" * 64
 MAX_INDEX: Final = 2**53 - 1  # the largest integer every IEEE 754 double reader keeps exact
 MAX_INTEGER: Final = MAX_INDEX  # every number in an entry is an integer within ±MAX_INTEGER
 MAX_NESTING: Final = 32  # levels of objects and arrays in an entry, the entry itself being 1
-MAX_ROUND_ID_LENGTH: Final = 128
+#: A round id is at most this many bytes of UTF-8, as its commitment takes it
+#: (:data:`gnau_service.fairness.commitment.MAX_ROUND_ID_BYTES`).
+MAX_ROUND_ID_BYTES: Final = 128
 # An integer of more digits is out of range whatever it says: refused before int() reads it.
 _MAX_INTEGER_DIGITS: Final = len(str(MAX_INTEGER))
 
@@ -188,14 +190,16 @@ def _check_event(kind: object, time: object, round_id: object, index: object) ->
             index,
         ) from None
     if kind.is_round_event:
-        if not (isinstance(round_id, str) and 0 < len(round_id) <= MAX_ROUND_ID_LENGTH):
-            raise EntryError(
-                f"a {kind} entry needs a round_id of 1-{MAX_ROUND_ID_LENGTH} chars", index
-            )
+        if not isinstance(round_id, str):
+            raise EntryError(f"a {kind} entry needs a round_id", index)
         try:
-            round_id.encode("utf-8")
+            encoded = round_id.encode("utf-8")
         except UnicodeEncodeError:
             raise EntryError("round_id is not valid Unicode (a lone surrogate)", index) from None
+        if not 0 < len(encoded) <= MAX_ROUND_ID_BYTES:
+            raise EntryError(
+                f"a {kind} entry needs a round_id of 1-{MAX_ROUND_ID_BYTES} bytes of UTF-8", index
+            )
     elif round_id is not None:
         raise EntryError(f"a {kind} entry must have round_id null", index)
 

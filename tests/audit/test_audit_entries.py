@@ -218,11 +218,21 @@ def test_any_of_several_trusted_keys_will_do() -> None:
         decode_entry(GOOD)
 
 
+def test_a_round_id_is_limited_in_bytes_as_its_commitment_takes_it() -> None:
+    data = entry_bytes(kind=EntryKind.ROUND_DEALT, round_id="é" * 64)  # 128 bytes of UTF-8
+    assert decode_entry(data, LOG.verifier).round_id == "é" * 64
+
+
 @pytest.mark.parametrize(
     ("overrides", "reason"),
     [
         pytest.param({"kind": EntryKind.ROUND_DEALT}, "needs a round_id", id="round-without-id"),
         pytest.param({"kind": EntryKind.ROUND_DEALT, "round_id": ""}, "needs", id="empty-round"),
+        pytest.param(
+            {"kind": EntryKind.ROUND_DEALT, "round_id": "é" * 65},  # 65 characters, 130 bytes
+            "1-128 bytes of UTF-8",
+            id="round-id-over-128-bytes",
+        ),
         pytest.param({"round_id": "r-1"}, "round_id null", id="service-event-with-round"),
         pytest.param({"index": MAX_INDEX + 1}, "2\\*\\*53", id="index-too-large"),
         pytest.param({"kind": "SERVICE_STARTED"}, "not an EntryKind", id="plain-string-kind"),

@@ -78,8 +78,8 @@ def read_entry(data: bytes) -> Entry:
     check(is_lower_hex(value["key_id"], 8), "key_id is not 8 lower-case hex digits")
     if kind in ROUND_KINDS:
         check(
-            isinstance(round_id, str) and 1 <= len(round_id) <= 128,
-            f"a {kind} needs a round_id of 1 to 128 characters",
+            isinstance(round_id, str) and 1 <= len(round_id.encode("utf-8", "replace")) <= 128,
+            f"a {kind} needs a round_id of 1 to 128 bytes of UTF-8",
         )
     else:
         check(round_id is None, f"a {kind} has no round_id")

@@ -143,8 +143,9 @@ async function decodeEntry(text, keys) {
   if (!KINDS.includes(kind)) throw new Error(`unknown kind ${quoted(kind)}`);
   if (utcInstant(time) === null) throw new Error(`time ${quoted(time)} is not an RFC 3339 UTC timestamp of a real instant`);
   if (kind.startsWith("ROUND_")) {
-    if (!isString(entry.round_id) || entry.round_id.length === 0 || entry.round_id.length > 128) {
-      throw new Error(`a ${kind} entry needs a round_id of 1-128 chars`);
+    const roundIdBytes = isString(entry.round_id) ? new TextEncoder().encode(entry.round_id).length : 0;
+    if (roundIdBytes === 0 || roundIdBytes > 128) {
+      throw new Error(`a ${kind} entry needs a round_id of 1-128 bytes of UTF-8`);
     }
   } else if (entry.round_id !== null) {
     throw new Error(`a ${kind} entry must have round_id null`);
