@@ -33,10 +33,10 @@ with the same request id is safe:
 
 The log *moves* when this process commits an integration or hears that another did
 (:meth:`Waiters.moved`: from its own integrations, from the notices of another process's
-sequencer, and from the log's tail, which hears of every process's appends on either backend). A caller whose
-deadline comes before it has waited that long runs into its deadline as it would without this
-rule: nothing tells a stall from a pause that soon. A caller without a deadline, or with a later
-one than the stall bound, is answered at the stall bound as before.
+sequencer, and from the log's tail, which hears of every process's appends on either backend).
+A caller whose deadline comes before it has waited that long runs into its deadline as it would
+without this rule: nothing tells a stall from a pause that soon. A caller without a deadline,
+or with a later one than the stall bound, is answered at the stall bound as before.
 """
 
 from __future__ import annotations
