@@ -39,6 +39,7 @@ lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy --strict gnau_service clients/python/src
+	$(BIN)/lint-imports
 	$(BIN)/buf lint
 	$(BIN)/buf breaking --against proto/release-baseline.binpb
 

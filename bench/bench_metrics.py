@@ -44,8 +44,8 @@ from gnau_client import GnauClient
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
-from gnau_service.server.calls import CallName, RpcType
-from gnau_service.server.metrics import Metrics
+from gnau_service.server.grpc.call_observer import CallName, RpcType
+from gnau_service.server.process.metrics import Metrics
 from gnau_service.store import open_store
 from gnau_service.store.batches import CommittedBatch
 

@@ -79,13 +79,13 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.record import RoundRecord, RoundState
+from gnau_service.rounds.requests import SeatRequest
+from gnau_service.rounds.view import view_of
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
-from gnau_service.server.dealer import Dealer, Idempotency
-from gnau_service.server.round_record import RoundRecord, RoundState
-from gnau_service.server.round_view import view_of
-from gnau_service.server.tokens import new_token
-from gnau_service.server.validation import SeatRequest
+from gnau_service.server.process.tokens import new_token
 from gnau_service.store import open_store
 from gnau_service.store.transaction import utc_now
 

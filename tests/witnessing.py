@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau_service.audit.merkle import MemoryTree, leaf_hash
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
-from gnau_service.witness.protocol import encode_add_checkpoint
+from gnau_service.audit.witness_protocol import encode_add_checkpoint
 
 START_TIMEOUT = 30.0
 

@@ -64,13 +64,13 @@ from gnau_service.audit.note import NoteError, SignedNote, Verifier
 from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay, run_check
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.strict_json import (
     DuplicateMemberError,
     JsonTextError,
     json_type,
     read_json,
 )
-from gnau_service.rules.errors import quoted
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
 HEADER_MEMBERS: Final = ("format", "origin", "public_keys", "first_index", "size", "left_frontier")

@@ -41,13 +41,13 @@ import rfc8785
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import Signer, Verifier
 from gnau_service.audit.timestamps import TimestampError, parse_utc_timestamp
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.strict_json import (
     DuplicateMemberError,
     JsonTextError,
     NestingError,
     read_json,
 )
-from gnau_service.rules.errors import quoted
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 

@@ -45,11 +45,11 @@ from gnau_service.audit.round_events import (
 )
 from gnau_service.audit.signing import RotationError, TrustedKey, trusted_keys
 from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, RevealedRound
 from gnau_service.fairness.strict_json import JsonTextError, json_type, read_json
 from gnau_service.fairness.verifier import verify_revealed_round
-from gnau_service.rules.errors import quoted
 from gnau_service.rules.return_to_player import ReturnToPlayer
 
 RECEIPT_FORMAT: Final = "gnau-dealer/round-receipt/v1"

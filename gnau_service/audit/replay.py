@@ -42,11 +42,12 @@ from gnau_service.audit.round_events import (
     committed_version,
     settle_round,
 )
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, VERSION_OF_FORMAT, RevealedRound
 from gnau_service.fairness.verifier import verify_revealed_round
-from gnau_service.rules.errors import RulesError, quoted
+from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
 

@@ -463,8 +463,8 @@ def _players(log: AuditLog, args: argparse.Namespace) -> int:
     else:
         # Imported here: the lookup recomputes references (the fairness core), which the other
         # commands of the module do not need.
-        from gnau_service.server.players import lookup_player  # noqa: PLC0415
-        from gnau_service.server.refusals import InvalidRequest  # noqa: PLC0415
+        from gnau_service.rounds.identities import lookup_player  # noqa: PLC0415
+        from gnau_service.rounds.refusals import InvalidRequest  # noqa: PLC0415
 
         try:
             player_id, found = lookup_player(

@@ -28,7 +28,7 @@ from gnau_service.audit.bundle import BundleReport, CannotVerifyError, verify_bu
 from gnau_service.audit.note import Verifier
 from gnau_service.cli.remote import UnusableKeyError, read_vkey
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
-from gnau_service.server.config import ConfigError
+from gnau_service.server.process.config import ConfigError
 from gnau_service.store import (
     DatabaseUrlError,
     LogReader,

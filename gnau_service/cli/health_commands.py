@@ -68,7 +68,7 @@ def default_target(environ: Mapping[str, str]) -> str:
         return DEFAULT_TARGET
     # Imported here: the server's settings are slow to import, and a probe given its
     # --target (or without GNAU_LISTEN) does not need them.
-    from gnau_service.server.config import split_host_port  # noqa: PLC0415
+    from gnau_service.edge.addresses import split_host_port  # noqa: PLC0415
 
     host, port = split_host_port(environ["GNAU_LISTEN"])
     host = _WILDCARDS.get(host, host)

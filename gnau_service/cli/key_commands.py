@@ -52,7 +52,7 @@ from gnau_service.cli.remote import (
     refusal,
 )
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
-from gnau_service.server.config import ConfigError, Settings
+from gnau_service.server.process.config import ConfigError, Settings
 from gnau_service.store import DatabaseUrlError, StoreError, open_reader, open_store
 
 #: The settings that say where the log, its key and its origin are.

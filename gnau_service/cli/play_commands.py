@@ -90,7 +90,7 @@ def _operator_token(args: argparse.Namespace) -> tuple[str | None, str]:
     if path is None:
         # Imported here: the settings (the server's) are slow to import, and a token given
         # as --token or GNAU_TOKEN does not need them.
-        from gnau_service.server.config import Settings  # noqa: PLC0415
+        from gnau_service.server.process.config import Settings  # noqa: PLC0415
 
         path = Settings().operator_token_path
     return _local_operator_token(path), f"the file {path}"
@@ -108,7 +108,7 @@ def _local_operator_token(path: Path) -> str | None:
 def _verify(played: round_pb2.Round) -> str | None:
     """Recompute the round from what the service returned; None if it all checks out."""
     # Imported here, once a round has come back: the server's modules are slow to import.
-    from gnau_service.server.convert import revealed_round_from_proto  # noqa: PLC0415
+    from gnau_service.server.grpc.convert import revealed_round_from_proto  # noqa: PLC0415
 
     try:
         revealed = revealed_round_from_proto(played)

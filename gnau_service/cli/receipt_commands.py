@@ -250,7 +250,7 @@ def run_round_get(args: argparse.Namespace) -> int:
     # Imported here: the server's and the fairness core's modules are slow to import, and only
     # --json needs them.
     from gnau_service.fairness.errors import FairnessError  # noqa: PLC0415
-    from gnau_service.server.convert import revealed_round_from_proto  # noqa: PLC0415
+    from gnau_service.server.grpc.convert import revealed_round_from_proto  # noqa: PLC0415
 
     try:
         revealed = revealed_round_from_proto(round_)

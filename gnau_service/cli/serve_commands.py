@@ -13,14 +13,15 @@ from typing import TYPE_CHECKING
 import structlog
 
 from gnau_service.cli.settings_flags import add_settings_flags, given_flags, settings_from_args
-from gnau_service.server.config import SETTINGS, ConfigError, Settings, split_host_port
-from gnau_service.server.structured_logs import configure_logging
-from gnau_service.server.supervisor import Started, Supervisor
-from gnau_service.server.workers import WorkerRole
+from gnau_service.edge.addresses import split_host_port
+from gnau_service.server.process.config import SETTINGS, ConfigError, Settings
+from gnau_service.server.process.structured_logs import configure_logging
+from gnau_service.server.process.supervisor import Started, Supervisor
+from gnau_service.server.process.workers import WorkerRole
 from gnau_service.store import redacted_url
 
 if TYPE_CHECKING:
-    from gnau_service.server.app import App
+    from gnau_service.server.process.app import App
 
 log = structlog.get_logger("gnau.serve")
 
@@ -68,7 +69,7 @@ def run_serve(args: argparse.Namespace) -> int:
             supervisor = Supervisor(settings, _worker_arguments(args))
             return asyncio.run(supervisor.run(on_started=_announce_workers))
         # Only a process that serves loads the server (a supervisor stays small).
-        from gnau_service.server.app import serve  # noqa: PLC0415  (never in a supervisor)
+        from gnau_service.server.process.app import serve  # noqa: PLC0415  (never in a supervisor)
 
         asyncio.run(serve(settings, on_started=_announce if role is None else _quiet, role=role))
     except (ValueError, OSError, RuntimeError) as error:

@@ -1,6 +1,6 @@
 """The service's settings on a command line, for ``gnau serve`` and the commands that work on
 its files (``gnau key``, ``gnau token``): the same flags, environment variables and ``--config``
-file, merged the same way (see :func:`~gnau_service.server.config.load_settings`)."""
+file, merged the same way (see :func:`~gnau_service.server.process.config.load_settings`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from gnau_service.server.config import SETTINGS, Settings, load_settings
+from gnau_service.server.process.config import SETTINGS, Settings, load_settings
 
 
 def add_settings_flags(parser: argparse.ArgumentParser, names: Iterable[str] = SETTINGS) -> None:
@@ -31,7 +31,7 @@ def given_flags(args: argparse.Namespace) -> dict[str, object]:
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
     """Flags > ``GNAU_*`` environment > ``--config`` (or ``GNAU_CONFIG``) file > defaults.
-    Raises :class:`~gnau_service.server.config.ConfigError`."""
+    Raises :class:`~gnau_service.server.process.config.ConfigError`."""
     config_file = args.config or (
         Path(os.environ["GNAU_CONFIG"]) if "GNAU_CONFIG" in os.environ else None
     )

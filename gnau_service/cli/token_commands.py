@@ -6,7 +6,7 @@
 
 Each takes the service's settings for where the file is (``--config``, ``--data-dir``,
 ``--tokens`` and their ``GNAU_*`` variables). The file keeps only hashes
-(:mod:`~gnau_service.server.tokens`); a new token is handed over once: on stdout if it is a
+(:mod:`~gnau_service.server.process.tokens`); a new token is handed over once: on stdout if it is a
 terminal, else only to ``--out FILE`` (written at 0600), never to a log. ``list`` shows names,
 roles and creation times, never a token. A running service rereads the file within a second of
 a change (or at once on SIGHUP).
@@ -25,9 +25,9 @@ from pathlib import Path
 
 from gnau_service.audit.private_files import write_private_file
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
-from gnau_service.server.auth import AuthConfigError, Role
-from gnau_service.server.config import ConfigError
-from gnau_service.server.tokens import (
+from gnau_service.server.grpc.auth import AuthConfigError, Role
+from gnau_service.server.process.config import ConfigError
+from gnau_service.server.process.tokens import (
     TokenNotFound,
     add_token,
     default_name,

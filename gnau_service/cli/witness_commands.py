@@ -22,8 +22,8 @@ from pathlib import Path
 from gnau_service.audit.note import NoteError
 from gnau_service.audit.signing import KeyFileError
 from gnau_service.cli.file_errors import problem
-from gnau_service.server.config import split_host_port
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.edge.addresses import split_host_port
+from gnau_service.server.process.structured_logs import configure_logging
 from gnau_service.store import redacted_url, sqlite_path
 from gnau_service.witness.keys import create_witness_key, load_witness_key
 from gnau_service.witness.logs import LogsFileError, load_logs

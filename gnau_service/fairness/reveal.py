@@ -38,6 +38,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Final, NoReturn
 
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.commitment import require_hash, require_round_id, require_server_seed
 from gnau_service.fairness.deal import SeatHand, require_hands_fit
 from gnau_service.fairness.encoding import FairnessVersion
@@ -51,7 +52,7 @@ from gnau_service.fairness.strict_json import (
 )
 from gnau_service.fairness.transcript import Beacon, LockedSeat, canonical_seats
 from gnau_service.rules.cards import Card, parse_card
-from gnau_service.rules.errors import RulesError, quoted
+from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 
 #: The ``format`` of a revealed round's JSON, by fairness version.

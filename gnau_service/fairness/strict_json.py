@@ -35,7 +35,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from gnau_service.rules.errors import quoted
+from gnau_service.common.quoting import quoted
 
 
 class JsonTextError(ValueError):

@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final
 
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.commitment import require_hash
 from gnau_service.fairness.encoding import LOCK_TAGS, FairnessVersion, frames, uint64, utf8
 from gnau_service.fairness.errors import LockError
 from gnau_service.fairness.player_refs import is_player_ref
 from gnau_service.fairness.validation import require_bytes, require_int, require_text
-from gnau_service.rules.errors import quoted
 
 # Seat numbers fit a 32-bit and stakes a 64-bit signed integer column, so every locked value
 # can be stored as it was hashed.

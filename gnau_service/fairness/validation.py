@@ -12,8 +12,8 @@ gnau_service.fairness.errors.LockError: seat 2: stake must be an integer from 1 
 
 from __future__ import annotations
 
+from gnau_service.common.quoting import quoted
 from gnau_service.fairness.errors import FairnessError
-from gnau_service.rules.errors import quoted
 
 
 def require_int(

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
-from gnau_service.rules.errors import CardError, quoted
+from gnau_service.common.quoting import quoted
+from gnau_service.rules.errors import CardError
 
 
 class Suit(StrEnum):

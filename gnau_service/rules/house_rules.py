@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from gnau_service.rules.errors import HouseRulesError, quoted
+from gnau_service.common.quoting import quoted
+from gnau_service.rules.errors import HouseRulesError
 
 MAX_DECKS: Final = 8
 

@@ -40,7 +40,8 @@ from fractions import Fraction
 from importlib import resources
 from typing import Final
 
-from gnau_service.rules.errors import RulesError, quoted
+from gnau_service.common.quoting import quoted
+from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules, every_rule_set
 
 #: Places after the decimal point of the decimal forms.

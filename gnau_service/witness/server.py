@@ -11,8 +11,8 @@ Checks, in the spec's order; every refusal is a short ``text/plain`` reason exce
       not; the body is the latest size and a newline, ``Content-Type: text/x.tlog.size``
 404   (also) any other path; 405 any other method on the path
 408   the body did not arrive within the edge's body timeout
-413   the body is larger than :data:`~gnau_service.witness.protocol.MAX_REQUEST_BYTES`, refused
-      before any of it is read when its length is declared (never ``100 Continue``)
+413   the body is larger than :data:`~gnau_service.audit.witness_protocol.MAX_REQUEST_BYTES`,
+      refused before any of it is read when its length is declared (never ``100 Continue``)
 415   the body has a ``Content-Encoding``: compressed bodies are refused, never inflated
 422   the consistency proof does not verify
 503   the database cannot be used now (nothing was recorded or cosigned)
@@ -43,6 +43,14 @@ from aiohttp import web
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError, open_checkpoint
 from gnau_service.audit.cosignature import WitnessSigner
 from gnau_service.audit.note import NoteError, SignedNote
+from gnau_service.audit.witness_protocol import (
+    ADD_CHECKPOINT_PATH,
+    COSIGNATURE_CONTENT_TYPE,
+    MAX_REQUEST_BYTES,
+    SIZE_CONTENT_TYPE,
+    MalformedRequestError,
+    parse_add_checkpoint,
+)
 from gnau_service.edge.http import (
     ACCEPT_BACKLOG,
     ClientGoneError,
@@ -56,14 +64,6 @@ from gnau_service.edge.http import (
     text_body,
 )
 from gnau_service.witness.logs import TrustedLogs
-from gnau_service.witness.protocol import (
-    ADD_CHECKPOINT_PATH,
-    COSIGNATURE_CONTENT_TYPE,
-    MAX_REQUEST_BYTES,
-    SIZE_CONTENT_TYPE,
-    MalformedRequestError,
-    parse_add_checkpoint,
-)
 from gnau_service.witness.state import WitnessState, WitnessStateError
 from gnau_service.witness.verdict import Refused
 

@@ -68,7 +68,7 @@ def example_log() -> ExampleLog:
     log_signer = signer()
     log = LogAppender(log_signer)
     started: dict[str, JsonValue] = {
-        # As gnau_service.server.app writes it at start-up.
+        # As gnau_service.server.process.app writes it at start-up.
         "software": {**software_identity(), "sha256": SOFTWARE_SHA256},
         "origin": ORIGIN,
         "key": log_signer.vkey,
@@ -85,7 +85,7 @@ def example_log() -> ExampleLog:
         (EntryKind.SERVICE_STARTED, started, None),
         (
             EntryKind.ROUND_COMMITTED,
-            # As the Shuffle writes it: with the rule set's figures (gnau_service.server.dealer).
+            # As the Shuffle writes it: with the rule set's figures (gnau_service.rounds.dealer).
             committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules)),
             ROUND_ID,
         ),

@@ -20,8 +20,8 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.remote_log import RemoteLog
 from gnau_service.fairness.player_refs import is_player_ref
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from tests.conftest import Run
 from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_get_checkpoints import commit_one_at_a_time

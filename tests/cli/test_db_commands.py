@@ -24,7 +24,7 @@ from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import SignedNote, Verifier
 from gnau_service.audit.signing import LogSigner, ensure_private_key
-from gnau_service.server.config import Settings
+from gnau_service.server.process.config import Settings
 from gnau_service.store import Store, open_reader, open_store
 from gnau_service.store.migrations import SCHEMA_VERSION
 from gnau_service.store.schema import APPEND_ONLY_TABLES

@@ -15,7 +15,7 @@ import pytest
 
 from gnau_service.cli import audit_commands
 from gnau_service.cli.remote import DEFAULT_TARGET
-from gnau_service.server.config import Settings
+from gnau_service.server.process.config import Settings
 from gnau_service.store import DEFAULT_DATABASE_URL
 
 HEAVY = ("grpc", "google.protobuf", "cryptography", "psycopg", "aiohttp", "structlog", "numpy")

@@ -170,7 +170,7 @@ def test_evaluate_imports_neither_the_service_nor_its_libraries() -> None:
         "from gnau_service.cli.main import main\n"
         "from gnau_service.rules import evaluation\n"
         "status = main(['evaluate', '3C', '6S', '8H', '4H', '8C'])\n"
-        "heavy = [m for m in ('grpc', 'aiohttp', 'psycopg', 'gnau_service.server.app',\n"
+        "heavy = [m for m in ('grpc', 'aiohttp', 'psycopg', 'gnau_service.server.process.app',\n"
         "    'gnau_service.store', 'gnau_client') if m in sys.modules]\n"
         "print(status, heavy, len(evaluation._readings_table(False, False, True, True)))\n"
     )

@@ -17,9 +17,9 @@ import pytest
 from gnau_service.audit.signing import load_private_key
 from gnau_service.cli.health_commands import default_target
 from gnau_service.cli.main import build_parser
-from gnau_service.server.auth import Role
-from gnau_service.server.config import SETTINGS, load_settings
-from gnau_service.server.tokens import read_token_file
+from gnau_service.server.grpc.auth import Role
+from gnau_service.server.process.config import SETTINGS, load_settings
+from gnau_service.server.process.tokens import read_token_file
 from tests.deploy.manifests import COMPOSE_FILE, DEPLOY, port_of, yaml_documents
 from tests.deploy.test_docker import instructions
 from tests.identity import (

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from gnau_service.server.config import SETTINGS
+from gnau_service.server.process.config import SETTINGS
 from tests.deploy.manifests import COMPOSE_FILE
 from tests.deploy.test_compose import COMPOSE, DEALERS, environment
 from tests.identity import require_root, shared_directory

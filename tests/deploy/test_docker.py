@@ -73,7 +73,7 @@ SECRET_AND_BULKY = [
 NEEDED = [
     "pyproject.toml",
     "README.md",
-    "gnau_service/server/app.py",
+    "gnau_service/server/process/app.py",
     "gnau_service/web/index.html",
     "clients/python/pyproject.toml",
     "clients/python/src/gnau_client/client.py",
@@ -101,7 +101,7 @@ def test_the_context_of_this_checkout_is_what_the_dockerfile_copies() -> None:
         assert any(path == source or path.startswith(source + "/") for path in kept), source
     for path in kept:
         assert any(path == source or path.startswith(source + "/") for source in sources), path
-    assert "gnau_service/server/app.py" in kept
+    assert "gnau_service/server/process/app.py" in kept
     assert not any(part in path for path in kept for part in (".venv", "node_modules", ".git/"))
 
 

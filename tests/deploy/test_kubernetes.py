@@ -17,9 +17,9 @@ import pytest
 
 from gnau_service.audit.signing import KeyFileError, ensure_private_key, load_private_key
 from gnau_service.cli.main import build_parser
-from gnau_service.server.auth import AuthConfigError, Role
-from gnau_service.server.config import load_settings
-from gnau_service.server.tokens import read_token_file
+from gnau_service.server.grpc.auth import AuthConfigError, Role
+from gnau_service.server.process.config import load_settings
+from gnau_service.server.process.tokens import read_token_file
 from tests.deploy.manifests import KUBERNETES_MANIFEST, port_of, yaml_documents
 from tests.identity import SERVICE_GID, SERVICE_UID, as_identity, require_root, shared_directory
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gnau_service.server.config import load_settings
+from gnau_service.server.process.config import load_settings
 from tests.deploy.manifests import DEPLOY
 from tests.postgres import fresh_database
 from tests.serving import gnau, served

@@ -25,7 +25,7 @@ from gnau_client import GnauClient
 from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.tokens import first_start_tokens
+from gnau_service.server.process.tokens import first_start_tokens
 from tests.node.test_node_client import in_ci
 from tests.serving import free_port, served
 

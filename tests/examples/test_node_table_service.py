@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from gnau_client import GnauClient
 
-from gnau_service.server.tokens import first_start_tokens
+from gnau_service.server.process.tokens import first_start_tokens
 from tests.node.test_node_client import node_executable
 from tests.serving import free_port, gnau, served
 

@@ -35,8 +35,8 @@ from cryptography.hazmat.primitives.serialization import (
 from gnau.v1 import dealer_pb2, round_pb2, types_pb2
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.server.app import running
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import running
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.independent import forge, notes
 from tests.independent.bundle import verify_bundle
 from tests.independent.receipt import verify_receipt

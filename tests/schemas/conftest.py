@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.postgres import fresh_database
 from tests.schemas.served import Served, serve_and_play, settings_for
 from tests.server.conftest import write_tokens

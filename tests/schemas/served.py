@@ -34,9 +34,9 @@ from gnau_service.fairness.commitment import new_server_seed
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.convert import revealed_round_from_proto
+from gnau_service.server.grpc.convert import revealed_round_from_proto
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from tests.server.conftest import Service
 
 SEATS = [

@@ -10,7 +10,7 @@ import pytest
 from gnau.v1 import round_pb2, types_pb2
 
 from gnau_service.fairness.errors import FairnessError
-from gnau_service.server.convert import revealed_round_from_proto
+from gnau_service.server.grpc.convert import revealed_round_from_proto
 from tests.schemas.served import Served
 from tests.schemas.validation import errors
 

@@ -15,9 +15,9 @@ import grpc
 import pytest
 from gnau.v1 import audit_pb2_grpc, dealer_pb2_grpc
 
-from gnau_service.server.app import App, running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import App, running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.postgres import fresh_database
 
 TOKENS = {"operator": "op-token", "auditor": "audit-token", "public": "public-token"}

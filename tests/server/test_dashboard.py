@@ -15,9 +15,9 @@ import grpc
 import pytest
 import yaml
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.errors import Reason
+from gnau_service.server.grpc.statuses import Reason
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from tests.server.conftest import Service
 from tests.server.test_metrics import scrape
 from tests.server.test_service import play, refusal, shuffle

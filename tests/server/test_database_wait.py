@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from gnau_client import GnauClient, Seat
 
-from gnau_service.server.database_wait import PAUSE_SECONDS, when_reachable
+from gnau_service.server.process.database_wait import PAUSE_SECONDS, when_reachable
 from gnau_service.store import DatabaseUnreachable, StoreError
 from tests.replication import unstarted_cluster
 from tests.serving import REPO, free_port, served

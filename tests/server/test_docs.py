@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from gnau_service.server.config import SETTINGS
+from gnau_service.server.process.config import SETTINGS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 

@@ -41,9 +41,9 @@ import pytest
 from gnau.v1 import audit_pb2, dealer_pb2, round_pb2
 from gnau_client import GnauClient
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from gnau_service.store import sqlite as sqlite_backend
 from gnau_service.store.players import read_player_keys
 from tests.conftest import Run

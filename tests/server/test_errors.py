@@ -13,14 +13,14 @@ from google.rpc import error_details_pb2, status_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gnau_service.rules.errors import CardError
-from gnau_service.server.errors import bad_request, status_of
-from gnau_service.server.limits import (
+from gnau_service.rounds.limits import (
     MAX_ERROR_MESSAGE_BYTES,
     MAX_FIELD_VIOLATIONS,
     MAX_TRAILER_BYTES,
 )
-from gnau_service.server.refusals import RoundNotFound, TableBusy, WrongState
+from gnau_service.rounds.refusals import RoundNotFound, TableBusy, WrongState
+from gnau_service.rules.errors import CardError
+from gnau_service.server.grpc.statuses import bad_request, status_of
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 

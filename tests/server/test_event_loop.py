@@ -22,8 +22,8 @@ import aiohttp
 import grpc
 from gnau.v1 import audit_pb2, dealer_pb2
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_service import play, shuffle
 

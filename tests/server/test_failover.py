@@ -44,6 +44,7 @@ def test_the_log_survives_losing_the_primary(tmp_path: Path) -> None:
     assert outcome.promote_seconds >= PROMOTE_DELAY
     for output in outcome.replica_output:
         assert "Traceback" not in output
-        # The outage was seen, and its end found by the store probe (server/storage.py).
+        # The outage was seen, and its end found by the store probe
+        # (server/process/store_health.py).
         assert "storage unavailable" in output
         assert "storage available again" in output

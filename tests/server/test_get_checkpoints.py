@@ -15,7 +15,7 @@ from gnau_client import AsyncGnauClient, GnauClient
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
-from gnau_service.server import limits
+from gnau_service.rounds import limits
 from gnau_service.store import Store
 from tests.server.conftest import Service
 from tests.server.test_limits import flat

@@ -21,7 +21,7 @@ from gnau_service.rules import par
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.par import par_sheet
 from gnau_service.rules.return_to_player import ReturnToPlayer, fraction_text
-from gnau_service.server.convert import house_rules_to_proto
+from gnau_service.server.grpc.convert import house_rules_to_proto
 from tests.rules.test_rtp_table import published_rtp
 from tests.server.conftest import Service
 from tests.server.test_service import details, play, refusal, shuffle

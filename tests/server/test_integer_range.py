@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnau_service.audit.signing import LogSigner
+from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.record import RoundState
+from gnau_service.rounds.refusals import InvalidRequest
+from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.config import ConfigError, load_settings
-from gnau_service.server.dealer import Dealer, Idempotency
-from gnau_service.server.refusals import InvalidRequest
-from gnau_service.server.round_record import RoundState
-from gnau_service.server.validation import SeatRequest
+from gnau_service.server.process.config import ConfigError, load_settings
 from gnau_service.store import Store, open_store
 from tests.rules.test_settlement import RULES
 from tests.serving import gnau

@@ -11,7 +11,7 @@ import ast
 import re
 from pathlib import Path
 
-from gnau_service.server.errors import REASON_CODES, Reason
+from gnau_service.server.grpc.statuses import REASON_CODES, Reason
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 SERVER = REPOSITORY / "gnau_service" / "server"

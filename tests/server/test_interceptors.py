@@ -14,7 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from grpc_status import rpc_status
 
-from gnau_service.server.dealer import Dealer
+from gnau_service.rounds.dealer import Dealer
 from tests.server.conftest import TOKENS, Service
 
 

@@ -11,8 +11,8 @@ import pytest
 from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import _common as client_common
 
-from gnau_service.server import limits
-from gnau_service.server.config import Settings
+from gnau_service.rounds import limits
+from gnau_service.server.process.config import Settings
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 

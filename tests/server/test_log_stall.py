@@ -18,9 +18,9 @@ import grpc
 import pytest
 from gnau.v1 import dealer_pb2
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from gnau_service.store import SqliteBackend
 from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, stall_bound
 from gnau_service.store.waiting import ANSWER_MARGIN_SECONDS, STALL_EVIDENCE_SECONDS

@@ -16,8 +16,8 @@ from gnau.v1 import audit_pb2, dealer_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from gnau_service.server.app import running
-from gnau_service.server.config import ConfigError, Settings, load_settings
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import ConfigError, Settings, load_settings
 from tests.mounts import fill, tmpfs
 from tests.server.conftest import Service, write_tokens
 from tests.server.test_interceptors import raw_method

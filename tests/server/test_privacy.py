@@ -22,9 +22,9 @@ import pytest
 from gnau.v1 import audit_pb2, dealer_pb2, round_pb2, types_pb2
 from google.protobuf import json_format
 
-from gnau_service.server.app import running
-from gnau_service.server.auth import POLICY, Role
-from gnau_service.server.config import Settings
+from gnau_service.server.grpc.auth import POLICY, Role
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from tests.server.conftest import TOKENS, Service
 
 DOC: Final = Path(__file__).resolve().parents[2] / "docs" / "privacy.md"

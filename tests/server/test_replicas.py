@@ -30,8 +30,8 @@ from gnau_client import GnauClient, Seat
 from gnau_service.audit.bundle import verify_bundle, write_bundle
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import Verifier
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from gnau_service.store import open_reader
 from gnau_service.store.lease import ELECTION_SECONDS
 from tests.frozen_leader import lease

@@ -1,4 +1,4 @@
-"""Request ids are remembered for the retention (gnau_service/server/request_retention.py):
+"""Request ids are remembered for the retention (gnau_service/server/process/request_retention.py):
 within it a retry gets the original answer; after it the record is gone and the same id is a
 new request, which the round's state machine answers; the log keeps everything."""
 
@@ -11,7 +11,7 @@ import grpc
 import pytest
 from gnau.v1 import dealer_pb2
 
-from gnau_service.server.request_retention import prune_expired
+from gnau_service.server.process.request_retention import prune_expired
 from tests.server.conftest import Service
 from tests.server.test_interceptors import error_info
 from tests.server.test_service import SEATS, rid, shuffle

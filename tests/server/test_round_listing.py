@@ -16,8 +16,8 @@ import grpc
 import pytest
 from gnau.v1 import dealer_pb2
 
-from gnau_service.server.app import running
-from gnau_service.server.config import ConfigError, Settings, load_settings
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import ConfigError, Settings, load_settings
 from tests.server.conftest import Service
 from tests.server.test_service import deal, details, play, refusal, shuffle
 

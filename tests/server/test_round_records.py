@@ -6,9 +6,9 @@ from dataclasses import replace
 import pytest
 
 from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rounds import record as round_record
+from gnau_service.rounds.record import RoundRecord, RoundState, parsed_record, record_text
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
-from gnau_service.server import round_record
-from gnau_service.server.round_record import RoundRecord, RoundState, parsed_record, record_text
 from tests.references import ref
 
 SHUFFLED = RoundRecord(

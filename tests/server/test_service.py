@@ -19,8 +19,8 @@ from gnau_service.audit.entries import check_chain
 from gnau_service.audit.merkle import leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import Verifier
 from gnau_service.fairness.verifier import verify_revealed_round
-from gnau_service.server.app import running
-from gnau_service.server.convert import revealed_round_from_proto
+from gnau_service.server.grpc.convert import revealed_round_from_proto
+from gnau_service.server.process.app import running
 from tests.server.conftest import TOKENS, Service
 
 SEATS = [

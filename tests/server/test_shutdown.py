@@ -16,11 +16,11 @@ import pytest
 from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.dealer import Dealer
-from gnau_service.server.round_view import RoundView
-from gnau_service.server.shutdown import EXIT_SECONDS
+from gnau_service.edge.shutdown import EXIT_SECONDS
+from gnau_service.rounds.dealer import Dealer
+from gnau_service.rounds.view import RoundView
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_interceptors import error_info
 from tests.serving import served
@@ -158,8 +158,8 @@ def test_a_stopped_process_exits_despite_a_blocked_worker_thread() -> None:
     does not keep the process alive past EXIT_SECONDS; it exits 0 with one WARNING."""
     program = (
         "import threading, time\n"
-        "from gnau_service.server.structured_logs import configure_logging\n"
-        "from gnau_service.server.shutdown import exit_within\n"
+        "from gnau_service.server.process.structured_logs import configure_logging\n"
+        "from gnau_service.edge.shutdown import exit_within\n"
         "configure_logging('json')\n"
         "threading.Thread(target=threading.Event().wait, name='blocked-read').start()\n"
         "exit_within(0.5)\n"

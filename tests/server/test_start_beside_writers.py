@@ -16,9 +16,9 @@ from gnau_client import GnauClient, Seat
 from gnau_client.aio import AsyncGnauClient
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.log_checks import verified_log
 from tests.postgres import database_of
 from tests.serving import Served, served

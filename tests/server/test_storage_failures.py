@@ -17,9 +17,9 @@ import pytest
 from gnau.v1 import dealer_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.mounts import fill, tmpfs
 from tests.postgres import admin_url, fresh_database
 from tests.server.conftest import Service, write_tokens
@@ -157,7 +157,7 @@ def test_the_storage_probe_writes_without_holding_the_log_head() -> None:
     """Only the log's own work and migrations may hold the head's row, each for at most the lease
     (gnau_service/store/lease.py): the probe's write, its transaction still open, leaves it
     free, while it does hold the row it writes."""
-    from gnau_service.server.storage import probe_write
+    from gnau_service.server.process.store_health import probe_write
     from gnau_service.store.postgres import PostgresBackend
     from gnau_service.store.schema import create_schema
     from gnau_service.store.transaction import Transaction, utc_now

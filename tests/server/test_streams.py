@@ -19,10 +19,10 @@ import pytest
 from gnau.v1 import audit_pb2, audit_pb2_grpc
 
 from gnau_service.audit.entries import EntryKind, JsonValue
-from gnau_service.server import servicers
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.streams import StreamSlots
+from gnau_service.server.grpc import servicers
+from gnau_service.server.grpc.streams import StreamSlots
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from gnau_service.store import LogTail
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_interceptors import error_info

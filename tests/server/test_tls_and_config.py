@@ -14,10 +14,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc
 
-from gnau_service.server.app import running
-from gnau_service.server.auth import AuthConfigError, Role
-from gnau_service.server.config import ConfigError, Settings, load_settings
-from gnau_service.server.tokens import read_token_file
+from gnau_service.server.grpc.auth import AuthConfigError, Role
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import ConfigError, Settings, load_settings
+from gnau_service.server.process.tokens import read_token_file
 from tests.server.conftest import write_tokens
 
 

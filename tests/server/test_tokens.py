@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnau_service.server.auth import AuthConfigError, Credentials, Role
-from gnau_service.server.token_reload import TokenReload, file_version
-from gnau_service.server.tokens import (
+from gnau_service.server.grpc.auth import AuthConfigError, Credentials, Role
+from gnau_service.server.process.token_reload import TokenReload, file_version
+from gnau_service.server.process.tokens import (
     TokenNotFound,
     add_token,
     list_tokens,

@@ -20,10 +20,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from gnau_service.server.app import running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
-from gnau_service.server.tracing import Tracing
+from gnau_service.server.grpc.tracing import Tracing
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.server.conftest import TOKENS, write_tokens
 from tests.server.test_interceptors import log_lines
 from tests.server.test_service import refusal
@@ -111,9 +111,9 @@ def test_tracing_off_never_imports_opentelemetry(tmp_path: Path) -> None:
         f"""
         import asyncio, json, sys
         from pathlib import Path
-        from gnau_service.server.app import running
-        from gnau_service.server.structured_logs import configure_logging
-        from gnau_service.server.config import load_settings
+        from gnau_service.server.process.app import running
+        from gnau_service.server.process.structured_logs import configure_logging
+        from gnau_service.server.process.config import load_settings
 
         async def main():
             configure_logging("json")

@@ -22,10 +22,10 @@ from gnau_client import AsyncGnauClient, QuorumError
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.cosignature import WitnessKey, cosigners
 from gnau_service.audit.note import SignedNote
-from gnau_service.server.app import running
-from gnau_service.server.config import ConfigError, Settings, load_settings
-from gnau_service.server.witness_endpoints import WitnessEndpoint, WitnessSpecError
-from gnau_service.server.witnessing import Submission, WitnessStatus
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import ConfigError, Settings, load_settings
+from gnau_service.server.process.witness_endpoints import WitnessEndpoint, WitnessSpecError
+from gnau_service.server.process.witnessing import Submission, WitnessStatus
 from gnau_service.store import Store
 from gnau_service.store.cosignatures import WitnessQuorum, cosigned_size
 from tests.audit.logs import new_signer

@@ -18,8 +18,8 @@ from typing import Final
 
 from gnau_client import GnauClient
 
-from gnau_service.server.supervisor import WATCHDOG_SECONDS
-from gnau_service.server.workers import HEARTBEAT_SECONDS
+from gnau_service.server.process.supervisor import WATCHDOG_SECONDS
+from gnau_service.server.process.workers import HEARTBEAT_SECONDS
 from tests.failover_drill import SEATS, Player, start_players
 from tests.log_checks import verified_log
 from tests.postgres import fresh_database

@@ -22,11 +22,11 @@ from gnau_service.audit.merkle import verify_consistency
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main
+from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.record import RoundState
+from gnau_service.rounds.requests import SeatRequest
+from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.dealer import Dealer, Idempotency
-from gnau_service.server.round_record import RoundState
-from gnau_service.server.round_view import RoundView
-from gnau_service.server.validation import SeatRequest
 from gnau_service.store import Store, Transaction, open_store
 from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION, parse_migrations
 from gnau_service.store.players import PlayerSeat, link_seats, player_keys

@@ -14,8 +14,8 @@ import pytest
 
 from gnau_service.audit.entries import EntryKind, check_chain, decode_entry
 from gnau_service.audit.signing import LogSigner
+from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.dealer import Dealer, Idempotency
 from gnau_service.store import Store, open_store
 from gnau_service.store import sequencer as sequencer_module
 from gnau_service.store.backend import PENDING_SQL

@@ -21,9 +21,9 @@ import pytest_asyncio
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
 from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 
-from gnau_service.server.app import App, running
-from gnau_service.server.config import Settings
-from gnau_service.server.structured_logs import configure_logging
+from gnau_service.server.process.app import App, running
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.structured_logs import configure_logging
 from tests.server.conftest import TOKENS, write_tokens
 
 #: Flags for a headless chromium that talks to nothing but the test's own server.

@@ -12,8 +12,8 @@ import pytest
 
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Receipt, verify_receipt
-from gnau_service.server.app import running, start
-from gnau_service.server.config import SETTINGS, ConfigError, load_settings
+from gnau_service.server.process.app import running, start
+from gnau_service.server.process.config import SETTINGS, ConfigError, load_settings
 from tests.web.conftest import WebService, web_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -180,7 +180,8 @@ async def test_the_page_has_no_inline_script_or_style() -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["/nothing.js", "/../pyproject.toml", "/js/../../server/web.py", "/%2e%2e/README.md"]
+    "path",
+    ["/nothing.js", "/../pyproject.toml", "/js/../../server/http/routes.py", "/%2e%2e/README.md"],
 )
 async def test_other_paths_are_not_found(web_service: WebService, path: str) -> None:
     status, document = await refusal(web_service, path)

@@ -19,7 +19,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnau_service.edge import http as edge
-from gnau_service.server.app import running
+from gnau_service.server.process.app import running
 from tests.rawhttp import SECURITY_HEADERS, Answer, exchange, held_connection
 from tests.serving import REPO, ServedHttp, served_with_http
 from tests.web.conftest import web_settings

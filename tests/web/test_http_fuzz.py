@@ -43,10 +43,10 @@ from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from gnau_service.audit.cosignature import WitnessSigner
+from gnau_service.audit.witness_protocol import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE
 from gnau_service.edge import http as edge
 from gnau_service.witness import server as witness_server
 from gnau_service.witness.logs import parse_logs
-from gnau_service.witness.protocol import MAX_REQUEST_BYTES, SIZE_CONTENT_TYPE
 from gnau_service.witness.server import RunningWitness, Witness, start_witness
 from gnau_service.witness.state import WitnessState
 from tests.rawhttp import SECURITY_HEADERS, Answer

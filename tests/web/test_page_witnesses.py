@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Page
 
-from gnau_service.server.app import running
+from gnau_service.server.process.app import running
 from tests.server.witnessed import WitnessSpec, down_witness, local_witness, log_vkey, until
 from tests.web.conftest import WebService, web_settings
 from tests.web.test_page import open_page, verdict

@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.cosignature import WitnessSigner, cosign, cosignature_message
 from gnau_service.audit.merkle import leaf_hash
+from gnau_service.audit.witness_protocol import MAX_PROOF_LINES, MAX_REQUEST_BYTES
 from gnau_service.cli.main import build_parser
 from gnau_service.witness.logs import parse_logs
-from gnau_service.witness.protocol import MAX_PROOF_LINES, MAX_REQUEST_BYTES
 from gnau_service.witness.state import MAX_EVIDENCE_PER_ORIGIN, MAX_EVIDENCE_TOTAL
 
 REPO = Path(__file__).resolve().parents[2]

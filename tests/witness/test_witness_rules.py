@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.merkle import EMPTY_ROOT, MemoryTree, leaf_hash
 from gnau_service.audit.note import Signer
-from gnau_service.witness.logs import LogsFileError, parse_logs
-from gnau_service.witness.protocol import (
+from gnau_service.audit.witness_protocol import (
     MAX_PROOF_LINES,
     MalformedRequestError,
     encode_add_checkpoint,
     parse_add_checkpoint,
     parse_size_response,
 )
+from gnau_service.witness.logs import LogsFileError, parse_logs
 from gnau_service.witness.verdict import Refusal, judge
 from tests.witness.test_witness_server import SPEC_REQUEST
 

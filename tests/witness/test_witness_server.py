@@ -17,8 +17,8 @@ import pytest
 from gnau_service.audit.checkpoint import Checkpoint, open_checkpoint
 from gnau_service.audit.cosignature import WitnessKey, WitnessSigner, verify_cosignature
 from gnau_service.audit.note import NoteSignature, SignedNote
+from gnau_service.audit.witness_protocol import MAX_REQUEST_BYTES, encode_add_checkpoint
 from gnau_service.witness.logs import parse_logs
-from gnau_service.witness.protocol import MAX_REQUEST_BYTES, encode_add_checkpoint
 from gnau_service.witness.server import RunningWitness, Witness, start_witness
 from gnau_service.witness.state import WitnessState
 from gnau_service.witness.verdict import Refusal

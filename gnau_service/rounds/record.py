@@ -1,0 +1,144 @@
+"""A round's record: its state and public facts, as the rounds table keeps them (JSON text).
+
+The record never holds the server seed: the table keeps it in a column of its own, and
+:mod:`~gnau_service.rounds.view` shows it only once it is public. How the record names its
+events in the log is :mod:`~gnau_service.rounds.log_indices`.
+
+Each step reads back the text the step before it wrote, so the records written lately are kept
+by their text (:func:`record_text`, :func:`parsed_record`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Final
+
+from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
+from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer
+from gnau_service.store.round_rows import StoredRound
+
+
+class RoundState(StrEnum):
+    SHUFFLED = "SHUFFLED"
+    DEALT = "DEALT"
+    REVEALED = "REVEALED"
+    SETTLED = "SETTLED"
+    VOIDED = "VOIDED"
+
+
+OPEN_STATES: Final = frozenset({RoundState.SHUFFLED, RoundState.DEALT, RoundState.REVEALED})
+SEED_IS_PUBLIC: Final = frozenset({RoundState.REVEALED, RoundState.SETTLED, RoundState.VOIDED})
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """The public state of a round, as the rounds table keeps it. The seed is kept apart."""
+
+    round_id: str
+    table_id: str
+    state: RoundState
+    rules: HouseRules
+    commitment: bytes
+    key_id: str
+    created_at: str
+    updated_at: str
+    seats: tuple[LockedSeat, ...] = ()
+    beacon: Beacon | None = None
+    transcript_hash: bytes | None = None
+    void_reason: str | None = None
+    log_indices: tuple[int, ...] = ()
+    #: The rule set's figures as disclosed at the shuffle (None for rounds from before).
+    return_to_player: ReturnToPlayer | None = None
+    #: The round's fairness format; a record without one is a v1 round's.
+    version: FairnessVersion = FairnessVersion.V1
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "round_id": self.round_id,
+                "table_id": self.table_id,
+                "state": str(self.state),
+                "house_rules": self.rules.as_dict(),
+                "commitment": self.commitment.hex(),
+                "key_id": self.key_id,
+                "created_at": self.created_at,
+                "updated_at": self.updated_at,
+                "seats": [seat_to_json(seat, self.version) for seat in self.seats],
+                "beacon": None if self.beacon is None else beacon_to_json(self.beacon),
+                "transcript_hash": None
+                if self.transcript_hash is None
+                else self.transcript_hash.hex(),
+                "void_reason": self.void_reason,
+                "log_indices": list(self.log_indices),
+                "return_to_player": None
+                if self.return_to_player is None
+                else self.return_to_player.to_json(),
+                "fairness_version": int(self.version),
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> RoundRecord:
+        obj: dict[str, Any] = json.loads(text)
+        version = FairnessVersion(obj.get("fairness_version", FairnessVersion.V1))
+        return cls(
+            round_id=obj["round_id"],
+            table_id=obj["table_id"],
+            state=RoundState(obj["state"]),
+            rules=HouseRules.from_mapping(obj["house_rules"]),
+            commitment=bytes.fromhex(obj["commitment"]),
+            key_id=obj["key_id"],
+            created_at=obj["created_at"],
+            updated_at=obj["updated_at"],
+            seats=tuple(read_seat(seat, "seats", version) for seat in obj["seats"]),
+            beacon=None if obj["beacon"] is None else read_beacon(obj["beacon"]),
+            transcript_hash=(
+                None if obj["transcript_hash"] is None else bytes.fromhex(obj["transcript_hash"])
+            ),
+            void_reason=obj["void_reason"],
+            log_indices=tuple(obj["log_indices"]),
+            return_to_player=None
+            if obj.get("return_to_player") is None
+            else ReturnToPlayer.from_json(obj["return_to_player"]),
+            version=version,
+        )
+
+
+def stored_round(record: RoundRecord, seed: bytes, text: str) -> StoredRound:
+    """The row of a new round: ``record`` as its JSON ``text``, and its seed."""
+    return StoredRound(
+        round_id=record.round_id,
+        table_id=record.table_id,
+        state=str(record.state),
+        record=text,
+        server_seed=seed.hex(),
+        created_at=record.created_at,
+        updated_at=record.updated_at,
+    )
+
+
+#: Round records by the JSON text they were written as. Each step reads back the text the step
+#: before it wrote, and parsing and validating that again cost more than the step's SQL. Keyed by
+#: the whole text, so it cannot go stale; cleared when full.
+_RECORDS_BY_TEXT: dict[str, RoundRecord] = {}
+_MAX_RECORDS_BY_TEXT: Final = 4096
+
+
+def record_text(record: RoundRecord) -> str:
+    """``record`` as the JSON text to store, remembered for :func:`parsed_record`."""
+    text = record.to_json()
+    if len(_RECORDS_BY_TEXT) >= _MAX_RECORDS_BY_TEXT:
+        _RECORDS_BY_TEXT.clear()
+    _RECORDS_BY_TEXT[text] = record
+    return text
+
+
+def parsed_record(text: str) -> RoundRecord:
+    """The record stored as ``text``."""
+    return _RECORDS_BY_TEXT.get(text) or RoundRecord.from_json(text)

@@ -1,0 +1,104 @@
+"""Who may call what: bearer tokens (or mTLS identities) mapped to roles, and one policy table.
+
+- ``operator``: everything, including every DealerService mutation and forgetting a player;
+- ``auditor``: every read: rounds, log entries, proofs, keys, round verification, and the
+  mapping between player ids and player references (LookupPlayer);
+- ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and a round (and
+  its receipt) whose seed is already public, by its id (the servicer checks the round's state);
+  it lists rounds only if ``public_round_listing`` is on (the servicer checks that too).
+
+Tokens live in a JSON file (mode 0600, like the log key) that keeps only each token's SHA-256
+hash, with a name, a role and a creation time; :mod:`~gnau_service.server.process.tokens` reads and
+writes it (and still reads the older ``{"tokens": {"<token>": "<role>"}}``), and ``gnau token
+add|list|revoke`` manages it. On first start the service creates one with a fresh operator
+token's hash, and puts the token itself in ``<data dir>/operator-token`` (0600) for the local
+command line, which the server never reads. A running service rereads the file on SIGHUP and
+when it changes (:mod:`~gnau_service.server.process.token_reload`): a revoked token is refused from
+the next call.
+
+A presented token is hashed and compared, in constant time, with every known hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+
+class Role(StrEnum):
+    PUBLIC = "public"
+    AUDITOR = "auditor"
+    OPERATOR = "operator"
+
+
+_EVERYONE: Final = frozenset(Role)
+_READERS: Final = frozenset({Role.AUDITOR, Role.OPERATOR})
+_OPERATORS: Final = frozenset({Role.OPERATOR})
+
+#: Which roles may call each method; a method not listed is refused to everyone.
+POLICY: Final[dict[str, frozenset[Role]]] = {
+    "/gnau.v1.DealerService/Shuffle": _OPERATORS,
+    "/gnau.v1.DealerService/Deal": _OPERATORS,
+    "/gnau.v1.DealerService/Reveal": _OPERATORS,
+    "/gnau.v1.DealerService/Settle": _OPERATORS,
+    "/gnau.v1.DealerService/VoidRound": _OPERATORS,
+    "/gnau.v1.DealerService/GetRound": _EVERYONE,  # public: revealed rounds only
+    "/gnau.v1.DealerService/ListRounds": _EVERYONE,  # public: only if public_round_listing
+    "/gnau.v1.DealerService/GetRoundReceipt": _EVERYONE,  # public: revealed rounds only
+    "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
+    "/gnau.v1.DealerService/GetHouseRulesInfo": _EVERYONE,
+    "/gnau.v1.DealerService/ForgetPlayer": _OPERATORS,
+    "/gnau.v1.AuditService/GetCheckpoint": _EVERYONE,
+    "/gnau.v1.AuditService/GetCheckpoints": _EVERYONE,
+    "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,
+    "/gnau.v1.AuditService/GetConsistencyProof": _EVERYONE,
+    "/gnau.v1.AuditService/GetPublicKeys": _EVERYONE,
+    "/gnau.v1.AuditService/GetEntries": _READERS,
+    "/gnau.v1.AuditService/WatchEntries": _READERS,
+    "/gnau.v1.AuditService/VerifyRound": _READERS,
+    "/gnau.v1.AuditService/LookupPlayer": _READERS,  # maps player ids and references
+}
+
+#: Infrastructure every client may use: health checks and (if enabled) reflection.
+OPEN_PREFIXES: Final = ("/grpc.health.v1.", "/grpc.reflection.")
+
+
+class AuthConfigError(ValueError):
+    """A token file or mTLS mapping the service cannot use; the message names it."""
+
+
+def hash_token(token: str) -> str:
+    """The SHA-256 of a token's UTF-8 bytes, in lowercase hex: what the token file keeps.
+
+    >>> hash_token("abc")
+    'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'
+    """
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Known bearer tokens (by SHA-256 hex, see :func:`hash_token`) and mTLS common names, each
+    with its role."""
+
+    token_hashes: Mapping[str, Role]
+    mtls_names: Mapping[str, Role]
+
+    def role_of_token(self, token: str) -> Role | None:
+        # Compare with every known hash, in constant time, so timing reveals nothing of them.
+        presented = hash_token(token).encode()
+        found = None
+        for known, role in self.token_hashes.items():
+            if hmac.compare_digest(known.encode(), presented):
+                found = role
+        return found
+
+
+def allowed(method: str, role: Role) -> bool:
+    if method.startswith(OPEN_PREFIXES):
+        return True
+    return role in POLICY.get(method, frozenset())

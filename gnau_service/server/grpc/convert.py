@@ -1,0 +1,236 @@
+"""Between the wire (``gnau.v1`` messages) and the domain: house rules in, rounds and hands out.
+
+Only shapes change here; every rule of the game and of the round lifecycle lives below.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Final
+
+from gnau.v1 import round_pb2, types_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.errors import RevealFormatError
+from gnau_service.fairness.reveal import (
+    REVEALED_ROUND_FORMATS,
+    RevealedRound,
+    beacon_to_json,
+    seat_to_json,
+)
+from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rounds.record import RoundState
+from gnau_service.rounds.refusals import InvalidRequest
+from gnau_service.rounds.view import RoundView
+from gnau_service.rules.evaluation import Category, Evaluation
+from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.rules.return_to_player import ReturnToPlayer
+from gnau_service.rules.settlement import Outcome
+
+_TIES: Final = {
+    types_pb2.TIE_RULE_DEALER: TieRule.DEALER,
+    types_pb2.TIE_RULE_PUSH: TieRule.PUSH,
+    types_pb2.TIE_RULE_HIGH_CARD: TieRule.HIGH_CARD,
+}
+_PAYOUTS: Final = {
+    types_pb2.PAYOUT_TABLE_POINTS: PayoutTable.POINTS,
+    types_pb2.PAYOUT_TABLE_MULTIPLIER: PayoutTable.MULTIPLIER,
+}
+_CATEGORIES: Final = {
+    category: types_pb2.HandCategory.Value(f"HAND_CATEGORY_{category}") for category in Category
+}
+_STATES: Final = {state: round_pb2.RoundState.Value(f"ROUND_STATE_{state}") for state in RoundState}
+_OUTCOMES: Final = {outcome: round_pb2.Outcome.Value(f"OUTCOME_{outcome}") for outcome in Outcome}
+
+
+def house_rules_from_proto(message: types_pb2.HouseRules) -> HouseRules:
+    """House rules from a request: fields left unset keep the rules page's defaults."""
+    values: dict[str, object] = {}
+    for name in ("ten_is_duke", "three_six_pair", "trips_make_ox", "five_small", "suited_double"):
+        if message.HasField(name):
+            values[name] = getattr(message, name)
+    if message.HasField("decks"):
+        values["decks"] = message.decks
+    violations = []
+    if message.tie != types_pb2.TIE_RULE_UNSPECIFIED:
+        if message.tie not in _TIES:
+            violations.append(("house_rules.tie", f"unknown tie rule {message.tie}"))
+        else:
+            values["tie"] = str(_TIES[message.tie])
+    if message.payout != types_pb2.PAYOUT_TABLE_UNSPECIFIED:
+        if message.payout not in _PAYOUTS:
+            violations.append(("house_rules.payout", f"unknown payout table {message.payout}"))
+        else:
+            values["payout"] = str(_PAYOUTS[message.payout])
+    if violations:
+        raise InvalidRequest(violations)
+    try:
+        return HouseRules.from_mapping(values)
+    except ValueError as error:
+        raise InvalidRequest([(f"house_rules.{getattr(error, 'key', '')}", str(error))]) from None
+
+
+def house_rules_to_proto(rules: HouseRules) -> types_pb2.HouseRules:
+    return types_pb2.HouseRules(
+        ten_is_duke=rules.ten_is_duke,
+        three_six_pair=rules.three_six_pair,
+        trips_make_ox=rules.trips_make_ox,
+        five_small=rules.five_small,
+        tie=next(wire for wire, tie in _TIES.items() if tie is rules.tie),
+        payout=next(wire for wire, table in _PAYOUTS.items() if table is rules.payout),
+        suited_double=rules.suited_double,
+        decks=rules.decks,
+    )
+
+
+def return_to_player_to_proto(figures: ReturnToPlayer) -> types_pb2.ReturnToPlayer:
+    return types_pb2.ReturnToPlayer(**figures.to_json())
+
+
+def evaluation_to_proto(evaluation: Evaluation) -> types_pb2.HandEvaluation:
+    message = types_pb2.HandEvaluation(
+        cards=[str(card) for card in evaluation.cards],
+        category=_CATEGORIES[evaluation.category],
+        ox=[str(card) for card in evaluation.ox],
+        power=[str(card) for card in evaluation.power],
+        points=list(evaluation.points),
+        nenku=evaluation.nenku,
+        strength=evaluation.rank.strength,
+        description=evaluation.describe(),
+    )
+    if evaluation.value is not None:
+        message.value = evaluation.value
+    return message
+
+
+def round_to_proto(view: RoundView) -> round_pb2.Round:
+    record = view.record
+    message = round_pb2.Round(
+        round_id=record.round_id,
+        table_id=record.table_id,
+        state=_STATES[record.state],
+        house_rules=house_rules_to_proto(record.rules),
+        commitment=record.commitment.hex(),
+        log_key_id=record.key_id,
+        seats=[
+            round_pb2.Seat(
+                seat_number=seat.seat_number,
+                # A v1 round locked the platform's id; a v2 round a reference, whose player
+                # the operator's and auditor's views know (while the player's key exists).
+                player_id=seat.player
+                if record.version is FairnessVersion.V1
+                else view.players.get(seat.player, ""),
+                player_ref="" if record.version is FairnessVersion.V1 else seat.player,
+                stake=seat.stake,
+                client_seed=seat.client_seed,
+            )
+            for seat in record.seats
+        ],
+        transcript_hash=record.transcript_hash.hex() if record.transcript_hash else "",
+        hands=[
+            round_pb2.SeatHand(seat_number=hand.seat_number, cards=[str(c) for c in hand.cards])
+            for hand in view.hands
+        ],
+        dealer_hand=[str(card) for card in view.dealer_hand],
+        server_seed=view.server_seed.hex() if view.server_seed is not None else "",
+        deck=[str(card) for card in view.deck],
+        void_reason=record.void_reason or "",
+        create_time=_timestamp(record.created_at),
+        update_time=_timestamp(record.updated_at),
+        log_indices=list(record.log_indices),
+        fairness_version=int(record.version),
+    )
+    if record.return_to_player is not None:
+        message.return_to_player.CopyFrom(return_to_player_to_proto(record.return_to_player))
+    if record.beacon is not None:
+        message.beacon.CopyFrom(
+            round_pb2.Beacon(label=record.beacon.label, value=record.beacon.value)
+        )
+    if view.settlement is not None:
+        message.settlement.CopyFrom(
+            round_pb2.Settlement(
+                seat_results=[
+                    round_pb2.SeatResult(
+                        seat_number=seat.seat,
+                        evaluation=evaluation_to_proto(seat.evaluation),
+                        stake=seat.stake,
+                        outcome=_OUTCOMES[seat.outcome],
+                        delta=seat.delta,
+                    )
+                    for seat in view.settlement.seats
+                ],
+                dealer_evaluation=evaluation_to_proto(view.settlement.dealer),
+                dealer_delta=view.settlement.dealer_delta,
+            )
+        )
+    return message
+
+
+def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
+    """The revealed round a client received, in the verifier's form (``docs/fairness.md``, *From
+    the API's Round message*), in the format of the message's ``fairness_version``."""
+    beacon = message.beacon if message.HasField("beacon") else None
+    version = _fairness_version(message)
+    return RevealedRound.from_json(
+        {
+            "format": REVEALED_ROUND_FORMATS[version],
+            "round_id": message.round_id,
+            "house_rules": house_rules_from_proto(message.house_rules).as_dict(),
+            "seats": [
+                seat_to_json(
+                    LockedSeat(
+                        seat.seat_number,
+                        seat.player_ref if version is FairnessVersion.V2 else seat.player_id,
+                        seat.stake,
+                        seat.client_seed,
+                    ),
+                    version,
+                )
+                for seat in message.seats
+            ],
+            "beacon": None
+            if beacon is None
+            else beacon_to_json(Beacon(beacon.label, beacon.value)),
+            "commitment": message.commitment,
+            "transcript_hash": message.transcript_hash,
+            "server_seed": message.server_seed,
+            "deck": list(message.deck),
+            "hands": [
+                {"seat_number": hand.seat_number, "cards": list(hand.cards)}
+                for hand in message.hands
+            ],
+            "dealer_hand": list(message.dealer_hand),
+        }
+    )
+
+
+def _fairness_version(message: round_pb2.Round) -> FairnessVersion:
+    """The message's fairness version; a service older than the field leaves it 0, and there
+    a round is v2 if every seat names a player reference (a v1 round's seats never do)."""
+    if message.fairness_version == 0:
+        seats = message.seats
+        return (
+            FairnessVersion.V2 if seats and all(s.player_ref for s in seats) else FairnessVersion.V1
+        )
+    try:
+        return FairnessVersion(message.fairness_version)
+    except ValueError:
+        raise RevealFormatError(
+            f"fairness_version must be 1 or 2, got {message.fairness_version}",
+            field="fairness_version",
+        ) from None
+
+
+def _timestamp(text: str) -> Timestamp:
+    seconds, nanos = _epoch(text)
+    return Timestamp(seconds=seconds, nanos=nanos)
+
+
+@functools.lru_cache(maxsize=4096)
+def _epoch(text: str) -> tuple[int, int]:
+    # A round's times recur in each of its answers; parsing is most of converting them.
+    stamp = Timestamp()
+    stamp.FromDatetime(parse_utc_timestamp(text))
+    return stamp.seconds, stamp.nanos

@@ -1,0 +1,372 @@
+"""One interceptor for every call: request id, decoding, shutdown, authorisation, stream slots,
+error mapping, one log line.
+
+It wraps each method's handler once, whatever its shape (unary or streaming requests, unary or
+streaming responses, and a streaming response produced by an async generator or written with
+``context.write``, as the health service's Watch does), with grpc's own handler factories. The
+wrapped handler runs every step below *inside* the call, where contextvars (structlog's
+included) propagate: values set in ``intercept_service`` itself do not reach the handler
+(grpc/grpc#33071).
+
+1. The request id: the client's ``x-request-id`` if it is short printable ASCII, else a fresh
+   one; bound to every log line of the call and returned in the trailers.
+2. A request that did not decode is refused (INVALID_ARGUMENT) before anything else, with at
+   most one warning per peer per minute: the deserializer never raises (grpc would answer
+   UNKNOWN and log a traceback), it hands over :data:`UNDECODABLE` instead.
+3. During shutdown, every call but a health check is refused (UNAVAILABLE).
+4. The caller's role, from a bearer token or an mTLS name, must be allowed the method.
+5. A stream takes a slot (:mod:`~gnau_service.server.grpc.streams`); a unary call is counted so that
+   shutdown can wait for it.
+6. Refusals become statuses with details (:mod:`~gnau_service.server.grpc.statuses`); anything else
+   raised is INTERNAL with the request id (logged with its traceback, as structured data); a
+   failure after the client went away is nobody's business and ends quietly.
+7. Observers (:mod:`~gnau_service.server.grpc.call_observer`: metrics, tracing) hear of every
+   call as it starts, before any step above, and of the code and refusal reason it ended with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import grpc
+import structlog
+
+from gnau_service.edge.peers import PeerWarnings, peer_address
+from gnau_service.edge.shutdown import Shutdown
+from gnau_service.rounds.limits import MAX_REQUEST_ID_HEADER_CHARS
+from gnau_service.rounds.refusals import DealerError
+from gnau_service.rules.errors import RulesError
+from gnau_service.server.grpc.auth import Credentials, Role, allowed
+from gnau_service.server.grpc.call_observer import CallName, CallObserver, RpcType
+from gnau_service.server.grpc.statuses import (
+    EdgeRefusal,
+    PermissionDenied,
+    ShuttingDown,
+    Unauthenticated,
+    Undecodable,
+    internal_error,
+    reason_of,
+    status_of,
+)
+from gnau_service.server.grpc.streams import StreamSlots
+from gnau_service.store import LogStalled, StoreUnavailable
+from gnau_service.store.errors import ScrubIncomplete
+
+REQUEST_ID_HEADER: Final = "x-request-id"
+HEALTH_PREFIX: Final = "/grpc.health.v1."
+#: At most one warning about undecodable requests per peer per this many seconds.
+UNDECODABLE_WARNING_SECONDS: Final = 60.0
+
+#: The caller's role, for the servicers' finer checks (public GetRound).
+current_role: contextvars.ContextVar[Role] = contextvars.ContextVar(
+    "current_role", default=Role.PUBLIC
+)
+
+log = structlog.get_logger("gnau.rpc")
+
+Context = grpc.aio.ServicerContext[Any, Any]
+Refusal = DealerError | RulesError | StoreUnavailable | EdgeRefusal
+_REFUSALS: Final = (DealerError, RulesError, StoreUnavailable, EdgeRefusal)
+
+
+class _Undecodable:
+    """What a request that failed to decode becomes (see the module's step 2)."""
+
+    def __repr__(self) -> str:
+        return "UNDECODABLE"
+
+
+UNDECODABLE: Final = _Undecodable()
+
+
+def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    """``deserializer``, but answering :data:`UNDECODABLE` where it would raise."""
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception:  # any failure to decode is the client's, and named as such
+            return UNDECODABLE
+
+    return deserialize
+
+
+class CallInterceptor(grpc.aio.ServerInterceptor):
+    def __init__(
+        self,
+        credentials: Credentials,
+        streams: StreamSlots,
+        shutdown: Shutdown,
+    ) -> None:
+        self.credentials = credentials
+        self._streams = streams
+        self._shutdown = shutdown
+        #: What a call that could not use the store sets off; the start sets it.
+        self.on_storage_failure: Callable[[StoreUnavailable], None] = lambda error: None
+        #: Who sees each call begin and end (tracing, metrics); the start sets them.
+        self.observers: tuple[CallObserver, ...] = ()
+        self.undecodable = PeerWarnings(UNDECODABLE_WARNING_SECONDS)
+        # Each method's wrapped handler, made on its first call rather than on every call.
+        self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+
+    async def intercept_service(
+        self,
+        continuation: Callable[
+            [grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]
+        ],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
+        method: str = handler_call_details.method
+        wrapped = self._wrapped.get(method)
+        if wrapped is None:
+            handler = await continuation(handler_call_details)
+            if handler is None:
+                return None
+            wrapped = self._wrapped[method] = self._wrap(method, handler)
+        return wrapped
+
+    def _wrap(
+        self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
+    ) -> grpc.RpcMethodHandler[Any, Any]:
+        serializers = {
+            "request_deserializer": tolerant(handler.request_deserializer),
+            "response_serializer": handler.response_serializer,
+        }
+        call = CallName.of(method, RpcType.of(handler))
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary_response(call, handler.unary_unary), **serializers
+            )
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary_response(call, handler.stream_unary), **serializers
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._streamed_response(call, handler.unary_stream), **serializers
+            )
+        assert handler.stream_stream is not None
+        return grpc.stream_stream_rpc_method_handler(
+            self._streamed_response(call, handler.stream_stream), **serializers
+        )
+
+    def _unary_response(self, call: CallName, behaviour: Any) -> Any:
+        async def wrapped(request: Any, context: Context) -> Any:
+            request = self._checked_requests(request, context, call.full)
+
+            async def body() -> Any:
+                with self._shutdown.call():
+                    return await behaviour(request, context)
+
+            return await self._observed(call, request, context, body, streaming=False)
+
+        return wrapped
+
+    def _streamed_response(self, call: CallName, behaviour: Any) -> Any:
+        async def wrapped(request: Any, context: Context) -> None:
+            request = self._checked_requests(request, context, call.full)
+
+            async def body() -> None:
+                responses = behaviour(request, context)
+                if hasattr(responses, "__aiter__"):  # an async generator
+                    async for response in responses:
+                        await context.write(response)
+                else:  # a coroutine that writes with context.write itself
+                    await responses
+
+            await self._observed(call, request, context, body, streaming=True)
+
+        return wrapped
+
+    def _checked_requests(self, request: Any, context: Context, method: str) -> Any:
+        """A request stream whose undecodable message refuses the call (a unary request is
+        checked in :meth:`_handle`)."""
+        if not hasattr(request, "__aiter__"):
+            return request
+
+        async def checked() -> AsyncIterator[Any]:
+            async for message in request:
+                if message is UNDECODABLE:
+                    self._warn_undecodable(context, method)
+                    raise Undecodable()
+                yield message
+
+        return checked()
+
+    async def _observed(
+        self,
+        call: CallName,
+        request: Any,
+        context: Context,
+        body: Callable[[], Awaitable[Any]],
+        *,
+        streaming: bool,
+    ) -> Any:
+        """:meth:`_handle`, with the observers told how the call started and ended."""
+        if not self.observers:
+            return await self._handle(call.full, request, context, body, streaming=streaming)
+        watches = [observer.start(call, context) for observer in self.observers]
+        outcome = _Outcome()
+        try:
+            return await self._handle(
+                call.full, request, context, body, streaming=streaming, outcome=outcome
+            )
+        except asyncio.CancelledError:
+            outcome.code, outcome.reason = grpc.StatusCode.CANCELLED, ""
+            raise
+        except grpc.aio.AbortError:
+            if outcome.code is grpc.StatusCode.OK:  # aborted by the servicer itself
+                outcome.code = context.code() or grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            for watch in reversed(watches):
+                watch.end(outcome.code, outcome.reason)
+
+    async def _handle(
+        self,
+        method: str,
+        request: Any,
+        context: Context,
+        body: Callable[[], Awaitable[Any]],
+        *,
+        streaming: bool,
+        outcome: _Outcome | None = None,
+    ) -> Any:
+        request_id = _bind_request_id(method, context)
+        started = time.perf_counter()
+        try:
+            if request is UNDECODABLE:
+                self._warn_undecodable(context, method)
+                raise Undecodable()
+            if self._shutdown.begun and not method.startswith(HEALTH_PREFIX):
+                raise ShuttingDown()
+            current_role.set(self._role(method, context))
+            if streaming:
+                async with self._streams.slot(peer_address(context.peer())):
+                    response = await self._streams.run(body)
+            else:
+                response = await body()
+        except _REFUSALS as error:
+            await self._refuse(context, started, error, outcome)
+        except grpc.aio.AbortError:
+            raise  # the servicer aborted with a status of its own (health's NOT_FOUND)
+        except Exception as error:
+            if context.cancelled():
+                # The client went away while we answered (a write racing its cancel).
+                log.info("rpc cancelled by the client", ms=_ms(started))
+                if outcome is not None:
+                    outcome.code = grpc.StatusCode.CANCELLED
+                return None
+            log.error("rpc failed", code="INTERNAL", error=type(error).__name__, exc_info=error)
+            status = internal_error(request_id)
+            if outcome is not None:
+                outcome.code, outcome.reason = status.code, reason_of(status)
+            await _abort(context, status)
+        log.info("rpc", code="OK", ms=_ms(started))
+        return response
+
+    async def _refuse(
+        self, context: Context, started: float, error: Refusal, outcome: _Outcome | None
+    ) -> None:
+        status = status_of(error)
+        if outcome is not None:
+            outcome.code, outcome.reason = status.code, reason_of(status)
+        if not isinstance(error, Undecodable):  # counted in its peer's warning instead
+            log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
+        # A stalled log is the store's to report (StorageHealth watches it), not an outage; nor
+        # is a forget whose scrub a long read held up (the store works).
+        if isinstance(error, StoreUnavailable) and not isinstance(
+            error, LogStalled | ScrubIncomplete
+        ):
+            self.on_storage_failure(error)
+        await _abort(context, status)
+
+    def _role(self, method: str, context: Context) -> Role:
+        metadata = dict(context.invocation_metadata() or ())
+        role = self._authenticate(str(metadata.get("authorization", "")), context)
+        if not allowed(method, role):
+            raise PermissionDenied(str(role), method)
+        return role
+
+    def _authenticate(self, header: str, context: Context) -> Role:
+        if header:
+            scheme, _, token = header.partition(" ")
+            role = (
+                self.credentials.role_of_token(token.strip())
+                if scheme.lower() == "bearer"
+                else None
+            )
+            if role is None:
+                raise Unauthenticated()
+            return role
+        for name in context.auth_context().get("x509_common_name", []):
+            role = self.credentials.mtls_names.get(name.decode("utf-8", "replace"))
+            if role is not None:
+                return role
+        return Role.PUBLIC
+
+    def _warn_undecodable(self, context: Context, method: str) -> None:
+        peer = peer_address(context.peer())
+        count = self.undecodable.due(peer)
+        if count is not None:
+            log.warning(
+                "undecodable requests",
+                peer=peer,
+                method=method,
+                count=count,
+                total=self.undecodable.total,
+                per_seconds=UNDECODABLE_WARNING_SECONDS,
+            )
+
+
+@dataclass
+class _Outcome:
+    """How a call ended, for its observers: its status code and a refusal's reason. Not frozen:
+    the call fills it in as it ends, and its observers read it then."""
+
+    code: grpc.StatusCode = grpc.StatusCode.OK
+    reason: str = ""
+
+
+async def _abort(context: Context, status: grpc.Status) -> None:
+    """End the call with ``status`` (raises grpc's AbortError, as ``abort_with_status`` does).
+
+    A status cannot be sent while a write is still pending: a stream whose client stopped
+    reading, ended at shutdown. Such a call ends as cancelled, which grpc does without a word;
+    the transport closes it when the server stops.
+    """
+    try:
+        await context.abort_with_status(status)
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        log.info("rpc ended without its status: the client is not reading", code=status.code.name)
+        raise asyncio.CancelledError from None
+
+
+def _bind_request_id(method: str, context: Context) -> str:
+    """The call's request id (the client's, if usable), bound to its log lines and trailers."""
+    given = ""
+    for key, value in context.invocation_metadata() or ():
+        if key == REQUEST_ID_HEADER:
+            given = str(value)
+    usable = (
+        0 < len(given) <= MAX_REQUEST_ID_HEADER_CHARS and given.isascii() and given.isprintable()
+    )
+    request_id = given if usable else str(uuid.uuid4())
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=request_id, method=method)
+    context.set_trailing_metadata(((REQUEST_ID_HEADER, request_id),))
+    return request_id
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

@@ -1,0 +1,2 @@
+"""Running the service: settings, start-up (:mod:`~gnau_service.server.process.app`), the
+supervisor and its workers, tokens, metrics, witnessing, the store's health and the log lines."""

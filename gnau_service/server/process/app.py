@@ -1,0 +1,482 @@
+"""Wiring: the ports, the log key, the tokens, the store, the servicers, health, reflection, TLS,
+limits, and a graceful shutdown (:mod:`~gnau_service.edge.shutdown`).
+
+The ports (gRPC, and HTTP if ``--http-listen`` is set, and metrics if ``--metrics-listen`` is)
+are bound first: a service that cannot serve creates no key, token file or database. Metrics
+(:mod:`~gnau_service.server.process.metrics`) are kept only where a port serves them; tracing
+(:mod:`~gnau_service.server.grpc.tracing`) is imported only when ``--tracing`` asks for it. Each
+part the start makes puts how it stops on one stack, so a start that fails half-way and a
+graceful stop undo the same parts, the last made first. The log lines are set up apart
+(:mod:`~gnau_service.server.process.structured_logs`).
+
+>>> # In tests:  async with running(settings) as app: ... app.port ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import grpc
+import structlog
+from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from gnau_service import __version__
+from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.key_handover import key_file_source
+from gnau_service.audit.software import software_identity
+from gnau_service.edge.addresses import split_host_port
+from gnau_service.edge.http import connection_cap, descriptor_limit
+from gnau_service.edge.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
+from gnau_service.rounds.dealer import Dealer
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rules.return_to_player import ReturnToPlayer
+from gnau_service.server.grpc.auth import Credentials
+from gnau_service.server.grpc.call_observer import CallObserver
+from gnau_service.server.grpc.interceptors import CallInterceptor
+from gnau_service.server.grpc.servicers import AuditServicer, DealerServicer
+from gnau_service.server.grpc.streams import StreamSlots
+from gnau_service.server.http.routes import Scrapeable, WebServer, metrics_application
+from gnau_service.server.process import gc_tuning
+from gnau_service.server.process.config import Settings, cannot_listen
+from gnau_service.server.process.database_wait import when_reachable
+from gnau_service.server.process.first_start import open_credentials, open_signer
+from gnau_service.server.process.metrics import Metrics
+from gnau_service.server.process.request_retention import RequestRetention
+from gnau_service.server.process.store_health import StorageHealth
+from gnau_service.server.process.token_reload import TokenReload
+from gnau_service.server.process.witness_endpoints import WitnessEndpoint
+from gnau_service.server.process.witnessing import Witnessing
+from gnau_service.server.process.worker_metrics import WorkerCollector, WorkerMetrics
+from gnau_service.server.process.workers import WorkerRole
+from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
+from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
+
+if TYPE_CHECKING:
+    from gnau_service.server.grpc.tracing import Tracing
+
+DEALER_SERVICE: Final = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
+AUDIT_SERVICE: Final = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
+SERVICE_NAMES: Final = (DEALER_SERVICE, AUDIT_SERVICE)
+
+log = structlog.get_logger("gnau.server")
+
+
+@dataclass
+class App:
+    """A started service: its gRPC server, port, store, and the parts that stop it."""
+
+    server: grpc.aio.Server
+    port: int
+    store: Store
+    tail: LogTail
+    health: health.aio.HealthServicer
+    streams: StreamSlots
+    shutdown: Shutdown
+    storage: StorageHealth
+    interceptor: CallInterceptor
+    settings: Settings
+    tokens: TokenReload  # rereads the token file on SIGHUP and when it changes
+    #: How each part the start made stops, the last made first (see :func:`start`).
+    parts: AsyncExitStack = field(repr=False)
+    new_operator_token: str | None = None
+    web: WebServer | None = None  # the HTTP port, when --http-listen is set
+    metrics: Metrics | None = None  # when a port serves them (--http-listen, --metrics-listen)
+    metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
+    tracing: Tracing | None = None  # when --tracing is not off
+    witnessing: Witnessing | None = None  # asks the witnesses to cosign, when --witness is set
+
+    @property
+    def http_port(self) -> int | None:
+        return None if self.web is None else self.web.port
+
+    @property
+    def metrics_port(self) -> int | None:
+        return None if self.metrics_web is None else self.metrics_web.port
+
+    async def stop(self) -> None:
+        """Graceful shutdown, in the order of :mod:`~gnau_service.edge.shutdown`: once the
+        calls in flight have finished (or the grace period is over), every part the start made
+        stops, in the reverse of the order it was made in."""
+        grace, notice = self.settings.grace_seconds, self.settings.shutdown_notice_seconds
+        await self.health.enter_graceful_shutdown()
+        self.shutdown.begin()
+        await asyncio.sleep(min(notice, STREAMS_END_SECONDS))
+        self.streams.end_all()
+        await self.shutdown.calls_finished(self.shutdown.left(grace))
+        await asyncio.sleep(self.shutdown.left(notice))
+        await self.parts.aclose()
+        log.info("stopped")
+
+
+async def start(
+    settings: Settings, *, tracing: Tracing | None = None, role: WorkerRole | None = None
+) -> App:
+    """Start the service. Tracing is made from ``settings.tracing`` unless given (a test's
+    in-memory exporter). A worker of ``--workers`` (``role``) shares its ports with the other
+    workers, and its ``/metrics`` answers for all of them
+    (:mod:`~gnau_service.server.process.worker_metrics`).
+
+    Each part is made, then how it stops goes on one stack: if a later part fails to start,
+    the stack stops the parts already made, and :meth:`App.stop` stops them all, the last made
+    first. So the transport stops first, then the background tasks, then the log's tail, then
+    the store, then tracing (which sends the spans still held)."""
+    streams = StreamSlots(settings.max_streams, settings.max_streams_per_peer)
+    shutdown = Shutdown()
+    interceptor = CallInterceptor(Credentials({}, {}), streams, shutdown)
+    server = grpc.aio.server(
+        interceptors=[interceptor],
+        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
+        options=_channel_options(settings, reuse_port=role is not None),
+    )
+    port = _bind(server, settings)  # before anything is created: a busy port creates nothing
+    async with AsyncExitStack() as parts:
+        parts.push_async_callback(server.stop, None)
+        web: WebServer | None = None
+        metrics_web: WebServer | None = None
+        if settings.http_listen:
+            web = WebServer.bind(settings.http_listen, reuse_port=role is not None)
+            parts.callback(web.close)
+        if settings.metrics_listen:
+            metrics_web = WebServer.bind(
+                settings.metrics_listen, "--metrics-listen", reuse_port=role is not None
+            )
+            parts.callback(metrics_web.close)
+        if tracing is None and settings.tracing != "off":
+            tracing = _tracing(settings.tracing)
+        if tracing is not None:
+            parts.push_async_callback(asyncio.to_thread, tracing.shutdown)  # sends spans held
+        settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        signer = open_signer(settings)
+        interceptor.credentials, new_token, tokens_version = open_credentials(settings)
+        # A key rotated by another process (gnau key rotate, another replica) is reread from
+        # the key file at the first write that needs it.
+        store = await when_reachable(
+            lambda: open_store(
+                settings.database_url,
+                signer,
+                key_file_source(settings.origin, settings.key_path),
+                migrate=settings.migrate,
+                lease_seconds=settings.sequencer_lease_seconds,
+            ),
+            settings.database_wait_seconds,
+        )
+        parts.callback(store.close)
+        if store.migrated:
+            # Migration 1 makes the tables: a new database (or one from before versions).
+            log.warning(
+                "created the database schema"
+                if store.migrated[0].version == 1
+                else "migrated the database schema",
+                migrations=[str(migration) for migration in store.migrated],
+            )
+        tail = LogTail(store)
+        parts.push_async_callback(tail.stop)
+        endpoints = [WitnessEndpoint.parse(spec) for spec in settings.witnesses]
+        quorum = (
+            WitnessQuorum(tuple(e.key.vkey for e in endpoints), settings.witness_quorum)
+            if endpoints
+            else NO_WITNESSES
+        )
+        witnessing = (
+            Witnessing(store, tail, endpoints, interval_seconds=settings.witness_interval_ms / 1000)
+            if endpoints
+            else None
+        )
+        if witnessing is not None:
+            parts.push_async_callback(witnessing.stop)
+        health_servicer = health.aio.HealthServicer()
+        storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
+        metrics: Metrics | None = None
+        if web is not None or metrics_web is not None:
+            metrics = Metrics(
+                store,
+                streams_open=lambda: streams.open,
+                streams_limit=streams.total,
+                storage_failing=lambda: storage.failing,
+                serving=lambda: storage.serving and not shutdown.begun,
+                witnesses=() if witnessing is None else witnessing.statuses,
+                log_size=lambda: tail.size,
+                log_stalled=lambda: storage.stalled,
+            )
+            store.observe(metrics.batch_committed)
+        observers: list[CallObserver] = [
+            observer for observer in (tracing, metrics) if observer is not None
+        ]
+        interceptor.observers = tuple(observers)
+        interceptor.on_storage_failure = _on_storage_failure(storage, metrics)
+        await store.run_async(
+            lambda tx: tx.append(
+                EntryKind.SERVICE_STARTED,
+                {"software": software_identity(), "origin": signer.origin, "key": signer.vkey},
+            )
+        )
+        await tail.start()
+        dealer = Dealer(store, max_stake=settings.max_stake)
+        # Reads the shipped table of every rule set's figures now: a damaged install fails to
+        # start rather than refusing its first Shuffle.
+        ReturnToPlayer.of_rules(HouseRules())
+        dealer_pb2_grpc.add_DealerServiceServicer_to_server(
+            DealerServicer(
+                dealer,
+                quorum,
+                public_round_listing=settings.public_round_listing,
+            ),
+            server,
+        )
+        audit_pb2_grpc.add_AuditServiceServicer_to_server(
+            AuditServicer(store, tail, quorum), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+        for name in ("", *SERVICE_NAMES):
+            await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+        storage.watch_stalls()
+        if settings.reflection:
+            reflection.enable_server_reflection(
+                (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            )
+        tokens = TokenReload(
+            settings.tokens_path,
+            dict(settings.mtls_roles),
+            lambda credentials: setattr(interceptor, "credentials", credentials),
+            read=tokens_version,
+        )
+        retention = RequestRetention(store, settings.request_retention_days)
+        retention.start()
+        # Once the transport has stopped: the storage probe, the token watch, the witnesses.
+        parts.push_async_callback(tokens.stop)
+        parts.push_async_callback(storage.stop)
+        parts.push_async_callback(retention.stop)
+        await server.start()
+        webs = [bound for bound in (web, metrics_web) if bound is not None]
+        # Each HTTP port gets an equal share of the descriptors the gRPC port does not need.
+        descriptors = descriptor_limit()
+        http_connections = connection_cap(descriptors, len(webs))
+
+        async def stop_serving() -> None:
+            # Calls still running now have overrun the grace period; the transport cancels
+            # them. The HTTP ports stop beside it: they only read, so their requests need the
+            # store until then. A start that failed stops at once.
+            grace = shutdown.left(settings.grace_seconds) if shutdown.begun else None
+            await asyncio.gather(server.stop(grace), *(bound.stop() for bound in webs))
+
+        parts.push_async_callback(stop_serving)
+        scraped: Scrapeable | None = metrics
+        if metrics is not None and role is not None:
+            metrics.registry.register(WorkerCollector(role))
+            own = WebServer.bind_unix(str(role.metrics_socket()))
+            parts.push_async_callback(own.stop)
+            await own.serve(metrics_application(metrics), 1.0, connections=http_connections)
+            scraped = WorkerMetrics(metrics, role)
+        if web is not None:
+            await web.start(
+                dealer,
+                store,
+                settings.grace_seconds,
+                scraped,
+                quorum,
+                connections=http_connections,
+                public_round_listing=settings.public_round_listing,
+            )
+        if metrics_web is not None:
+            assert scraped is not None
+            await metrics_web.serve(
+                metrics_application(scraped), settings.grace_seconds, connections=http_connections
+            )
+        if metrics is not None:
+            for name, bound in (("page", web), ("metrics", metrics_web)):
+                if bound is not None and bound.edge is not None:
+                    metrics.watch_http_port(name, bound.edge)
+        tokens.start()
+        if witnessing is not None:
+            await witnessing.start()
+        log.info(
+            "serving",
+            listen=settings.listen,
+            port=port,
+            version=__version__,
+            database=redacted_url(settings.database_url),
+            origin=signer.origin,
+            key=signer.vkey,
+            tls=settings.tls_cert is not None,
+            mtls=settings.tls_client_ca is not None,
+            reflection=settings.reflection,
+            public_round_listing=settings.public_round_listing,
+            http_listen=settings.http_listen or None,
+            http_port=None if web is None else web.port,
+            metrics_listen=settings.metrics_listen or None,
+            metrics_port=None if metrics_web is None else metrics_web.port,
+            descriptors=descriptors,
+            http_connections_per_port=http_connections if webs else None,
+            tracing=tracing is not None,
+            witnesses=[endpoint.key.name for endpoint in endpoints] or None,
+            witness_quorum=quorum.threshold if endpoints else None,
+        )
+        return App(
+            server=server,
+            port=port,
+            store=store,
+            tail=tail,
+            health=health_servicer,
+            streams=streams,
+            shutdown=shutdown,
+            storage=storage,
+            interceptor=interceptor,
+            settings=settings,
+            tokens=tokens,
+            parts=parts.pop_all(),
+            new_operator_token=new_token,
+            web=web,
+            metrics=metrics,
+            metrics_web=metrics_web,
+            tracing=tracing,
+            witnessing=witnessing,
+        )
+
+
+def _on_storage_failure(
+    storage: StorageHealth, metrics: Metrics | None
+) -> Callable[[StoreUnavailable], None]:
+    """What a call that could not use the store sets off: an outage episode, and a count."""
+    if metrics is None:
+        return storage.failed
+
+    def failed(error: StoreUnavailable) -> None:
+        metrics.storage_failed()
+        storage.failed(error)
+
+    return failed
+
+
+def _tracing(mode: str) -> Tracing:
+    """Tracing for ``--tracing`` ``mode``; imported only now, and only if installed."""
+    try:
+        from gnau_service.server.grpc.tracing import Tracing  # noqa: PLC0415  (only if on)
+    except ImportError as error:
+        raise RuntimeError(
+            f"--tracing {mode} needs OpenTelemetry ({error.name} is missing): install the "
+            "tracing extra, pip install 'gnau-service[tracing]'"
+        ) from None
+    return Tracing.exporting(mode)
+
+
+async def _set_dealing(servicer: health.aio.HealthServicer, serving: bool) -> None:
+    """The health of everything that needs to write: the server as a whole and DealerService.
+    AuditService only reads, and may still answer."""
+    status = (
+        health_pb2.HealthCheckResponse.SERVING
+        if serving
+        else health_pb2.HealthCheckResponse.NOT_SERVING
+    )
+    for name in ("", DEALER_SERVICE):
+        await servicer.set(name, status)
+
+
+@asynccontextmanager
+async def running(settings: Settings, *, tracing: Tracing | None = None) -> AsyncIterator[App]:
+    app = await start(settings, tracing=tracing)
+    try:
+        yield app
+    finally:
+        await app.stop()
+
+
+async def serve(
+    settings: Settings, on_started: Callable[[App], None], role: WorkerRole | None = None
+) -> None:
+    """Run until SIGINT or SIGTERM, then shut down gracefully; reread the tokens on SIGHUP. A
+    worker (``role``) tells its supervisor once it serves."""
+    # The handlers come first: a signal arriving while the service starts (after its "serving"
+    # line, say) must stop it gracefully, not kill it with the default action.
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    started: list[App] = []  # a SIGHUP during the start has nothing to reread: the start reads
+
+    def reread_tokens() -> None:
+        for app in started:
+            app.tokens.reload("SIGHUP")
+
+    loop.add_signal_handler(signal.SIGHUP, reread_tokens)
+    # A signal during the start (while it waits for the database, say) stops it there: the
+    # parts already made stop as after a failed start.
+    starting = asyncio.ensure_future(start(settings, role=role))
+    signalled = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({starting, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+        log.info("stopped before serving")
+        return
+    signalled.cancel()
+    app = starting.result()
+    started.append(app)
+    gc_tuning.settle_after_start()
+    on_started(app)
+    heartbeat = None if role is None else role.say_ready()
+    await stopping.wait()
+    if heartbeat is not None:
+        heartbeat.cancel()
+    log.info("shutting down", grace_seconds=settings.grace_seconds)
+    await app.stop()
+    exit_within()
+
+
+def _channel_options(settings: Settings, *, reuse_port: bool) -> list[tuple[str, int]]:
+    keepalive_ms = int(settings.keepalive_seconds * 1000)
+    return [
+        # A second service on a taken port must fail to start, not share the port's calls;
+        # the workers of one supervisor share theirs (the supervisor holds it: supervisor.py).
+        ("grpc.so_reuseport", int(reuse_port)),
+        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        ("grpc.max_send_message_length", settings.max_message_bytes),
+        ("grpc.keepalive_time_ms", keepalive_ms),
+        ("grpc.keepalive_timeout_ms", 10_000),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
+
+
+def _bind(server: grpc.aio.Server, settings: Settings) -> int:
+    try:
+        return _add_port(server, settings)
+    except RuntimeError:
+        # gRPC says only "Failed to bind ... set GRPC_VERBOSITY=debug": ask the OS why.
+        raise _bind_failure(settings.listen) from None
+
+
+def _bind_failure(address: str) -> OSError:
+    """Why ``address`` cannot be listened on, in the words of the OS, naming the setting."""
+    reason, number = "it cannot be listened on", 0
+    try:
+        host, port = split_host_port(address)
+        where = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        with socket.socket(where[0][0], socket.SOCK_STREAM) as probe:
+            probe.bind(where[0][4])
+    except (OSError, ValueError) as error:
+        number = getattr(error, "errno", 0) or 0
+        reason = getattr(error, "strerror", None) or str(error)
+    return cannot_listen("listen", address, number, reason)
+
+
+def _add_port(server: grpc.aio.Server, settings: Settings) -> int:
+    if settings.tls_cert is None or settings.tls_key is None:
+        return server.add_insecure_port(settings.listen)
+    root = settings.tls_client_ca.read_bytes() if settings.tls_client_ca else None
+    credentials = grpc.ssl_server_credentials(
+        [(settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())],
+        root_certificates=root,
+        require_client_auth=root is not None,
+    )
+    return server.add_secure_port(settings.listen, credentials)

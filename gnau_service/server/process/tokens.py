@@ -1,0 +1,245 @@
+"""The token file: each bearer token's SHA-256 hash, with a name, a role and when it was made.
+
+The file (mode 0600) holds no token itself, only hashes::
+
+    {"tokens": [
+      {"name": "ci-audit", "role": "auditor",
+       "sha256": "<64 hex digits: SHA-256 of the token's UTF-8 bytes>",
+       "created": "2026-11-30T19:04:05Z"}
+    ]}
+
+Names are unique, 1 to 64 characters of letters, digits, ``.``, ``_`` and ``-``, starting with a
+letter or digit. ``created`` may be null (a token from the older format).
+
+The older format, ``{"tokens": {"<token>": "<role>"}}`` (which a service still writes on its
+first start, so that ``gnau play`` finds the local operator token), is read too: each token is
+hashed on load and named ``legacy-`` and the first 8 hex digits of its hash. The next
+``gnau token`` command rewrites the file in the format above.
+
+Changes are written whole (:func:`~gnau_service.audit.private_files.write_private_file`) under
+:func:`~gnau_service.audit.private_files.exclusive_lock`, so a server rereading the file sees
+the old list or the new, and two ``gnau token`` commands at once lose neither change.
+
+No error message here quotes a value from the file: a malformed file may hold a token in any
+place, and these messages go to logs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+
+from gnau_service.audit.entries import is_hash_hex
+from gnau_service.audit.private_files import (
+    create_private_file,
+    exclusive_lock,
+    write_private_file,
+)
+from gnau_service.audit.signing import KeyFileError, read_private_file
+from gnau_service.audit.timestamps import format_utc_timestamp
+from gnau_service.fairness.strict_json import JsonTextError, read_json
+from gnau_service.server.grpc.auth import AuthConfigError, Role, hash_token
+
+NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+LEGACY_PREFIX: Final = "legacy-"
+
+
+class TokenNotFound(LookupError):  # noqa: N818  (a lookup that found nothing)
+    """No token of that name."""
+
+
+@dataclass(frozen=True)
+class TokenRecord:
+    """One token as the file keeps it: never the token, only its hash."""
+
+    name: str
+    role: Role
+    sha256: str
+    created: str | None
+
+    def to_json(self) -> dict[str, str | None]:
+        return {
+            "name": self.name,
+            "role": str(self.role),
+            "sha256": self.sha256,
+            "created": self.created,
+        }
+
+
+@dataclass(frozen=True)
+class TokenFile:
+    """A token file's records; ``legacy_tokens`` are the tokens themselves, when the file is in
+    the older format (for ``gnau play``'s local operator token), else empty."""
+
+    records: tuple[TokenRecord, ...]
+    legacy_tokens: dict[str, Role] = field(default_factory=dict, repr=False)
+
+    @property
+    def hashes(self) -> dict[str, Role]:
+        """Each token hash and its role, for :class:`~gnau_service.server.grpc.auth.Credentials`."""
+        return {record.sha256: record.role for record in self.records}
+
+
+def read_token_file(path: Path) -> TokenFile:
+    """Read a token file in either format; :class:`AuthConfigError` names what is wrong."""
+    try:
+        document = read_json(read_private_file(path, "token file"))
+    except KeyFileError as error:
+        raise AuthConfigError(str(error)) from None
+    except JsonTextError as error:  # it gives a line and column, never the text
+        raise AuthConfigError(f"token file {path} is {error}") from None
+    tokens = document.get("tokens") if isinstance(document, dict) else None
+    if isinstance(tokens, dict):
+        return _legacy(path, tokens)
+    if isinstance(tokens, list):
+        return TokenFile(_records(path, tokens))
+    raise AuthConfigError(
+        f'token file {path} must be {{"tokens": [{{"name": ..., "role": ..., "sha256": ..., '
+        '"created": ...}, ...]} (see docs/configuration.md)'
+    )
+
+
+def _role(path: Path, where: str, value: object) -> Role:
+    if isinstance(value, str) and value in _ROLE_VALUES:
+        return Role(value)
+    raise AuthConfigError(f"token file {path}: {where}: the role must be one of {_ROLES}")
+
+
+_ROLE_VALUES: Final = frozenset(role.value for role in Role)
+_ROLES: Final = ", ".join(Role)
+
+
+def _legacy(path: Path, tokens: dict[object, object]) -> TokenFile:
+    plain: dict[str, Role] = {}
+    records = []
+    for number, (token, role) in enumerate(tokens.items(), start=1):
+        if not isinstance(token, str) or not token:
+            raise AuthConfigError(f"token file {path}: token {number} is empty")
+        plain[token] = _role(path, f"token {number}", role)
+        digest = hash_token(token)
+        records.append(TokenRecord(LEGACY_PREFIX + digest[:8], plain[token], digest, None))
+    return TokenFile(tuple(records), plain)
+
+
+def _records(path: Path, items: list[object]) -> tuple[TokenRecord, ...]:
+    records = []
+    names: set[str] = set()
+    for number, item in enumerate(items, start=1):
+        where = f"token {number}"
+        if not isinstance(item, dict):
+            raise AuthConfigError(f"token file {path}: {where} is not an object")
+        name, digest, created = item.get("name"), item.get("sha256"), item.get("created")
+        if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+            raise AuthConfigError(f"token file {path}: {where}: the name is not a valid name")
+        if name in names:
+            raise AuthConfigError(f"token file {path}: the name {name} is used twice")
+        if not is_hash_hex(digest):
+            raise AuthConfigError(
+                f"token file {path}: {where}: sha256 must be 64 lowercase hex digits"
+            )
+        if created is not None and not isinstance(created, str):
+            raise AuthConfigError(f"token file {path}: {where}: created must be a time or null")
+        names.add(name)
+        records.append(TokenRecord(name, _role(path, where, item.get("role")), digest, created))
+    return tuple(records)
+
+
+def write_token_file(path: Path, records: tuple[TokenRecord, ...]) -> None:
+    """Replace the token file with ``records`` in the current format (atomic, 0600)."""
+    write_private_file(path, _document(records))
+
+
+def _document(records: tuple[TokenRecord, ...]) -> bytes:
+    return (json.dumps({"tokens": [r.to_json() for r in records]}, indent=2) + "\n").encode()
+
+
+#: The name of the operator token a first start makes.
+LOCAL_OPERATOR: Final = "local-operator"
+
+
+def first_start_tokens(path: Path, token_path: Path) -> str | None:
+    """On a first start (no token file at ``path`` yet): create it with one operator token's
+    hash, named ``local-operator``, and write the token itself to ``token_path`` (0600) for the
+    local command line (``gnau play`` reads it; the server never does). Returns the token; None
+    if the token file exists (or a process starting beside this one has just made it).
+
+    The token file is created first, and only by one process (it is linked into place, never
+    replaced); a crash before ``token_path`` is written loses that token, which ``gnau token
+    add`` replaces."""
+    if path.exists():
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = new_token()
+    created = format_utc_timestamp(datetime.now(UTC))
+    record = TokenRecord(LOCAL_OPERATOR, Role.OPERATOR, hash_token(token), created)
+    if not create_private_file(path, _document((record,))):
+        return None
+    write_private_file(token_path, (token + "\n").encode())
+    return token
+
+
+def _existing(path: Path) -> tuple[TokenRecord, ...]:
+    return read_token_file(path).records if path.exists() else ()
+
+
+def new_token() -> str:
+    """A fresh bearer token: 256 random bits, URL-safe, never starting with ``-``: a command
+    line's ``--token TOKEN`` would read such a token as an option (1 token in 64)."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
+
+
+def default_name(role: Role) -> str:
+    """A name for a token added without one: its role and 8 random hex digits."""
+    return f"{role}-{secrets.token_hex(4)}"
+
+
+def add_token(
+    path: Path, role: Role, name: str, hand_over: Callable[[str], None] = lambda token: None
+) -> tuple[TokenRecord, str]:
+    """Add a fresh token to the file (creating it if need be): its record, and the token, which
+    exists nowhere else. ``hand_over(token)`` runs before the file is written (to put the token
+    somewhere safe); if it raises, nothing is added."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"the name {name[:64]!r} is not valid: use 1 to 64 letters, digits, '.', '_' or "
+            "'-', starting with a letter or digit"
+        )
+    with exclusive_lock(path):
+        records = _existing(path)
+        if any(record.name == name for record in records):
+            raise ValueError(f"there is already a token named {name}")
+        token = new_token()
+        hand_over(token)
+        created = format_utc_timestamp(datetime.now(UTC))
+        record = TokenRecord(name, role, hash_token(token), created)
+        write_token_file(path, (*records, record))
+    return record, token
+
+
+def revoke_token(path: Path, name: str) -> TokenRecord:
+    """Remove the token named ``name``; :class:`TokenNotFound` if there is none."""
+    with exclusive_lock(path):
+        records = _existing(path)
+        kept = tuple(record for record in records if record.name != name)
+        if len(kept) == len(records):
+            raise TokenNotFound(name)
+        write_token_file(path, kept)
+    return next(record for record in records if record.name == name)
+
+
+def list_tokens(path: Path) -> tuple[TokenRecord, ...]:
+    """The file's tokens, rewriting an older-format file in the current format first."""
+    with exclusive_lock(path):
+        token_file = read_token_file(path)
+        if token_file.legacy_tokens:
+            write_token_file(path, token_file.records)
+    return token_file.records
