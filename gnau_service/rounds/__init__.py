@@ -5,8 +5,8 @@ HTTP framework or the process. A new round rule, step or read lands in this floo
 
 - :mod:`~gnau_service.rounds.dealer`: the :class:`~gnau_service.rounds.dealer.Dealer`: Shuffle,
   Deal, Reveal, Settle and Void as units of work on the store, and the reads of rounds;
-- :mod:`~gnau_service.rounds.record`: a round's stored record and its state;
-- :mod:`~gnau_service.rounds.log_indices`: how a record names its events in the log;
+- :mod:`~gnau_service.rounds.record`: a round's stored record, its state, and how it names its
+  events in the log;
 - :mod:`~gnau_service.rounds.view`: what a round shows the world, and the deal behind it;
 - :mod:`~gnau_service.rounds.requests`: the checks of a request's fields;
 - :mod:`~gnau_service.rounds.refusals`: the refusals, each naming what is wrong;

@@ -5,7 +5,7 @@ before settlement. Every change is one unit of work in the store (a step): the r
 audit event and the request record commit together or not at all, so after a crash a round is
 in its previous state or its next one with its event durable, never half-way; the step's caller
 is answered once the sequencer has made the event a signed log entry (until then the record
-names the event by its pending id: :mod:`~gnau_service.rounds.log_indices`).
+names the event by its pending id: :mod:`~gnau_service.rounds.record`).
 
 Every mutation carries an :class:`Idempotency` key. A retry with the same request id and body
 gets the original answer and writes nothing; the same id with another body is refused. The
@@ -22,7 +22,7 @@ the view (:mod:`~gnau_service.rounds.view`), the checks of a request's fields
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gnau_service.audit.entries import EntryKind
@@ -43,7 +43,6 @@ from gnau_service.rounds.identities import (
     seat_references,
 )
 from gnau_service.rounds.limits import DEFAULT_MAX_STAKE
-from gnau_service.rounds.log_indices import pending_ids, published_indices, with_indices
 from gnau_service.rounds.paging import next_page_token, page_limit, read_page_token
 from gnau_service.rounds.record import (
     OPEN_STATES,
@@ -51,8 +50,11 @@ from gnau_service.rounds.record import (
     RoundRecord,
     RoundState,
     parsed_record,
+    pending_ids,
+    published_indices,
     record_text,
     stored_round,
+    with_indices,
 )
 from gnau_service.rounds.refusals import RequestConflict, RoundNotFound, TableBusy, WrongState
 from gnau_service.rounds.requests import (
@@ -170,10 +172,15 @@ class Dealer:
 
         def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             locked, locked_beacon = locked_seats(record.rules, seats, beacon, self.max_stake)
+            # The answer names each seat's player: known here, so not read back.
+            players: dict[str, str] = {}
             if record.version is not FairnessVersion.V1:
                 # Before anything is logged or answered: the seats name their players by
                 # reference (outside the shuffle's input, so a key made now moves no card).
-                locked = seat_references(tx, round_id, locked)
+                by_id, locked = locked, seat_references(tx, round_id, locked)
+                players = {
+                    named.player: seat.player for named, seat in zip(locked, by_id, strict=True)
+                }
             names = [(seat.seat_number, seat.player) for seat in locked]
             keyed = replace(
                 idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
@@ -189,7 +196,7 @@ class Dealer:
                 updated_at=tx.time,
                 log_indices=(*record.log_indices, -entry.id),
             )
-            return _save(tx, keyed, "Deal", record, seed)
+            return _save(tx, keyed, "Deal", record, seed, players=players)
 
         return await self._step(
             round_id,
@@ -380,10 +387,13 @@ def _save(
     seed: bytes,
     *,
     settlement: Settlement | None = None,
+    players: Mapping[str, str] | None = None,
 ) -> RoundView:
     text = record_text(record)
     update_round(tx, record.round_id, str(record.state), text, record.updated_at)
-    return _answer(tx, idempotency, operation, record, seed, text=text, settlement=settlement)
+    return _answer(
+        tx, idempotency, operation, record, seed, text=text, settlement=settlement, players=players
+    )
 
 
 def _answer(
@@ -395,9 +405,13 @@ def _answer(
     *,
     text: str,
     settlement: Settlement | None = None,
+    players: Mapping[str, str] | None = None,
 ) -> RoundView:
+    """Record the request's answer, and give it. Every step is the operator's: its answer names
+    each seat's player, ``players`` by reference if the step knows them, else read (one query)."""
     save_request(
         tx, StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, text)
     )
-    # Every step is the operator's: its answer names each seat's player (one query).
-    return view_of(record, seed, settlement, players=seat_players(tx, [record]))
+    if players is None:
+        players = seat_players(tx, [record])
+    return view_of(record, seed, settlement, players=players)

@@ -1,17 +1,25 @@
 """A round's record: its state and public facts, as the rounds table keeps them (JSON text).
 
 The record never holds the server seed: the table keeps it in a column of its own, and
-:mod:`~gnau_service.rounds.view` shows it only once it is public. How the record names its
-events in the log is :mod:`~gnau_service.rounds.log_indices`.
+:mod:`~gnau_service.rounds.view` shows it only once it is public.
 
 Each step reads back the text the step before it wrote, so the records written lately are kept
 by their text (:func:`record_text`, :func:`parsed_record`).
+
+**Log indices.** A record names its events in the log by log index, or by pending id before
+that. A step commits before its event has a log index, so a round record written by a step
+names that event by its pending id, as the negative number ``-id`` in ``log_indices``
+(:func:`pending_ids`). Every answer, and every read of a round, shows log indices only: an
+answer once the step's events are integrated (:func:`with_indices`), a read with the events
+the sequencer has not integrated yet left out (:func:`published_indices`; their step's caller
+has not been answered either). A later step writes the indices it found integrated meanwhile.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
 
@@ -20,6 +28,7 @@ from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat,
 from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
+from gnau_service.store import PendingEntry
 from gnau_service.store.round_rows import StoredRound
 
 
@@ -142,3 +151,42 @@ def record_text(record: RoundRecord) -> str:
 def parsed_record(text: str) -> RoundRecord:
     """The record stored as ``text``."""
     return _RECORDS_BY_TEXT.get(text) or RoundRecord.from_json(text)
+
+
+# -- log indices (see the module's text) ---------------------------------------------------------
+
+
+def pending_ids(record: RoundRecord) -> list[int]:
+    """The pending ids of the record's events that had no log index when it was written."""
+    return [-index for index in record.log_indices if index < 0]
+
+
+def named_indices(log_indices: tuple[int, ...], entries: Sequence[PendingEntry]) -> tuple[int, ...]:
+    """``log_indices`` with each pending event among ``entries`` that has an index named by it.
+
+    >>> named_indices((4, -17, -18), [PendingEntry(17, index=9), PendingEntry(18)])
+    (4, 9, -18)
+    """
+    known = {entry.id: entry.index for entry in entries if entry.index >= 0}
+    return tuple(known.get(-index, index) if index < 0 else index for index in log_indices)
+
+
+def with_indices(record: RoundRecord, entries: Sequence[PendingEntry]) -> RoundRecord:
+    """``record`` with each event among ``entries`` that has an index named by it."""
+    if not entries or not pending_ids(record):
+        return record
+    return replace(record, log_indices=named_indices(record.log_indices, entries))
+
+
+def published_indices(log_indices: tuple[int, ...], known: Mapping[int, int]) -> tuple[int, ...]:
+    """``log_indices`` as a read shows them, given the log indices ``known`` by pending id:
+    each pending event named by its index, or left out if it has none yet.
+
+    >>> published_indices((4, -17, -18), {17: 9})
+    (4, 9)
+    """
+    return tuple(
+        known[-index] if index < 0 else index
+        for index in log_indices
+        if index >= 0 or -index in known
+    )
