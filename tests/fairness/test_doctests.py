@@ -58,6 +58,7 @@ def test_the_library_stays_pure(name: str) -> None:
         "gnau_service.rules.cards",
         "gnau_service.rules.house_rules",
         "gnau_service.rules.errors",
+        "gnau_service.common",
     )
     for module in imported:
         if module.startswith("gnau_service"):

@@ -29,7 +29,10 @@ def documented_reasons() -> dict[str, str]:
 
 
 def server_modules() -> dict[str, ast.Module]:
-    return {path.name: ast.parse(path.read_text(encoding="utf-8")) for path in SERVER.glob("*.py")}
+    return {
+        path.relative_to(SERVER).as_posix(): ast.parse(path.read_text(encoding="utf-8"))
+        for path in SERVER.rglob("*.py")
+    }
 
 
 def test_every_reason_the_service_sends_is_listed_with_its_code() -> None:
@@ -54,13 +57,13 @@ def test_an_error_info_is_built_in_one_place_and_only_from_a_reason() -> None:
                         and re.fullmatch(r"[A-Z_]+", argument.value)
                     ), f"{name}:{node.lineno}: reason {argument.value!r} as a literal"
     ((name, call),) = builders
-    assert name == "errors.py"
+    assert name == "grpc/statuses.py"
     (reason,) = (keyword.value for keyword in call.keywords if keyword.arg == "reason")
     # reason=str(reason), where the enclosing _status's parameter is annotated Reason.
     assert ast.unparse(reason) == "str(reason)"
     (status,) = (
         node
-        for node in ast.walk(server_modules()["errors.py"])
+        for node in ast.walk(server_modules()["grpc/statuses.py"])
         if isinstance(node, ast.FunctionDef) and node.name == "_status"
     )
     annotations = {
