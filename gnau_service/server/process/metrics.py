@@ -149,14 +149,6 @@ class Metrics:
             buckets=COMMIT_BUCKETS,
             registry=registry,
         )
-        # No batch is run a second time since each step has its own savepoint: the counter
-        # stays, at 0, for the dashboards that plot it.
-        self.careful_batches = Counter(
-            "gnau_store_careful_batches",
-            "Batches run a second time, one savepoint per unit, because a unit failed after "
-            "writing.",
-            registry=registry,
-        )
         self.storage_errors = Counter(
             "gnau_storage_errors",
             "Calls refused UNAVAILABLE (STORAGE_UNAVAILABLE) because the store could not be used.",
