@@ -3,6 +3,7 @@ continued, the span's ids in the call's log lines, and nothing of OpenTelemetry 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from opentelemetry import trace
 from opentelemetry.instrumentation.grpc import aio_client_interceptors
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -103,6 +105,28 @@ async def test_each_call_has_a_span_that_its_log_lines_name(
         assert span.context is not None
         assert line["trace_id"] == f"{span.context.trace_id:032x}"
         assert line["span_id"] == f"{span.context.span_id:016x}"
+
+
+async def test_a_stream_written_with_context_write_is_traced(
+    traced: tuple[InMemorySpanExporter, int],
+) -> None:
+    """Health's Watch writes with ``context.write`` (as every stream the call interceptor wraps
+    does): it still streams with tracing on, and its span ends when the client cancels."""
+    exporter, port = traced
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+        first = await watch.read()
+        assert first.status == health_pb2.HealthCheckResponse.SERVING
+        watch.cancel()
+    for _ in range(100):  # the server hears of the cancel after the client
+        spans = server_spans(exporter, "grpc.health.v1.Health/Watch")
+        if spans:
+            break
+        await asyncio.sleep(0.05)
+    (span,) = spans
+    assert span.attributes is not None
+    assert span.attributes["rpc.service"] == "grpc.health.v1.Health"
+    assert span.attributes["rpc.grpc.status_code"] == grpc.StatusCode.CANCELLED.value[0]
 
 
 def test_tracing_off_never_imports_opentelemetry(tmp_path: Path) -> None:

@@ -19,6 +19,12 @@ shutdown) have spans with their real status codes, and so do streams and health 
   default), and ``OTEL_TRACES_SAMPLER`` samples.
 
 No attribute holds request bodies, tokens or seeds: only the method, the status and the reason.
+
+OpenTelemetry's own aio server interceptor (``opentelemetry-instrumentation-grpc``) is not used:
+it cannot wrap a streaming response written with ``context.write``, as every stream the call
+interceptor wraps is (open-telemetry/opentelemetry-python-contrib#3066: the call fails UNKNOWN);
+it does not see a status sent with ``abort_with_status``, as every refusal is, so it would mark
+refusals OK; and it names spans with the method's leading ``/``.
 """
 
 from __future__ import annotations
