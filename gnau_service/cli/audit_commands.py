@@ -41,6 +41,7 @@ from gnau_service.audit.entries import EntryError, clip
 from gnau_service.audit.merkle import Frontier
 from gnau_service.audit.note import NoteError
 from gnau_service.audit.spans import entry_span
+from gnau_service.cli.failing import fail
 from gnau_service.cli.file_errors import problem
 from gnau_service.cli.recall import (
     full_record,
@@ -164,11 +165,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _fail(message: str) -> int:
-    print(f"gnau audit: {message}", file=sys.stderr)
-    return 2
-
-
 # -- where the log is read ------------------------------------------------------------------------
 
 
@@ -188,7 +184,7 @@ def _with_log(
         with _opened_log(args, needs_entries=needs_entries, reason=reason) as log:
             return command(log, args)
     except _CannotReadLogError as error:
-        return _fail(str(error))
+        return fail("audit", str(error))
 
 
 @contextmanager
@@ -238,15 +234,15 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
     if args.from_round:
         span = log.round_span(args.from_round)
         if span is None:
-            return _fail(f"round {args.from_round!r} is not in the log")
+            return fail("audit", f"round {args.from_round!r} is not in the log")
         first_index = span[0]
     if args.to_round:
         span = log.round_span(args.to_round)
         if span is None:
-            return _fail(f"round {args.to_round!r} is not in the log")
+            return fail("audit", f"round {args.to_round!r} is not in the log")
         end = log.checkpoint_size_from(span[1] + 1) or end
     if end <= first_index:
-        return _fail("the log has no entries in that range")
+        return fail("audit", "the log has no entries in that range")
     # A database reads every checkpoint in one query; over gRPC only the range's are fetched.
     source: LogSource = (
         log.bundle_source(first_index, end) if isinstance(log, RemoteLog) else _CosignedSource(log)
@@ -260,7 +256,7 @@ def _export(log: AuditLog, args: argparse.Namespace) -> int:
             count = write_bundle(reporting, out, first_index=first_index, end=end)
         partial.replace(args.out)
     except (OSError, ExportError) as error:
-        return _fail(f"cannot write {args.out}: {problem(error, named=args.out)}")
+        return fail("audit", f"cannot write {args.out}: {problem(error, named=args.out)}")
     finally:
         partial.unlink(missing_ok=True)
     written = entry_span(first_index, first_index + count)
@@ -324,10 +320,10 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
     try:
         keys = [read_vkey(text) for text in args.key]
     except UnusableKeyError as error:
-        return _fail(str(error))
+        return fail("audit", str(error))
     note = log.checkpoint()
     if note is None:
-        return _fail("the log has no signed checkpoint yet")
+        return fail("audit", "the log has no signed checkpoint yet")
     if keys:
         try:
             # The log's key name is its origin (LogSigner requires it).
@@ -342,7 +338,7 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
         # Bytes, as signed: a pinned checkpoint with CRLF line ends would be refused.
         args.out.write_bytes(note.encode("utf-8"))
     except OSError as error:
-        return _fail(f"cannot write {args.out}: {error}")
+        return fail("audit", f"cannot write {args.out}: {error}")
     verified = " (verified)" if keys else ""
     print(f"saved the checkpoint of size {checkpoint_size(note):,}{verified} to {args.out}")
     return 0
@@ -373,7 +369,7 @@ def run_verify(args: argparse.Namespace) -> int:
                 quorum=witnessed.quorum,
             )
     except (OSError, CannotVerifyError, UnusableKeyError) as error:
-        return _fail(f"cannot verify {args.bundle}: {problem(error, named=args.bundle)}")
+        return fail("audit", f"cannot verify {args.bundle}: {problem(error, named=args.bundle)}")
     print(report.summary())
     return 0 if report.verdict is Verdict.VALID else 1
 
@@ -426,7 +422,7 @@ def run_round(args: argparse.Namespace) -> int:
 
 def _round(log: AuditLog, args: argparse.Namespace) -> int:
     if log.round_span(args.round_id) is None:
-        return _fail(f"round {args.round_id!r} is not in the log")
+        return fail("audit", f"round {args.round_id!r} is not in the log")
     try:
         history = read_history(log, args.round_id)
     except (EntryError, NoteError) as error:
@@ -471,7 +467,7 @@ def _players(log: AuditLog, args: argparse.Namespace) -> int:
                 log, player_id=args.player_id, reference=args.player_ref
             )
         except InvalidRequest as error:
-            return _fail(str(error))
+            return fail("audit", str(error))
         seats = [(seat.round_id, seat.seat_number, seat.player_ref) for seat in found]
     if args.json:
         print(

@@ -25,6 +25,7 @@ from gnau.v1 import round_pb2
 
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.note import NoteError, SignedNote
+from gnau_service.cli.failing import fail
 from gnau_service.cli.file_errors import problem
 from gnau_service.cli.remote import (
     TargetError,
@@ -104,18 +105,13 @@ def add_target_options(parser: argparse.ArgumentParser) -> None:
     add_token_options(parser)
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"gnau {command}: {message}", file=sys.stderr)
-    return 2
-
-
 def run_receipt_get(args: argparse.Namespace) -> int:
     pinned_size = 0
     if args.pin is not None:
         try:
             pinned_size = Checkpoint.parse(SignedNote.parse(args.pin.read_bytes()).text).size
         except (OSError, NoteError, CheckpointError) as error:
-            return _fail(
+            return fail(
                 "receipt get",
                 f"cannot read the pinned checkpoint {args.pin}: {problem(error, named=args.pin)}",
             )
@@ -123,16 +119,16 @@ def run_receipt_get(args: argparse.Namespace) -> int:
         with connect(args) as client:
             text = client.get_round_receipt(args.round_id, pinned_size=pinned_size)
     except TargetError as error:
-        return _fail("receipt get", str(error))
+        return fail("receipt get", str(error))
     except grpc.RpcError as error:
-        return _fail("receipt get", refusal(args.target, error))
+        return fail("receipt get", refusal(args.target, error))
     if args.out is None:
         sys.stdout.write(text)
         return 0
     try:
         args.out.write_text(text, encoding="utf-8")
     except OSError as error:
-        return _fail("receipt get", f"cannot write {args.out}: {problem(error, named=args.out)}")
+        return fail("receipt get", f"cannot write {args.out}: {problem(error, named=args.out)}")
     print(f"wrote the receipt of round {args.round_id} to {args.out}")
     return 0
 
@@ -154,7 +150,7 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
         receipt = Receipt.from_text(args.receipt.read_bytes())
     except (OSError, UnicodeError, UnusableKeyError, ReceiptFormatError) as error:
         reason = problem(error, named=args.receipt)
-        return _fail("verify-receipt", f"cannot verify {args.receipt}: {reason}")
+        return fail("verify-receipt", f"cannot verify {args.receipt}: {reason}")
     report = verify_receipt(
         receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
     )
@@ -166,9 +162,9 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
                 text = client.get_round_receipt(receipt.round_id, pinned_size=pinned_size)
             receipt = Receipt.from_text(text.encode())
         except (NoteError, CheckpointError, ReceiptFormatError, TargetError) as error:
-            return _fail("verify-receipt", f"cannot fetch the proof from {args.target}: {error}")
+            return fail("verify-receipt", f"cannot fetch the proof from {args.target}: {error}")
         except grpc.RpcError as error:
-            return _fail("verify-receipt", refusal(args.target, error))
+            return fail("verify-receipt", refusal(args.target, error))
         print(f"fetched the receipt again from {args.target}, with a proof from the pin")
         report = verify_receipt(
             receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
@@ -230,9 +226,9 @@ def run_round_get(args: argparse.Namespace) -> int:
         with connect(args) as client:
             round_ = client.get_round(args.round_id)
     except TargetError as error:
-        return _fail("round get", str(error))
+        return fail("round get", str(error))
     except grpc.RpcError as error:
-        return _fail("round get", refusal(args.target, error))
+        return fail("round get", refusal(args.target, error))
     if not args.json:
         state = round_pb2.RoundState.Name(round_.state).removeprefix("ROUND_STATE_")
         print(f"round {round_.round_id}  table {round_.table_id}  {state}")
@@ -243,7 +239,7 @@ def run_round_get(args: argparse.Namespace) -> int:
         print("(--json writes it in the form gnau verify-round reads, once it is revealed)")
         return 0
     if not round_.server_seed:
-        return _fail(
+        return fail(
             "round get",
             f"round {args.round_id} is not revealed yet: its verifiable form exists once it is",
         )
@@ -255,6 +251,6 @@ def run_round_get(args: argparse.Namespace) -> int:
     try:
         revealed = revealed_round_from_proto(round_)
     except (FairnessError, ValueError) as error:
-        return _fail("round get", f"the service's round does not read as a revealed round: {error}")
+        return fail("round get", f"the service's round does not read as a revealed round: {error}")
     print(json.dumps(revealed.to_json(), indent=2, ensure_ascii=False))
     return 0

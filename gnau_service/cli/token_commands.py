@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from gnau_service.audit.private_files import write_private_file
+from gnau_service.cli.failing import fail
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
 from gnau_service.server.grpc.auth import AuthConfigError, Role
 from gnau_service.server.process.config import ConfigError
@@ -72,8 +73,8 @@ def run_add(args: argparse.Namespace) -> int:
     os.umask(0o077)
     out: Path | None = args.out
     if out is None and not sys.stdout.isatty():
-        return _fail(
-            "add",
+        return fail(
+            "token add",
             "stdout is not a terminal, and a token must not reach a log: pass --out FILE",
         )
 
@@ -87,7 +88,7 @@ def run_add(args: argparse.Namespace) -> int:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         record, token = add_token(path, role, args.name or default_name(role), hand_over)
     except (ConfigError, AuthConfigError, ValueError, OSError) as error:
-        return _fail("add", str(error))
+        return fail("token add", str(error))
     print(f"added token {record.name} ({record.role}) to {path}")
     if out is None:
         print(f"the token, shown only this once:\n{token}")
@@ -100,7 +101,7 @@ def run_list(args: argparse.Namespace) -> int:
     try:
         records = list_tokens(_token_path(args))
     except (ConfigError, AuthConfigError, OSError) as error:
-        return _fail("list", str(error))
+        return fail("token list", str(error))
     if not records:
         print("no tokens")
     width = max((len(record.name) for record in records), default=0)
@@ -117,13 +118,8 @@ def run_revoke(args: argparse.Namespace) -> int:
         print(f"gnau token revoke: no token named {args.name[:64]!r}", file=sys.stderr)
         return 1
     except (ConfigError, AuthConfigError, OSError) as error:
-        return _fail("revoke", str(error))
+        return fail("token revoke", str(error))
     print(
         f"revoked token {record.name} ({record.role}); a running service refuses it within a second"
     )
     return 0
-
-
-def _fail(command: str, message: str) -> int:
-    print(f"gnau token {command}: {message}", file=sys.stderr)
-    return 2
