@@ -65,11 +65,13 @@ from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay, run_
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
 from gnau_service.common.quoting import quoted
-from gnau_service.fairness.strict_json import (
+from gnau_service.common.strict_json import (
     DuplicateMemberError,
     JsonTextError,
+    MembersError,
     json_type,
     read_json,
+    read_object,
 )
 
 BUNDLE_FORMAT: Final = "gnau-dealer/audit-bundle/v1"
@@ -367,13 +369,13 @@ def _read_header(numbered_line: tuple[int, bytes] | None) -> BundleHeader:
         raise BundleFormatError(
             f"line 1 is not a {BUNDLE_FORMAT} header: format is {quoted(obj.get('format'))}"
         )
-    if obj.keys() != set(HEADER_MEMBERS):
-        missing = [name for name in HEADER_MEMBERS if name not in obj]
-        unknown = sorted(obj.keys() - set(HEADER_MEMBERS))
+    try:
+        read_object(obj, HEADER_MEMBERS)
+    except MembersError as error:
         raise BundleFormatError(
-            f"header members must be exactly {', '.join(HEADER_MEMBERS)}; missing {missing}, "
-            f"unknown {quoted(unknown, 120)}"
-        )
+            f"header members must be exactly {', '.join(HEADER_MEMBERS)}; missing "
+            f"{error.missing}, unknown {quoted(sorted(error.unknown), 120)}"
+        ) from None
     origin = obj["origin"]
     if not (
         isinstance(origin, str)

@@ -42,11 +42,13 @@ from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import Signer, Verifier
 from gnau_service.audit.timestamps import TimestampError, parse_utc_timestamp
 from gnau_service.common.quoting import quoted
-from gnau_service.fairness.strict_json import (
+from gnau_service.common.strict_json import (
     DuplicateMemberError,
     JsonTextError,
+    MembersError,
     NestingError,
     read_json,
+    read_object,
 )
 
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -452,11 +454,10 @@ def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     if not isinstance(obj, dict):
         raise EntryError("not a JSON object")
     index = obj.get("index")
-    if obj.keys() != _ALL_FIELDS:
-        missing, unknown = sorted(_ALL_FIELDS - obj.keys()), sorted(obj.keys() - _ALL_FIELDS)
-        raise EntryError(
-            f"missing members {missing}, unknown members {quoted(unknown, 120)}", index
-        )
+    try:
+        read_object(obj, _ALL_FIELDS)
+    except MembersError as error:
+        raise EntryError(str(error), index) from None
     if canonical_json(obj, index, plain=plain) != data:
         raise EntryError("bytes are not RFC 8785 canonical JSON", index)
     try:

@@ -46,9 +46,16 @@ from gnau_service.audit.round_events import (
 from gnau_service.audit.signing import RotationError, TrustedKey, trusted_keys
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.common.quoting import quoted
+from gnau_service.common.strict_json import (
+    JsonTextError,
+    MembersError,
+    NotAnObjectError,
+    json_type,
+    read_json,
+    read_object,
+)
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, RevealedRound
-from gnau_service.fairness.strict_json import JsonTextError, json_type, read_json
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.return_to_player import ReturnToPlayer
 
@@ -529,16 +536,12 @@ def _consistency_with(
 
 
 def _members(obj: object, what: str, names: Sequence[str]) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise ReceiptFormatError(f"{what} must be a JSON object, not {json_type(obj)}")
-    if set(obj) != set(names):
-        missing = sorted(set(names) - set(obj))
-        unknown = sorted(set(obj) - set(names))
-        raise ReceiptFormatError(
-            f"{what}: missing members {quoted(missing, 120)}, unknown members "
-            f"{quoted(unknown, 120)}"
-        )
-    return obj
+    try:
+        return read_object(obj, names)
+    except NotAnObjectError as error:
+        raise ReceiptFormatError(f"{what} must be a JSON object, not {error.found}") from None
+    except MembersError as error:
+        raise ReceiptFormatError(f"{what}: {error}") from None
 
 
 def _typed(obj: dict[str, Any], name: str, kind: type, what: str) -> Any:

@@ -24,7 +24,7 @@ from gnau_client import GnauClient
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.merkle import Frontier, leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote
-from gnau_service.fairness.strict_json import JsonTextError, read_json
+from gnau_service.common.strict_json import JsonTextError, read_json
 
 #: Entries read per call while looking back from the end of the log for the latest rounds.
 TAIL_PAGE: Final = 100

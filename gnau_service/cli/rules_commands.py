@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from gnau_service.common.strict_json import JsonTextError, read_json
 from gnau_service.rules.cards import Card, parse_cards
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.evaluation import Evaluator
@@ -146,9 +147,6 @@ def _report_bad_line(number: int, error: str, *, as_json: bool) -> None:
 
 
 def _parse_table(line: str) -> tuple[tuple[Card, ...], list[PlayerHand]]:
-    # Here, not at the top: the fairness package is not the rules commands' to load.
-    from gnau_service.fairness.strict_json import JsonTextError, read_json  # noqa: PLC0415
-
     try:
         table = read_json(line)
     except JsonTextError as error:

@@ -2,4 +2,6 @@
 other module of gnau_service.
 
 - :mod:`~gnau_service.common.quoting`: a bad value quoted, cut short, in any message.
+- :mod:`~gnau_service.common.strict_json`: JSON text from outside, and the objects a format
+  names the members of, read strictly.
 """

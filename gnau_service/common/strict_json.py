@@ -1,5 +1,5 @@
 """Strict JSON: the one reader of JSON text from outside (revealed rounds, receipts, the lines of
-an audit bundle, log entries).
+an audit bundle, log entries), and of the objects a format names the members of.
 
 ``json.loads`` alone lets through what is not JSON, or what two readers may read differently: a
 member given twice (json keeps the last, another reader may keep the first, and the two would
@@ -12,27 +12,35 @@ A format with rules of its own for numbers passes its readers of them, as ``json
 them (the log entry allows only integers within ±(2**53-1)); they refuse with
 :class:`JsonTextError` too.
 
+:func:`read_object` takes a parsed value as an object of the members a format names, refusing
+another value (:class:`NotAnObjectError`) or other members (:class:`MembersError`); each format
+words the refusal its own way from what the error holds.
+
 >>> read_json(b'{"seat_number": 1, "stake": 5}')
 {'seat_number': 1, 'stake': 5}
 >>> read_json('{"stake": 5, "stake": 6}')  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-gnau_service.fairness.strict_json.DuplicateMemberError: ...: the member 'stake' appears twice
+gnau_service.common.strict_json.DuplicateMemberError: ...: the member 'stake' appears twice
 >>> read_json('{"stake": NaN}')
 Traceback (most recent call last):
 ...
-gnau_service.fairness.strict_json.JsonTextError: not JSON: NaN is not a JSON number
+gnau_service.common.strict_json.JsonTextError: not JSON: NaN is not a JSON number
 >>> read_json(b'{"stake": "\\xff"}')
 Traceback (most recent call last):
 ...
-gnau_service.fairness.strict_json.JsonTextError: not UTF-8: byte 0xff at offset 11
+gnau_service.common.strict_json.JsonTextError: not UTF-8: byte 0xff at offset 11
+>>> read_object({"stake": 5, "seat": 1}, ("seat_number", "stake"))  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+gnau_service.common.strict_json.MembersError: missing members ['seat_number'], unknown ...['seat']
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import NoReturn
 
 from gnau_service.common.quoting import quoted
@@ -95,6 +103,52 @@ def read_json(
             "not JSON this reader accepts: an integer of over "
             f"{sys.get_int_max_str_digits()} digits"
         ) from None
+
+
+class NotAnObjectError(ValueError):
+    """A value that is not the JSON object a format expects; ``found`` is its type, as
+    :func:`json_type` names it."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__("not a JSON object")
+        self.found = json_type(value)
+
+
+class MembersError(ValueError):
+    """An object whose members are not those its format names: ``missing``, in the format's
+    order, and ``unknown``, in the object's (the message lists each sorted)."""
+
+    def __init__(self, missing: list[str], unknown: list[str]) -> None:
+        super().__init__(
+            f"missing members {quoted(sorted(missing), 120)}, unknown members "
+            f"{quoted(sorted(unknown), 120)}"
+        )
+        self.missing = missing
+        self.unknown = unknown
+
+
+def read_object(
+    value: object, members: Collection[str], *, optional: Collection[str] = ()
+) -> dict[str, object]:
+    """``value``, a parsed JSON object of exactly ``members``, of which ``optional`` may be
+    absent; raises :class:`NotAnObjectError` for any other value and :class:`MembersError` for
+    an object with another member or without one that is not optional.
+
+    >>> read_object({"label": "x"}, ("label", "value"), optional=("value",))
+    {'label': 'x'}
+    >>> try:
+    ...     read_object([], ("label",))
+    ... except NotAnObjectError as error:
+    ...     error.found
+    'an array'
+    """
+    if not isinstance(value, dict):
+        raise NotAnObjectError(value)
+    missing = [name for name in members if name not in value and name not in optional]
+    unknown = [name for name in value if name not in members]
+    if missing or unknown:
+        raise MembersError(missing, unknown)
+    return value
 
 
 def json_type(value: object) -> str:

@@ -39,17 +39,20 @@ from dataclasses import dataclass
 from typing import Final, NoReturn
 
 from gnau_service.common.quoting import quoted
+from gnau_service.common.strict_json import (
+    DuplicateMemberError,
+    JsonTextError,
+    MembersError,
+    NotAnObjectError,
+    json_type,
+    read_json,
+    read_object,
+)
 from gnau_service.fairness.commitment import require_hash, require_round_id, require_server_seed
 from gnau_service.fairness.deal import SeatHand, require_hands_fit
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.errors import RevealFormatError
 from gnau_service.fairness.player_refs import is_player_ref
-from gnau_service.fairness.strict_json import (
-    DuplicateMemberError,
-    JsonTextError,
-    json_type,
-    read_json,
-)
 from gnau_service.fairness.transcript import Beacon, LockedSeat, canonical_seats
 from gnau_service.rules.cards import Card, parse_card
 from gnau_service.rules.errors import RulesError
@@ -138,7 +141,7 @@ class RevealedRound:
 
     @classmethod
     def from_json_text(cls, text: str) -> RevealedRound:
-        """Parse JSON text strictly (:func:`~gnau_service.fairness.strict_json.read_json`: no
+        """Parse JSON text strictly (:func:`~gnau_service.common.strict_json.read_json`: no
         member twice, no NaN) and read it as a revealed round."""
         try:
             parsed = read_json(text)
@@ -207,18 +210,20 @@ class _JsonObject:
 
     def __init__(self, value: object, path: str, fields: Collection[str]) -> None:
         self._path = path
-        if not isinstance(value, dict):
+        try:
+            # Each field is looked for as it is read, so that the first missing one in reading
+            # order is the one named.
+            self._value = read_object(value, fields, optional=fields)
+        except NotAnObjectError as error:
             raise RevealFormatError(
-                f"{path or 'a revealed round'} must be a JSON object, got {json_type(value)}",
+                f"{path or 'a revealed round'} must be a JSON object, got {error.found}",
                 field=path or "json",
+            ) from None
+        except MembersError as error:
+            self.fail(
+                error.unknown[0],
+                f"is not a field of {path or 'a revealed round'} (known: {', '.join(fields)})",
             )
-        for key in value:
-            if key not in fields:
-                self.fail(
-                    key,
-                    f"is not a field of {path or 'a revealed round'} (known: {', '.join(fields)})",
-                )
-        self._value: dict[str, object] = value
 
     def path(self, key: str) -> str:
         return f"{self._path}.{key}" if self._path else key

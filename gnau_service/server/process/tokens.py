@@ -43,7 +43,7 @@ from gnau_service.audit.private_files import (
 )
 from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.audit.timestamps import format_utc_timestamp
-from gnau_service.fairness.strict_json import JsonTextError, read_json
+from gnau_service.common.strict_json import JsonTextError, read_json
 from gnau_service.server.grpc.auth import AuthConfigError, Role, hash_token
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
