@@ -2,7 +2,7 @@
 a round in the verifiable form ``gnau verify-round`` reads.
 
 - ``gnau receipt get ROUND_ID [--target HOST:PORT] [--token T] [--pin CHECKPOINT] [--out FILE]``
-- ``gnau verify-receipt FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]
+- ``gnau receipt verify FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]
   [--seat REF_OR_NUMBER]``
 - ``gnau round get ROUND_ID [--target ...] [--token T] [--json]``
 
@@ -57,9 +57,9 @@ def add_receipt_arguments(receipt: argparse.ArgumentParser) -> None:
     )
     get.add_argument("--out", type=Path, help="file to write (default: standard output)")
     get.set_defaults(run=run_receipt_get)
-
-
-def add_verify_receipt_arguments(verify: argparse.ArgumentParser) -> None:
+    verify = receipt_commands.add_parser(
+        "verify", help="verify a round's receipt offline, with the log's public key"
+    )
     verify.add_argument("receipt", type=Path, metavar="FILE")
     verify.add_argument(
         "--key",
@@ -83,7 +83,7 @@ def add_verify_receipt_arguments(verify: argparse.ArgumentParser) -> None:
         help="your player reference (p-...) or seat number: once the receipt is valid, show that "
         "seat (its stake, outcome and delta); exit 1 if the round has no such seat",
     )
-    verify.set_defaults(run=run_verify_receipt)
+    verify.set_defaults(run=run_receipt_verify)
 
 
 def add_round_arguments(round_: argparse.ArgumentParser) -> None:
@@ -133,7 +133,7 @@ def run_receipt_get(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_verify_receipt(args: argparse.Namespace) -> int:
+def run_receipt_verify(args: argparse.Namespace) -> int:
     # Imported here: a receipt's checks (the rounds' replay) are slow to import, and only this
     # command of the module's makes them.
     from gnau_service.audit.receipts import (  # noqa: PLC0415
@@ -150,7 +150,7 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
         receipt = Receipt.from_text(args.receipt.read_bytes())
     except (OSError, UnicodeError, UnusableKeyError, ReceiptFormatError) as error:
         reason = problem(error, named=args.receipt)
-        return fail("verify-receipt", f"cannot verify {args.receipt}: {reason}")
+        return fail("receipt verify", f"cannot verify {args.receipt}: {reason}")
     report = verify_receipt(
         receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
     )
@@ -162,9 +162,9 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
                 text = client.get_round_receipt(receipt.round_id, pinned_size=pinned_size)
             receipt = Receipt.from_text(text.encode())
         except (NoteError, CheckpointError, ReceiptFormatError, TargetError) as error:
-            return fail("verify-receipt", f"cannot fetch the proof from {args.target}: {error}")
+            return fail("receipt verify", f"cannot fetch the proof from {args.target}: {error}")
         except grpc.RpcError as error:
-            return fail("verify-receipt", refusal(args.target, error))
+            return fail("receipt verify", refusal(args.target, error))
         print(f"fetched the receipt again from {args.target}, with a proof from the pin")
         report = verify_receipt(
             receipt, keys, pinned, witnesses=witnessed.witnesses, quorum=witnessed.quorum
@@ -174,7 +174,7 @@ def run_verify_receipt(args: argparse.Namespace) -> int:
         return 1
     if report.unchecked is not None:
         print(
-            "gnau verify-receipt: the receipt cannot prove this pin; get one that does with"
+            "gnau receipt verify: the receipt cannot prove this pin; get one that does with"
             f" gnau receipt get {receipt.round_id} --pin {args.checkpoint}, or add"
             " --target HOST:PORT to fetch it now",
             file=sys.stderr,

@@ -27,7 +27,7 @@ def test_a_missing_bundle_is_named_once(gnau: Gnau, tmp_path: Path) -> None:
 def test_a_missing_receipt_is_named_once(gnau: Gnau, tmp_path: Path) -> None:
     receipt = tmp_path / "r.json"
     vkey = new_signer().vkey
-    line = once(gnau("verify-receipt", str(receipt), "--key", vkey), receipt)
+    line = once(gnau("receipt", "verify", str(receipt), "--key", vkey), receipt)
     assert line.endswith(f"cannot verify {receipt}: No such file or directory"), line
 
 
@@ -37,6 +37,6 @@ def test_a_missing_pinned_checkpoint_is_named_and_not_blamed_on_the_receipt(
     receipt, pin = tmp_path / "r.json", tmp_path / "pin.txt"
     receipt.write_text("{}")
     vkey = new_signer().vkey
-    run = gnau("verify-receipt", str(receipt), "--key", vkey, "--checkpoint", str(pin))
+    run = gnau("receipt", "verify", str(receipt), "--key", vkey, "--checkpoint", str(pin))
     line = once(run, pin)
     assert line.endswith(f"cannot verify {receipt}: {pin}: No such file or directory"), line

@@ -56,8 +56,8 @@ def test_without_the_variable_only_the_audit_commands_read_a_database(
         # The audit commands and gnau key show read a database, and gnau health asks this
         # machine's own service (at GNAU_LISTEN's port: tests/deploy), unless a target is named.
         reads_a_database = command[0] in ("audit", "health") or command == ("key", "show")
-        # gnau verify-receipt works offline; it asks a service only when told which.
-        offline = command == ("verify-receipt",)
+        # gnau receipt verify works offline; it asks a service only when told which.
+        offline = command == ("receipt", "verify")
         expected = None if reads_a_database or offline else "127.0.0.1:50051"
         assert action.default == expected, command
 
@@ -79,7 +79,7 @@ def test_the_commands_find_a_served_process_through_the_variable(
         receipt = tmp_path / "r.json"
         got = gnau("receipt", "get", round_id, "--out", str(receipt), env=variable)
         assert got.status == 0, got.err
-        verified = gnau("verify-receipt", str(receipt), "--key", service.vkey)
+        verified = gnau("receipt", "verify", str(receipt), "--key", service.vkey)
         assert verified.status == 0, verified.out
         shown = gnau("audit", "show", env={**variable, "GNAU_TOKEN": service.token})
         assert shown.status == 0, shown.err

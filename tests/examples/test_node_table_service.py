@@ -1,7 +1,7 @@
 """examples/node-table-service against a real ``gnau serve``: it runs rounds as
 docs/integration.md says (request ids, retries with backoff on UNAVAILABLE, the commitment
 before the bets, the receipt after), and what it prints holds up: every round settles and sums
-to zero, and every receipt it fetched verifies with ``gnau verify-receipt``."""
+to zero, and every receipt it fetched verifies with ``gnau receipt verify``."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def check_rounds(events: list[dict[str, Any]], rounds: int, service_vkey: str) -
         assert sum(deltas) + int(round_["dealer_delta"]) == 0
         assert round_["sum"] == "0"
         (receipt,) = [e for e in events if e["event"] == "receipt" and e["round_id"] == round_id]
-        verified = gnau("verify-receipt", receipt["path"], "--key", service_vkey)
+        verified = gnau("receipt", "verify", receipt["path"], "--key", service_vkey)
         assert verified.returncode == 0, verified.stdout + verified.stderr
 
 

@@ -4,5 +4,5 @@ Everything here but ``test_*.py`` imports only the standard library, ``cryptogra
 and ``rfc8785`` (the canonical JSON docs/audit.md names): nothing of ``gnau_service``, the
 clients or the other tests (``test_independent_imports.py`` holds it to that). The tests play
 live rounds through a real service and hold these verifiers to ``gnau audit verify`` and
-``gnau verify-receipt``, which they run as commands. See README.md.
+``gnau receipt verify``, which they run as commands. See README.md.
 """

@@ -47,7 +47,7 @@ class Verdict:
 
     @property
     def exit_status(self) -> int:
-        """As ``gnau verify-receipt``."""
+        """As ``gnau receipt verify``."""
         return EXIT_STATUS[self.status]
 
 

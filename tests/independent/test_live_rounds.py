@@ -2,7 +2,7 @@
 service (settled under several rule sets, voided before and after the deal and after the
 reveal, one left open, a forget, a key rotation), the log exported with ``gnau audit export``
 and each round's receipt from ``GetRoundReceipt``. The verifiers must find them all valid,
-refuse tampered copies, and agree with ``gnau audit verify`` and ``gnau verify-receipt``, run
+refuse tampered copies, and agree with ``gnau audit verify`` and ``gnau receipt verify``, run
 as commands.
 
 Only this file drives the service (with the harness of tests/schemas/served.py, which also
@@ -517,7 +517,7 @@ def test_receipts_tampered_or_not_the_verifiers_agree(live: Live) -> None:
     calls, ours = [], {}
     for n, (name, case) in enumerate(cases.items()):
         keys = case.keys or [live.vkey]
-        args = ["verify-receipt", str(live.write(f"receipt-{n}.json", case.data))]
+        args = ["receipt", "verify", str(live.write(f"receipt-{n}.json", case.data))]
         args += [option for key in keys for option in ("--key", key)]
         args += [option for key in case.witnesses for option in ("--witness", key)]
         if case.pin is not None:

@@ -1,6 +1,6 @@
 """The example receipts of docs/schemas/examples/ (a fairness v2 round, ``receipt.json``, and the
 v1 receipt the service wrote before player references, ``receipt-v1.json``), and tamperings of
-the v2 one that every verifier (``gnau verify-receipt``, the standalone script of
+the v2 one that every verifier (``gnau receipt verify``, the standalone script of
 docs/receipts.md, the page) must refuse at the same step.
 """
 
@@ -36,7 +36,7 @@ def load_example(path: Path) -> Receipts:
 
 
 def reference_step(receipt: Receipts, vkey: str = EXAMPLE_VKEY) -> str | None:
-    """The step ``gnau verify-receipt``'s reference fails the receipt at; None if valid."""
+    """The step ``gnau receipt verify``'s reference fails the receipt at; None if valid."""
     report = verify_receipt(Receipt.from_json(receipt), [Verifier.from_vkey(vkey)])
     return None if report.failure is None else str(report.failure.step)
 

@@ -1,5 +1,5 @@
 """The standalone receipt verifier of docs/receipts.md (*Verifying by hand*), run as a reader
-would run it, beside the reference (``verify_receipt``, and ``gnau verify-receipt``): on
+would run it, beside the reference (``verify_receipt``, and ``gnau receipt verify``): on
 receipts a real service served, valid, and tampered in every way a receipt can be. Each tampered
 receipt must fail both at the step written here, by hand, from docs/receipts.md.
 
@@ -183,7 +183,7 @@ def test_a_tampered_v2_receipt_fails_at_the_step_of_the_reference(
     assert (status, script_step(output)) == (1, step), output
 
 
-def test_gnau_verify_receipt_agrees_on_a_valid_and_a_tampered_receipt(
+def test_gnau_receipt_verify_agrees_on_a_valid_and_a_tampered_receipt(
     gnau: Gnau, served: Served, tmp_path: Path
 ) -> None:
     receipt = load(served, "settled")
@@ -194,7 +194,7 @@ def test_gnau_verify_receipt_agrees_on_a_valid_and_a_tampered_receipt(
     tampered.write_text(json.dumps(receipt), encoding="utf-8")
     outputs = []
     for path in (valid, tampered):
-        result = gnau("verify-receipt", str(path), "--key", served.vkey)
+        result = gnau("receipt", "verify", str(path), "--key", served.vkey)
         outputs.append((result.status, result.out))
     assert outputs[0][0] == 0 and "VALID (settled)" in outputs[0][1]
     assert outputs[1][0] == 1 and "INVALID at step fairness: lock:" in outputs[1][1]
@@ -685,7 +685,7 @@ def test_the_script_keeps_the_reference_description_of_identical_threes(
     assert script_functions["evaluate"](cards, rules) == expected
 
 
-def test_gnau_verify_receipt_shows_a_players_own_seat(gnau: Gnau, tmp_path: Path) -> None:
+def test_gnau_receipt_verify_shows_a_players_own_seat(gnau: Gnau, tmp_path: Path) -> None:
     """--seat: a player finds their seat of a valid receipt by reference or seat number (v2),
     or by player id (v1); nothing is shown of an invalid receipt, or of a seat not there."""
     v2 = json.loads(V2_RECEIPT.read_text("utf-8"))
@@ -697,18 +697,20 @@ def test_gnau_verify_receipt_shows_a_players_own_seat(gnau: Gnau, tmp_path: Path
         f"{result['outcome']}, delta {result['delta']:+d}"
     )
     for query in (seat["player_ref"], seat["player_ref"].upper().replace("P-", "p-"), "2"):
-        run = gnau("verify-receipt", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", query)
+        run = gnau("receipt", "verify", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", query)
         assert run.status == 0, run.err
         assert run.out.splitlines()[1:] == [expected], run.out
     absent = gnau(
-        "verify-receipt", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", "p-" + "0" * 32
+        "receipt", "verify", str(V2_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", "p-" + "0" * 32
     )
     assert absent.status == 1 and "no seat of this round" in absent.out
     v1 = json.loads(V1_RECEIPT.read_text("utf-8"))["round"]["seats"][0]
-    run = gnau("verify-receipt", str(V1_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", v1["player_id"])
+    run = gnau(
+        "receipt", "verify", str(V1_RECEIPT), "--key", EXAMPLE_VKEY, "--seat", v1["player_id"]
+    )
     assert run.status == 0 and f"seat {v1['seat_number']}: player {v1['player_id']}," in run.out
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(tampered_v2()["another well-formed reference"]), "utf-8")
-    run = gnau("verify-receipt", str(tampered), "--key", EXAMPLE_VKEY, "--seat", "1")
+    run = gnau("receipt", "verify", str(tampered), "--key", EXAMPLE_VKEY, "--seat", "1")
     assert run.status == 1 and "INVALID at step round" in run.out
     assert "seat 1:" not in run.out

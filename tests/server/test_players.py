@@ -351,7 +351,7 @@ async def test_players_are_pseudonymous_everywhere_and_forgetting_one_leaves_eve
 
     # Alice's old receipts still verify, and so do the ones fetched now.
     for round_id, path in receipts.items():
-        old = await run(gnau, "verify-receipt", str(path), "--key", vkey)
+        old = await run(gnau, "receipt", "verify", str(path), "--key", vkey)
         assert old.status == 0, old.out + old.err
         fresh = await service.call(
             "dealer",
@@ -360,7 +360,7 @@ async def test_players_are_pseudonymous_everywhere_and_forgetting_one_leaves_eve
             "public",
         )
         path.write_text(fresh.receipt)
-        new = await run(gnau, "verify-receipt", str(path), "--key", vkey)
+        new = await run(gnau, "receipt", "verify", str(path), "--key", vkey)
         assert new.status == 0, new.out + new.err
 
     # The store holds no trace of Alice: no key, no link, no id in any row of any table.

@@ -394,16 +394,16 @@ async def test_the_player_path_on_the_command_line(
         )
         == 0
     )
-    assert await asyncio.to_thread(gnau, "verify-receipt", str(out), "--key", vkey) == 0
+    assert await asyncio.to_thread(gnau, "receipt", "verify", str(out), "--key", vkey) == 0
     assert "VALID (settled)" in capsys.readouterr().out
     document = json.loads(out.read_text())
     _seed(document)
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(document))
-    assert await asyncio.to_thread(gnau, "verify-receipt", str(tampered), "--key", vkey) == 1
+    assert await asyncio.to_thread(gnau, "receipt", "verify", str(tampered), "--key", vkey) == 1
     assert "INVALID at step fairness: commitment" in capsys.readouterr().out
     tampered.write_text("{")
-    assert await asyncio.to_thread(gnau, "verify-receipt", str(tampered), "--key", vkey) == 2
+    assert await asyncio.to_thread(gnau, "receipt", "verify", str(tampered), "--key", vkey) == 2
     missing = await asyncio.to_thread(
         gnau, "receipt", "get", "r-nope", "--target", target, "--out", str(out)
     )

@@ -151,7 +151,7 @@ async def test_the_cli_refuses_a_receipt_only_one_of_three_witnesses_cosigned(
 
     vkey = witnessed.service.app.store.signer.vkey
     witnesses = [arg for key in witnessed.keys for arg in ("--witness", key)]
-    base = ["verify-receipt", str(path), "--key", vkey, *witnesses]
+    base = ["receipt", "verify", str(path), "--key", vkey, *witnesses]
     refused = gnau(*base, "--quorum", "2")
     assert refused.status == 1, refused.err
     assert "INVALID at step checkpoint" in refused.out

@@ -1,5 +1,5 @@
 """The verifier page in Debian's chromium: served receipts and the fairness vectors verify
-(green); tampered receipts fail (red) at the step ``gnau verify-receipt`` names; game recall;
+(green); tampered receipts fail (red) at the step ``gnau receipt verify`` names; game recall;
 keyboard-only use; a phone-sized screen."""
 
 from __future__ import annotations
@@ -71,11 +71,11 @@ async def receipt_of(service: WebService, round_id: str) -> dict[str, Any]:
 
 
 async def cli_step(receipt: dict[str, Any], vkey: str, path: Path) -> str:
-    """What ``gnau verify-receipt`` says of the receipt: the step it fails at (or VALID)."""
+    """What ``gnau receipt verify`` says of the receipt: the step it fails at (or VALID)."""
     path.write_text(json.dumps(receipt, indent=2), encoding="utf-8")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gnau_service.cli.main", "verify-receipt", str(path), "--key", vkey,
-        stdout=asyncio.subprocess.PIPE, cwd=REPO,
+        sys.executable, "-m", "gnau_service.cli.main", "receipt", "verify", str(path),
+        "--key", vkey, stdout=asyncio.subprocess.PIPE, cwd=REPO,
     )  # fmt: skip
     stdout, _ = await process.communicate()
     line = stdout.decode()
@@ -240,7 +240,7 @@ async def test_tampered_receipts_fail_at_the_step_the_command_line_names(
         receipt = json.loads(json.dumps(original))
         tamper(receipt)
         tampered[name] = receipt
-    # What the reference says of each: gnau verify-receipt's own verify_receipt, and the command
+    # What the reference says of each: gnau receipt verify's own verify_receipt, and the command
     # itself for two of them (each run is a Python start-up of a few seconds on this machine).
     keys = [Verifier.from_vkey(web_service.vkey)]
     reference = {

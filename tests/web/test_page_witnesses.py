@@ -1,6 +1,6 @@
 """The verifier page with witness keys and a quorum, in Debian's chromium: a service asks three
 witnesses, of which one answers; its receipt verifies with a quorum of 1 of them and is refused,
-at the checkpoint step as ``gnau verify-receipt`` refuses it, with a quorum of 2."""
+at the checkpoint step as ``gnau receipt verify`` refuses it, with a quorum of 2."""
 
 from __future__ import annotations
 

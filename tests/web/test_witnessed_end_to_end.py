@@ -1,6 +1,6 @@
 """End to end, with real processes: ``gnau serve`` asking two ``gnau witness serve`` processes to
 cosign (quorum 2); rounds played over gRPC; a round's receipt, fetched with ``gnau receipt get``,
-verifies with ``--quorum 2`` in ``gnau verify-receipt`` and in the browser page (issue 13's
+verifies with ``--quorum 2`` in ``gnau receipt verify`` and in the browser page (issue 13's
 "done when")."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ async def test_a_receipt_from_a_service_with_two_witnesses_verifies_with_quorum_
             assert len(cosigners(json.loads(path.read_text())["checkpoint"], witnesses)) == 2
             assert json.loads(path.read_text())["entries"] == json.loads(receipt)["entries"]
             verified = gnau(
-                "verify-receipt", str(path), "--key", server.vkey, "--witness", w1.vkey,
+                "receipt", "verify", str(path), "--key", server.vkey, "--witness", w1.vkey,
                 "--witness", w2.vkey, "--quorum", "2",
             )  # fmt: skip
             assert verified.returncode == 0, verified.stdout + verified.stderr

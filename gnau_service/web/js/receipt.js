@@ -27,7 +27,7 @@ const MAX_PROOF_HASHES = 64;
 /** A proof hash as the log writes one: 64 lower-case hex digits (gnau_service.audit.entries.is_hash_hex). */
 const HASH_HEX = /^[0-9a-f]{64}$/;
 
-/** A document, key or pin that cannot be checked at all (gnau verify-receipt's exit 2). */
+/** A document, key or pin that cannot be checked at all (gnau receipt verify's exit 2). */
 export class UnreadableError extends Error {}
 
 class StepFailure extends Error {

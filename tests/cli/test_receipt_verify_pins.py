@@ -1,4 +1,4 @@
-"""gnau verify-receipt with a pinned checkpoint the receipt cannot prove (it was fetched without
+"""gnau receipt verify with a pinned checkpoint the receipt cannot prove (it was fetched without
 ``--pin``): "cannot check", exit 2, naming the command that gets a receipt which can; with
 ``--target``, the proof is fetched and the receipt checked (exit 0). Never "INVALID", exit 1,
 which means tampering."""
@@ -30,7 +30,7 @@ def test_a_receipt_without_the_pins_proof_cannot_be_checked_until_it_is_fetched(
         assert again.returncode == 0, again.stderr  # the log grows past the pin
         receipt = tmp_path / "r.json"
         assert gnau("receipt", "get", round_id, "--out", str(receipt), *target).status == 0
-        check = ("verify-receipt", str(receipt), "--key", service.vkey, "--checkpoint", str(pin))
+        check = ("receipt", "verify", str(receipt), "--key", service.vkey, "--checkpoint", str(pin))
 
         lacking = gnau(*check)
         assert lacking.status == 2, lacking.out + lacking.err
@@ -47,5 +47,5 @@ def test_a_receipt_without_the_pins_proof_cannot_be_checked_until_it_is_fetched(
         pinned = tmp_path / "pinned-r.json"
         got = gnau("receipt", "get", round_id, "--pin", str(pin), "--out", str(pinned), *target)
         assert got.status == 0, got.err
-        assert gnau("verify-receipt", str(pinned), "--key", service.vkey,
+        assert gnau("receipt", "verify", str(pinned), "--key", service.vkey,
                     "--checkpoint", str(pin)).status == 0  # fmt: skip
