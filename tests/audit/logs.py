@@ -7,15 +7,17 @@ The round player writes exactly what the service writes (the payload helpers of
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
+import json
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gnau_service.audit.bundle import write_bundle
+from gnau_service.audit.bundle import BUNDLE_FORMAT, Failure, verify_bundle, write_bundle
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, MemoryTree, leaf_hash
+from gnau_service.audit.note import Verifier
 from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
@@ -96,6 +98,32 @@ class MemoryLog:
         out = io.StringIO()
         write_bundle(self, out, first_index=first_index, end=len(self.entries))
         return out.getvalue().splitlines(keepends=True)
+
+
+def chain_failure(
+    entries: Sequence[bytes], key: Verifier, *, earlier: Sequence[bytes] = ()
+) -> Failure | None:
+    """The first failure the bundle's verifier finds in ``entries``, the log's from index
+    ``len(earlier)``: an entry that does not decode or verify by ``key``, that stands where
+    another index belongs, or whose ``prev_hash`` is not the hash of the entry before; or a
+    round whose events do not replay. The bundle holds no checkpoint: that it is unanchored is
+    no failure."""
+    frontier = Frontier()
+    for data in earlier:
+        frontier, _ = frontier.append(leaf_hash(data))
+    header = {
+        "format": BUNDLE_FORMAT,
+        "origin": key.name,
+        "public_keys": [key.vkey],
+        "first_index": frontier.size,
+        "size": frontier.size + len(entries),
+        "left_frontier": [node.hex() for node in frontier.hashes],
+    }
+    lines = [json.dumps(header), *(json.dumps({"entry": data.decode()}) for data in entries)]
+    report = verify_bundle(
+        (line.encode() for line in lines), pinned_keys=[key], allow_unanchored=True
+    )
+    return report.failure
 
 
 def play_round(

@@ -21,13 +21,13 @@ from gnau_service.audit.entries import (
     EntryError,
     EntryKind,
     chain_hash,
-    check_chain,
     decode_entry,
     encode_entry,
     event_payload,
     sign_event,
 )
 from gnau_service.audit.note import Signer
+from tests.audit.logs import chain_failure
 
 LOG = Signer("gnau-dealer/test", Ed25519PrivateKey.from_private_bytes(b"\x05" * 32))
 OTHER = Signer("gnau-dealer/test", Ed25519PrivateKey.from_private_bytes(b"\x06" * 32))
@@ -266,17 +266,14 @@ CHAIN = build_chain(6)
 
 
 def test_an_intact_chain_passes() -> None:
-    assert check_chain(CHAIN, LOG.verifier) is None
-    assert check_chain([], LOG.verifier) is None
+    assert chain_failure(CHAIN, LOG.verifier) is None
 
 
-def test_a_segment_can_be_checked_from_its_first_index() -> None:
-    assert (
-        check_chain(CHAIN[2:], LOG.verifier, first_index=2, prev_hash=chain_hash(CHAIN[1])) is None
-    )
-    assert check_chain(CHAIN[2:], LOG.verifier, first_index=2, prev_hash=None) is None
-    found = check_chain(CHAIN[2:], LOG.verifier, first_index=2)  # default: genesis prev_hash
-    assert found is not None and (found.position, found.index) == (0, 2)
+def test_a_segment_is_checked_from_its_first_index() -> None:
+    assert chain_failure(CHAIN[2:], LOG.verifier, earlier=CHAIN[:2]) is None
+    found = chain_failure(CHAIN[2:], LOG.verifier)  # presented as the log from its start
+    assert found is not None and found.index == 0
+    assert "says index 2 but stands where 0 belongs" in found.reason
 
 
 def flip_byte_in_payload(data: bytes) -> bytes:
@@ -284,53 +281,55 @@ def flip_byte_in_payload(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("entries", "position", "reason"),
+    ("entries", "index", "reason"),
     [
         pytest.param(
             [*CHAIN[:3], flip_byte_in_payload(CHAIN[3]), *CHAIN[4:]], 3, "signature", id="flip"
         ),
         pytest.param([*CHAIN[:5], flip_byte_in_payload(CHAIN[5])], 5, "signature", id="flip-last"),
-        pytest.param([*CHAIN[:2], *CHAIN[3:]], 2, "index 3, expected 2", id="deleted"),
-        pytest.param([*CHAIN[:3], CHAIN[2], *CHAIN[3:]], 3, "index 2, expected 3", id="duplicated"),
+        pytest.param([*CHAIN[:2], *CHAIN[3:]], 2, "index 3 but stands where 2", id="deleted"),
+        pytest.param(
+            [*CHAIN[:3], CHAIN[2], *CHAIN[3:]], 3, "index 2 but stands where 3", id="duplicated"
+        ),
         pytest.param([*CHAIN[:2], CHAIN[3], CHAIN[2], *CHAIN[4:]], 2, "index 3", id="swapped"),
-        pytest.param(CHAIN[1:], 0, "index 1, expected 0", id="first-missing"),
+        pytest.param(CHAIN[1:], 0, "index 1 but stands where 0", id="first-missing"),
     ],
 )
 def test_chain_damage_is_reported_where_it_shows(
-    entries: list[bytes], position: int, reason: str
+    entries: list[bytes], index: int, reason: str
 ) -> None:
-    found = check_chain(entries, LOG.verifier)
+    found = chain_failure(entries, LOG.verifier)
     assert found is not None
-    assert (found.position, found.index) == (position, position)
+    assert found.index == index
     assert reason in found.reason
 
 
 def test_an_inserted_entry_signed_by_the_log_key_breaks_the_chain() -> None:
     # Even with the key, an insertion must either reuse an index or break the prev_hash link.
     inserted = entry_bytes(3, payload={"n": "inserted"}, prev_hash=chain_hash(CHAIN[2]))
-    found = check_chain([*CHAIN[:3], inserted, *CHAIN[3:]], LOG.verifier)
-    assert found is not None and found.position == 4
-    assert "index 3, expected 4" in found.reason
+    found = chain_failure([*CHAIN[:3], inserted, *CHAIN[3:]], LOG.verifier)
+    assert found is not None and found.index == 4
+    assert "index 3 but stands where 4" in found.reason
 
 
 def test_a_re_signed_entry_with_a_wrong_link_is_reported() -> None:
     relinked = entry_bytes(3, payload={"n": 3}, prev_hash=chain_hash(CHAIN[1]))
-    found = check_chain([*CHAIN[:3], relinked], LOG.verifier)
-    assert found is not None and found.position == 3
-    assert "prev_hash" in found.reason
+    found = chain_failure([*CHAIN[:3], relinked], LOG.verifier)
+    assert found is not None and found.index == 3
+    assert f"prev_hash {chain_hash(CHAIN[1])} is not the previous entry's hash" in found.reason
 
 
 def test_an_index_that_differs_from_its_position_is_reported() -> None:
     claims_five = entry_bytes(5, payload={"n": 3}, prev_hash=chain_hash(CHAIN[2]))
-    found = check_chain([*CHAIN[:3], claims_five], LOG.verifier)
-    assert found is not None
-    assert (found.position, found.reason) == (3, "entry says index 5, expected 3")
+    found = chain_failure([*CHAIN[:3], claims_five], LOG.verifier)
+    assert found is not None and found.index == 3
+    assert found.reason.startswith("the entry says index 5 but stands where 3 belongs")
 
 
 def test_a_chain_entry_by_an_untrusted_key_is_reported() -> None:
     foreign = entry_bytes(2, signer=OTHER, payload={"n": 2}, prev_hash=chain_hash(CHAIN[1]))
-    found = check_chain([*CHAIN[:2], foreign], LOG.verifier)
-    assert found is not None and found.position == 2 and "not trusted" in found.reason
+    found = chain_failure([*CHAIN[:2], foreign], LOG.verifier)
+    assert found is not None and found.index == 2 and "not trusted" in found.reason
 
 
 # --- Numbers, nesting and text that no entry may hold ---------------------------------------------

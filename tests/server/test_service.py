@@ -15,12 +15,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
 from gnau_service.audit.checkpoint import open_checkpoint
-from gnau_service.audit.entries import check_chain
 from gnau_service.audit.merkle import leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import Verifier
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.server.grpc.convert import revealed_round_from_proto
 from gnau_service.server.process.app import running
+from tests.audit.logs import chain_failure
 from tests.server.conftest import TOKENS, Service
 
 SEATS = [
@@ -473,7 +473,7 @@ async def test_checkpoint_entries_and_proofs_verify_against_the_public_key(
     )
     entries = [entry async for message in stream for entry in message.entries]
     assert [entry.index for entry in entries] == list(range(checkpoint.size))
-    assert check_chain([entry.data for entry in entries], verifier) is None
+    assert chain_failure([entry.data for entry in entries], verifier) is None
     index = checkpoint.size - 1
     proof = await service.call(
         "audit",
@@ -569,7 +569,7 @@ async def test_many_tables_in_parallel_do_not_cross(service: Service) -> None:
     for settled in results:
         assert verify_revealed_round(revealed_round_from_proto(settled)).ok
     entries = await asyncio.to_thread(service.app.store.entries, 0, 10_000)
-    assert check_chain(entries, service.app.store.signer.verifier) is None
+    assert chain_failure(entries, service.app.store.signer.verifier) is None
 
 
 async def test_health_reports_serving_then_not_serving(service: Service) -> None:
@@ -612,7 +612,7 @@ async def test_a_restarted_service_carries_on(service: Service) -> None:
         second = await play(restarted, "table-restart")
         assert second.round_id != first.round_id
         entries = await asyncio.to_thread(app.store.entries, 0, 10_000)
-        assert check_chain(entries, app.store.signer.verifier) is None
+        assert chain_failure(entries, app.store.signer.verifier) is None
 
 
 async def test_logs_never_hold_a_seed_or_a_token(

@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from gnau_service.audit.entries import EntryKind, check_chain
+from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import Store, StoreError, Transaction, open_store
@@ -26,7 +26,7 @@ from gnau_service.store.schema import SchemaTooOld
 from gnau_service.store.sequencer import write_log
 from gnau_service.store.sqlite import SqliteBackend
 from gnau_service.store.transaction import utc_now
-from tests.audit.logs import new_signer
+from tests.audit.logs import chain_failure, new_signer
 from tests.postgres import admin_url, fresh_database, require_postgres
 from tests.serving import free_port
 from tests.steps import run_steps
@@ -120,7 +120,7 @@ def test_a_database_from_before_schema_versions_is_upgraded_only_when_asked(
     with open_store(database_url, signer, migrate=True) as store:
         assert store.entries(0, 5) == entries
         assert append_many(store, 2) == [5, 6]
-        assert check_chain(store.entries(0, 7), signer.verifier) is None
+        assert chain_failure(store.entries(0, 7), signer.verifier) is None
         assert store.public_keys() == [signer.vkey]
     assert stored_version(database_url) == SCHEMA_VERSION
     driver_error = sqlite3.Error if is_sqlite(database_url) else psycopg.Error

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import psycopg
 import pytest
 
-from gnau_service.audit.entries import EntryKind, check_chain, decode_entry
+from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.signing import LogSigner
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rules.house_rules import HouseRules
@@ -26,6 +26,7 @@ from gnau_service.store.postgres import (
     PostgresBackend,
 )
 from gnau_service.store.sequencer import Notices, Sequencer, sequence
+from tests.audit.logs import chain_failure
 from tests.postgres import OutsideLeader, fresh_database
 from tests.steps import append, run_steps
 
@@ -125,7 +126,7 @@ def test_two_sequencers_at_once_integrate_each_event_once(
         outside.release()
         entries = first.entries(0, 1000)
         assert len(entries) == first.size() == 400
-        assert check_chain(entries, signer.verifier) is None
+        assert chain_failure(entries, signer.verifier) is None
         payloads = sorted(decode_entry(d, signer.verifier).payload["i"] for d in entries)
         assert payloads == sorted(list(range(200)) * 2)
 

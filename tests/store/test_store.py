@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.checkpoint import Checkpoint
-from gnau_service.audit.entries import EntryKind, check_chain, decode_entry
+from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.merkle import (
     MemoryTree,
     leaf_hash,
@@ -28,6 +28,7 @@ from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import DatabaseUrlError, Store, StoreError, Transaction, open_store
 from gnau_service.store.transaction import utc_now
+from tests.audit.logs import chain_failure
 from tests.steps import run_step, run_steps
 
 
@@ -47,7 +48,7 @@ def test_appends_get_gap_free_indices_and_read_back(database_url: str, signer: L
         assert append_many(store, 300) == list(range(300))
         entries = store.entries(0, 1000)
         assert len(entries) == store.size() == 300
-        assert check_chain(entries, signer.verifier) is None
+        assert chain_failure(entries, signer.verifier) is None
         decoded = [decode_entry(data, signer.verifier) for data in entries]
         assert sorted(entry.payload["i"] for entry in decoded) == list(range(300))
         assert store.entries(290, 295) == entries[290:295]
@@ -198,7 +199,7 @@ def test_the_outbox_holds_each_payload_as_rfc8785_text_which_the_entry_carries(
 
 def assert_only_the_neighbours_were_logged(store: Store, signer: LogSigner) -> None:
     assert store.checkpoint(999) is None
-    assert check_chain(store.entries(0, 10), signer.verifier) is None
+    assert chain_failure(store.entries(0, 10), signer.verifier) is None
     payloads = [decode_entry(d, signer.verifier).payload for d in store.entries(0, 10)]
     assert sorted(payloads, key=str) == [{"n": 1}, {"n": 2}]
 
@@ -284,7 +285,7 @@ def test_many_threads_append_without_gaps_or_duplicates(
             thread.join()
         indices = sorted(index for result in results for index in result)
         assert indices == list(range(800))
-        assert check_chain(store.entries(0, 800), signer.verifier) is None
+        assert chain_failure(store.entries(0, 800), signer.verifier) is None
 
 
 def test_a_reopened_store_carries_on_the_same_chain(database_url: str, signer: LogSigner) -> None:
@@ -294,7 +295,7 @@ def test_a_reopened_store_carries_on_the_same_chain(database_url: str, signer: L
     with open_store(database_url, signer) as store:
         assert store.head() == head
         assert append_many(store, 5) == list(range(5, 10))
-        assert check_chain(store.entries(0, 10), signer.verifier) is None
+        assert chain_failure(store.entries(0, 10), signer.verifier) is None
         assert store.public_keys() == [signer.vkey]
 
 
@@ -395,7 +396,7 @@ def test_writers_sharing_a_database_never_lose_an_update(
             range(200)
         )
         assert first.query("SELECT value FROM counter WHERE id = 1") == [(200,)]
-        assert check_chain(entries, signer.verifier) is None
+        assert chain_failure(entries, signer.verifier) is None
 
 
 def test_several_processes_share_one_log(
@@ -411,7 +412,7 @@ def test_several_processes_share_one_log(
     with open_store(database_url, signer) as store:
         entries = store.entries(0, 1000)
         assert len(entries) == 180
-        assert check_chain(entries, signer.verifier) is None
+        assert chain_failure(entries, signer.verifier) is None
         workers = {decode_entry(d, signer.verifier).payload["worker"] for d in entries}
         assert workers == {"p0", "p1", "p2"}
 
@@ -427,7 +428,7 @@ def test_acknowledged_entries_survive_a_killed_process(
     with open_store(database_url, signer) as store:
         entries = store.entries(0, store.size())
         assert len(entries) >= max(acknowledged) + 1
-        assert check_chain(entries, signer.verifier) is None
+        assert chain_failure(entries, signer.verifier) is None
         assert store.checkpoint() is not None
 
 
