@@ -75,6 +75,8 @@ import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
 from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.round import CommittedRound
@@ -88,6 +90,7 @@ from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.process.tokens import new_token
 from gnau_service.store import open_store
 from gnau_service.store.transaction import utc_now
+from tests.serving import Served, served
 
 RPCS: Final = ("Shuffle", "Deal", "Reveal", "Settle")
 SHUFFLE, DEAL, REVEAL, SETTLE = range(4)
@@ -179,6 +182,34 @@ def connections_by_pid(pids: Sequence[int], port: int) -> dict[int, int]:
     return counts
 
 
+def tree_cpu_by_pid(pid: int) -> dict[int, float]:
+    """CPU seconds so far of process ``pid`` and of each of its children (a supervisor's
+    workers), by pid."""
+    cpu = {}
+    for member in [pid, *child_pids(pid)]:
+        with contextlib.suppress(OSError):  # gone since listed
+            cpu[member] = process_cpu_seconds(member)
+    return cpu
+
+
+@dataclass(frozen=True)
+class ServedServer:
+    """A ``gnau serve`` of :func:`tests.serving.served` (the tests' way of running one), as
+    :func:`drive` measures it: the CPU of its process and its children, and its port."""
+
+    served: Served
+
+    @property
+    def port(self) -> int:
+        return int(self.served.target.rsplit(":", 1)[1])
+
+    def cpu_by_pid(self) -> dict[int, float]:
+        return tree_cpu_by_pid(self.served.process.pid)
+
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_by_pid().values())
+
+
 class ServerProcess:
     """A server in a child process, its stdout and stderr in files under ``directory``.
     ``workers``: a ``gnau serve --workers N`` supervisor, which serves once it says so for all
@@ -227,14 +258,8 @@ class ServerProcess:
         return " | ".join(text.splitlines()[-5:]) or "(no stderr)"
 
     def cpu_by_pid(self) -> dict[int, float]:
-        """CPU seconds so far of the process and of each of its children (a supervisor's
-        workers), by pid."""
         assert self.process is not None
-        cpu = {}
-        for pid in [self.process.pid, *child_pids(self.process.pid)]:
-            with contextlib.suppress(OSError):  # gone since listed
-                cpu[pid] = process_cpu_seconds(pid)
-        return cpu
+        return tree_cpu_by_pid(self.process.pid)
 
     def cpu_seconds(self) -> float:
         """User + system CPU time of the process and its children so far (every thread)."""
@@ -444,7 +469,7 @@ class RunResult:
 async def drive(
     label: str,
     play: RoundPlayer,
-    server: ServerProcess | ServerGroup,
+    server: ServedServer | ServerProcess | ServerGroup,
     *,
     tables: int,
     warmup: float,
@@ -604,7 +629,7 @@ async def serve_bare(port: int, response_sizes: Sequence[int]) -> None:
     await server.stop(1.0)
 
 
-def serve_front(serve_arguments: Sequence[str]) -> int:
+def serve_front(gnau_arguments: Sequence[str]) -> int:
     """``gnau serve`` whose dealer answers Shuffle, Deal, Reveal and Settle with the views of one
     round dealt at start-up: the service's gRPC side, measured alone. The round carries its rule
     set's disclosed figures, as the service's rounds do."""
@@ -632,7 +657,7 @@ def serve_front(serve_arguments: Sequence[str]) -> int:
     }
     for step, record in views.items():
         setattr(Dealer, step, _answer(view_of(record, committed.server_seed)))
-    return gnau_main(["serve", *serve_arguments])
+    return gnau_main(list(gnau_arguments))
 
 
 async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, float]:
@@ -769,13 +794,16 @@ def serve_arguments(port: int, data_dir: Path, database: str) -> list[str]:
         f"127.0.0.1:{port}",
         "--data-dir",
         str(data_dir),
-        "--database",
-        database,
         "--log-format",
         "json",
-        "--reflection",
-        "false",
+        *database_arguments(database),
     ]
+
+
+def database_arguments(database: str) -> list[str]:
+    """``gnau serve``'s arguments in every benchmark besides its port, data directory and JSON
+    logs (which :func:`tests.serving.served` gives): the database, no reflection."""
+    return ["--database", database, "--reflection", "false"]
 
 
 @dataclass
@@ -805,7 +833,7 @@ def workers_label(label: str, workers: int, unit: str = "workers") -> str:
 async def drive_both(
     label: str,
     make_play: Callable[[str], RoundPlayer],
-    server: ServerProcess | ServerGroup,
+    server: ServedServer | ServerProcess | ServerGroup,
     arguments: argparse.Namespace,
     offered: OfferedLoad | None,
 ) -> tuple[RunResult, RunResult | None]:
@@ -851,50 +879,45 @@ async def bench_backend(
     verify."""
     name = label.lower().replace(" ", "-").replace(",", "")
     data_dir = directory / f"data-{name}"
-    port = free_port()
-    command = (
-        [sys.executable, str(Path(__file__).resolve()), "--front-server"]
-        if front_only
-        else [GNAU, "serve"]
+    program = (
+        [sys.executable, str(Path(__file__).resolve()), "--front-server"] if front_only else [GNAU]
     )
     more = ["--workers", str(workers)] if workers > 1 else []
-    server = ServerProcess(
-        f"gnau-{name}",
-        [*command, *serve_arguments(port, data_dir, database), *more],
-        directory,
-        workers,
-    )
-    server.port = port
     channels: list[grpc.aio.Channel] = []
-    try:
-        vkey = await server.start()
-        token = (data_dir / "operator-token").read_text(encoding="utf-8").strip()
-        channels = open_channels(f"127.0.0.1:{port}", arguments.channels)
-        extra = 0
-        if not sizes:
-            sizes.append(await measure_sizes(real_player(channels[0], token, name)))
-            extra = SIZE_ROUNDS
+    # served() waits for the start without yielding to the event loop: nothing else runs yet.
+    with served(data_dir, *database_arguments(database), *more, program=program) as started:
+        server = ServedServer(started)
+        try:
+            channels = open_channels(started.target, arguments.channels)
+            extra = 0
+            if not sizes:
+                sizes.append(await measure_sizes(real_player(channels[0], started.token, name)))
+                extra = SIZE_ROUNDS
 
-        def make_play(suffix: str) -> RoundPlayer:
-            return spread([real_player(channel, token, name + suffix) for channel in channels])
+            def make_play(suffix: str) -> RoundPlayer:
+                return spread(
+                    [real_player(channel, started.token, name + suffix) for channel in channels]
+                )
 
-        run, fixed = await drive_both(label, make_play, server, arguments, offered)
-        run.rounds_played += extra + (fixed.rounds_played if fixed is not None else 0)
-    finally:
-        await close_channels(channels)
-        status = server.stop()
+            run, fixed = await drive_both(label, make_play, server, arguments, offered)
+            run.rounds_played += extra + (fixed.rounds_played if fixed is not None else 0)
+        finally:
+            await close_channels(channels)
+            # Another exit status is noted below, not raised.
+            started.expected_status = status = started.terminate()
     notes = []
-    if status not in (0, None):
-        notes.append(f"gnau serve exited with status {status}: {server.tail()}")
+    if status != 0:
+        tail = " | ".join(started.output().strip().splitlines()[-5:])
+        notes.append(f"gnau serve exited with status {status}: {tail}")
         print(f"  {label}: {notes[-1]}")
-    restarts = worker_restarts(server.stderr_path)
+    restarts = worker_restarts(started.stderr_path)
     if restarts:
         notes.append(restarts)
         print(f"  {label}: {restarts}")
     if front_only:
         return BackendResult(label, run, workers=workers, fixed=fixed, notes=notes)
     verification = verify_log(
-        database, vkey, directory / f"{name}.bundle", run.rounds_played, starts=workers
+        database, started.vkey, directory / f"{name}.bundle", run.rounds_played, starts=workers
     )
     return BackendResult(label, run, verification, workers=workers, fixed=fixed, notes=notes)
 

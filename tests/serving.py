@@ -12,13 +12,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+#: The ``gnau`` command, run by this interpreter.
+GNAU_MODULE = (sys.executable, "-m", "gnau_service.cli.main")
 START_TIMEOUT = 30.0  # seconds until the server logs "serving", its last start-up line
 GRACE_SECONDS = 10.0  # the server's shutdown grace for calls in flight
 START_ATTEMPTS = 3  # a free port can be taken by someone else before the server binds it
@@ -51,10 +53,18 @@ class Served:
 
     def stop(self) -> None:
         """SIGTERM, then the service must exit 0 within its grace period."""
+        status = self.terminate()
+        assert status == self.expected_status, (
+            f"gnau serve exited {status} on SIGTERM:\n{self.output()}"
+        )
+
+    def terminate(self) -> int:
+        """SIGTERM, and the exit status, which must come within the grace period. A caller
+        that accepts another status sets :attr:`expected_status` to it (a benchmark notes it)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
         try:
-            status = self.process.wait(timeout=GRACE_SECONDS + 5)
+            return self.process.wait(timeout=GRACE_SECONDS + 5)
         except subprocess.TimeoutExpired:
             # faulthandler (PYTHONFAULTHANDLER, set at the start) writes every thread's stack
             # to the log on SIGABRT: the failure then shows where the stop hung.
@@ -64,9 +74,6 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
             raise AssertionError(f"gnau serve did not stop in time:\n{self.output()}") from None
-        assert status == self.expected_status, (
-            f"gnau serve exited {status} on SIGTERM:\n{self.output()}"
-        )
 
 
 def worker_pids(supervisor: int) -> list[int]:
@@ -81,7 +88,7 @@ def worker_pids(supervisor: int) -> list[int]:
 def gnau(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
     """Run the ``gnau`` command in a subprocess and capture its output."""
     return subprocess.run(  # type: ignore[call-overload, no-any-return]
-        [sys.executable, "-m", "gnau_service.cli.main", *args],
+        [*GNAU_MODULE, *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -98,14 +105,19 @@ def free_port() -> int:
 
 @contextmanager
 def served(
-    data_dir: Path, *extra: str, preexec_fn: Callable[[], object] | None = None
+    data_dir: Path,
+    *extra: str,
+    preexec_fn: Callable[[], object] | None = None,
+    program: Sequence[str] = GNAU_MODULE,
 ) -> Iterator[Served]:
     """``gnau serve`` on a free port with its data in ``data_dir``; stopped on exit.
-    ``preexec_fn`` runs in the child before the service starts (to restrict the process)."""
+    ``preexec_fn`` runs in the child before the service starts (to restrict the process).
+    ``program`` is the ``gnau`` command run with ``serve`` and its options: a benchmark's
+    script that changes the dealer before it runs gnau's main, say."""
     started = None
     for attempt in range(START_ATTEMPTS):
         log_path = data_dir.parent / f"{data_dir.name}-{attempt}.log"
-        started = _start(data_dir, log_path, extra, preexec_fn)
+        started = _start(data_dir, log_path, extra, preexec_fn, program)
         if started.process.poll() is None:
             break
     assert started is not None and started.process.poll() is None, (
@@ -145,6 +157,7 @@ def _start(
     stderr_path: Path,
     extra: tuple[str, ...],
     preexec_fn: Callable[[], object] | None = None,
+    program: Sequence[str] = GNAU_MODULE,
 ) -> Served:
     port = free_port()
     # Only the test's settings: no GNAU_* from the environment (a GNAU_DATABASE, say).
@@ -152,7 +165,7 @@ def _start(
     with stderr_path.open("w", encoding="utf-8") as stderr:
         process = subprocess.Popen(
             [
-                sys.executable, "-m", "gnau_service.cli.main", "serve",
+                *program, "serve",
                 "--listen", f"127.0.0.1:{port}", "--data-dir", str(data_dir),
                 "--log-format", "json", "--grace-seconds", str(GRACE_SECONDS), *extra,
             ],
