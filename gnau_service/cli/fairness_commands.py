@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
+from gnau_service.cli.failing import fail
 from gnau_service.fairness import FairnessError, RevealedRound, verify_revealed_round
 
 EXIT_VALID: Final = 0
@@ -63,8 +64,7 @@ def run_verify_round(args: argparse.Namespace) -> int:
 
 def _bad_input(source: str, message: str) -> int:
     name = "standard input" if source == STDIN else source
-    print(f"gnau verify-round: {name}: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return fail("verify-round", f"{name}: {message}")
 
 
 def _reason(error: OSError | UnicodeDecodeError) -> str:

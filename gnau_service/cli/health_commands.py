@@ -20,6 +20,7 @@ from collections.abc import Mapping
 import grpc
 from grpc_health.v1 import health_pb2
 
+from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import (
     DEFAULT_TARGET,
     TargetError,
@@ -79,16 +80,13 @@ def run_health(args: argparse.Namespace) -> int:
     try:
         target = args.target or default_target(os.environ)
     except ValueError as error:
-        print(f"gnau health: GNAU_LISTEN: {error}", file=sys.stderr)
-        return 2
+        return fail("health", f"GNAU_LISTEN: {error}")
     if not args.timeout > 0:
-        print(f"gnau health: --timeout must be positive, not {args.timeout}", file=sys.stderr)
-        return 2
+        return fail("health", f"--timeout must be positive, not {args.timeout}")
     try:
         credentials, options = transport(args)
     except TargetError as error:
-        print(f"gnau health: {error}", file=sys.stderr)
-        return 2
+        return fail("health", str(error))
     if credentials is None:
         channel = grpc.insecure_channel(target)
     else:
@@ -103,8 +101,7 @@ def run_health(args: argparse.Namespace) -> int:
             if isinstance(error, grpc.Call) and error.code() == grpc.StatusCode.NOT_FOUND:
                 print(f"{target}: service {args.service!r} is unknown to it", file=sys.stderr)
                 return 1
-            print(f"gnau health: {target}: {code}: no answer", file=sys.stderr)
-            return 2
+            return fail("health", f"{target}: {code}: no answer")
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(answer.status)
     print(f"{target}: {status}")
     return 0 if answer.status == health_pb2.HealthCheckResponse.SERVING else 1

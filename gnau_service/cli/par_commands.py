@@ -10,13 +10,13 @@ from __future__ import annotations
 import argparse
 import decimal
 import json
-import sys
 import time
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Final
 
+from gnau_service.cli.failing import fail
 from gnau_service.cli.rules_commands import add_rule_option
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
@@ -76,15 +76,13 @@ def run_par(args: argparse.Namespace) -> int:
     try:
         rules = HouseRules.from_assignments(args.rule)
     except RulesError as error:
-        print(f"gnau par: {error}", file=sys.stderr)
-        return 2
+        return fail("par", str(error))
     if not 1 <= args.seats <= max_seats(rules.decks):
-        print(
-            f"gnau par: --seats must be from 1 to {max_seats(rules.decks)} "
+        return fail(
+            "par",
+            f"--seats must be from 1 to {max_seats(rules.decks)} "
             f"with {rules.decks} deck(s), got {args.seats}",
-            file=sys.stderr,
         )
-        return 2
     started = time.perf_counter()
     sheet = par_sheet(rules, seats=args.seats)
     seconds = time.perf_counter() - started

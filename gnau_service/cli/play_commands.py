@@ -17,6 +17,7 @@ from gnau_client import Seat
 from gnau_service.audit.round_events import settle_round
 from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.amounts import signed_amount
+from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import TargetError, add_target_option, add_tls_options, connect
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
@@ -41,8 +42,7 @@ def add_play_arguments(play: argparse.ArgumentParser) -> None:
 def run_play(args: argparse.Namespace) -> int:
     token, source = _operator_token(args)
     if token is None:
-        print("gnau play: no operator token: pass --token or set GNAU_TOKEN", file=sys.stderr)
-        return 2
+        return fail("play", "no operator token: pass --token or set GNAU_TOKEN")
     failures = 0
     try:
         with connect(args, token=token) as client:
@@ -66,8 +66,7 @@ def run_play(args: argparse.Namespace) -> int:
             )
         return 2
     except TargetError as error:  # a token in clear text to another host, an unreadable CA
-        print(f"gnau play: {error}", file=sys.stderr)
-        return 2
+        return fail("play", str(error))
     total = args.tables * args.rounds
     print(GLOSSARY_HINT)
     print(f"{total - failures} of {total} rounds verified independently")

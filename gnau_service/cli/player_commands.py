@@ -22,6 +22,7 @@ from pathlib import Path
 import grpc
 
 from gnau_service.audit.signing import KeyFileError, read_private_file
+from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import (
     TargetError,
     add_target_option,
@@ -61,8 +62,7 @@ def run_forget(args: argparse.Namespace) -> int:
         try:
             args.token = read_private_file(args.token_file, "token file").decode().strip()
         except (KeyFileError, UnicodeDecodeError) as error:
-            print(f"gnau player forget: {error}", file=sys.stderr)
-            return 2
+            return fail("player forget", str(error))
     # Made here, so that a failure worth retrying can name it: a forget answered UNAVAILABLE, or
     # not in time, may be done but not yet erased on disk, and its retry with the same id
     # finishes it.
@@ -71,8 +71,7 @@ def run_forget(args: argparse.Namespace) -> int:
         with connect(args, token_required=needs) as client:
             answer = client.forget_player(args.player_id, request_id=request_id)
     except (TargetError, ValueError) as error:
-        print(f"gnau player forget: {error}", file=sys.stderr)
-        return 2
+        return fail("player forget", str(error))
     except grpc.RpcError as error:
         print(f"gnau player forget: {refusal(args.target, error)}", file=sys.stderr)
         if error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):

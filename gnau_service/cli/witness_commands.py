@@ -16,11 +16,11 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 from pathlib import Path
 
 from gnau_service.audit.note import NoteError
 from gnau_service.audit.signing import KeyFileError
+from gnau_service.cli.failing import fail
 from gnau_service.cli.file_errors import problem
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.server.process.structured_logs import configure_logging
@@ -104,8 +104,7 @@ def run_keygen(args: argparse.Namespace) -> int:
     try:
         signer = create_witness_key(args.key, args.name)
     except (KeyFileError, NoteError, OSError) as error:
-        print(f"gnau witness keygen: {problem(error, named=args.key)}", file=sys.stderr)
-        return 2
+        return fail("witness keygen", problem(error, named=args.key))
     print(signer.vkey)
     return 0
 
@@ -128,8 +127,7 @@ def run_serve(args: argparse.Namespace) -> int:
         WitnessSetupError,
         OSError,
     ) as error:
-        print(f"gnau witness serve: {problem(error)}", file=sys.stderr)
-        return 2
+        return fail("witness serve", problem(error))
 
     def ready(running: RunningWitness) -> None:
         # One line on stdout, for whoever started it (a test, an operator): where, and the key.
@@ -140,10 +138,7 @@ def run_serve(args: argparse.Namespace) -> int:
     try:
         asyncio.run(serve_until_signalled(witness, host, port, ready))
     except OSError as error:
-        print(
-            f"gnau witness serve: cannot listen on {args.listen}: {problem(error)}", file=sys.stderr
-        )
-        return 2
+        return fail("witness serve", f"cannot listen on {args.listen}: {problem(error)}")
     finally:
         witness.state.close()
     return 0
@@ -157,8 +152,7 @@ def run_evidence(args: argparse.Namespace) -> int:
         state = WitnessState(path)
         rows = state.evidence(args.origin, Refusal(args.refusal) if args.refusal else None)
     except (WitnessSetupError, WitnessStateError) as error:
-        print(f"gnau witness evidence: {error}", file=sys.stderr)
-        return 2
+        return fail("witness evidence", str(error))
     for row in rows:
         record: dict[str, object] = {
             "id": row.id,
