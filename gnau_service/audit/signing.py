@@ -35,9 +35,9 @@ from gnau_service.audit.note import (
     Verifier,
     sign_note,
 )
-from gnau_service.audit.private_files import create_private_file
-from gnau_service.audit.secret_files import refusal, secret_file_problem
 from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.common.private_files import create_private_file
+from gnau_service.common.secret_files import refusal, secret_file_problem
 
 DEFAULT_KEY_FILENAME: Final = "log-signing-key.pem"
 ROTATION_HEADER: Final = "gnau-dealer/key-rotation/v1"
@@ -81,7 +81,7 @@ def read_private_file(path: str | os.PathLike[str], what: str = "key file") -> b
 
 def _refuse_unless_private(what: str, where: str, status: os.stat_result) -> None:
     """Raise :class:`KeyFileError` telling the operator what to run, unless this process may use
-    the file (see :mod:`gnau_service.audit.secret_files`)."""
+    the file (see :mod:`gnau_service.common.secret_files`)."""
     uid, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
     mode = stat.S_IMODE(status.st_mode)
     problem = secret_file_problem(mode, status.st_uid, status.st_gid, uid, groups)

@@ -11,9 +11,9 @@ over to a new signing key.
 The key file's key must be the log's current key. The new key is fresh (or, with ``--new-key``,
 the key in PATH, which is created at 0600 if it does not exist). Without ``--new-key`` it is
 staged beside the key file, the rotation entry is appended (signed by the old key), and the
-staged key is renamed over the key file (:mod:`~gnau_service.audit.key_handover`); run again
-after a crash, the command finishes an interrupted rotation. With ``--new-key`` the key file is
-left as it is: the operator delivers PATH to every process (a Kubernetes secret, say).
+staged key is renamed over the key file (:mod:`~gnau_service.server.process.key_handover`); run
+again after a crash, the command finishes an interrupted rotation. With ``--new-key`` the key
+file is left as it is: the operator delivers PATH to every process (a Kubernetes secret, say).
 
 Running services need no restart: each checks, in every write batch, that its key is the log's
 current key, rereads its key file if not, and refuses writes (UNAVAILABLE) until it has it
@@ -29,21 +29,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 from pathlib import Path
 from typing import Final
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gnau_service.audit.key_handover import (
-    install_staged_key,
-    staged_key_path,
-    write_key_file,
-)
 from gnau_service.audit.note import KeyFormatError
-from gnau_service.audit.private_files import exclusive_lock
 from gnau_service.audit.signing import KeyFileError, LogSigner, load_private_key
-from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import (
     TargetError,
     add_target_option,
@@ -52,7 +46,13 @@ from gnau_service.cli.remote import (
     refusal,
 )
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
+from gnau_service.common.private_files import exclusive_lock
 from gnau_service.server.process.config import ConfigError, Settings
+from gnau_service.server.process.key_handover import (
+    install_staged_key,
+    staged_key_path,
+    write_key_file,
+)
 from gnau_service.store import DatabaseUrlError, StoreError, open_reader, open_store
 
 #: The settings that say where the log, its key and its origin are.
@@ -106,11 +106,17 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         origin, keys = _remote_keys(args) if args.target else _local_keys(settings_from_args(args))
     except (ConfigError, DatabaseUrlError, StoreError, TargetError, OSError) as error:
-        return fail("key show", str(error))
+        print(f"gnau key show: {error}", file=sys.stderr)
+        return 2
     except grpc.RpcError as error:
-        return fail("key show", refusal(args.target, error))
+        print(f"gnau key show: {refusal(args.target, error)}", file=sys.stderr)
+        return 2
     if not keys:
-        return fail("key show", f"the log {origin} has no key yet: start the service once")
+        print(
+            f"gnau key show: the log {origin} has no key yet: start the service once",
+            file=sys.stderr,
+        )
+        return 2
     print(f"origin   {origin}")
     print(f"current  {keys[-1]}")
     for earlier in reversed(keys[:-1]):
@@ -150,7 +156,8 @@ def run_rotate(args: argparse.Namespace) -> int:
         StoreError,
         OSError,
     ) as error:
-        return fail("key rotate", str(error))
+        print(f"gnau key rotate: {error}", file=sys.stderr)
+        return 2
     print("\n".join(lines))
     return 0
 

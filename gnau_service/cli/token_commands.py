@@ -23,9 +23,9 @@ import os
 import sys
 from pathlib import Path
 
-from gnau_service.audit.private_files import write_private_file
 from gnau_service.cli.failing import fail
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
+from gnau_service.common.private_files import write_private_file
 from gnau_service.server.grpc.auth import AuthConfigError, Role
 from gnau_service.server.process.config import ConfigError
 from gnau_service.server.process.tokens import (

@@ -1,7 +1,7 @@
 """The witness key file: one ``PRIVATE+KEY+<name>+<key ID>+<base64>`` line, mode 0600.
 
 The same rules as the log key (:mod:`gnau_service.audit.signing`): created whole, at 0600, never
-over an existing file (:func:`~gnau_service.audit.private_files.create_private_file`), and
+over an existing file (:func:`~gnau_service.common.private_files.create_private_file`), and
 refused on load if group or others may read it
 (:func:`~gnau_service.audit.signing.read_private_file`). The line is the skey form of
 :class:`~gnau_service.audit.cosignature.WitnessSigner`, which Go witness tooling reads too.
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from gnau_service.audit.cosignature import WitnessSigner
 from gnau_service.audit.note import KeyFormatError
-from gnau_service.audit.private_files import create_private_file
 from gnau_service.audit.signing import KeyFileError, read_private_file
+from gnau_service.common.private_files import create_private_file
 
 
 def create_witness_key(path: str | os.PathLike[str], name: str) -> WitnessSigner:
@@ -28,7 +28,7 @@ def create_witness_key(path: str | os.PathLike[str], name: str) -> WitnessSigner
 
 def load_witness_key(path: str | os.PathLike[str]) -> WitnessSigner:
     """The witness key in ``path``, refused if group or others may access the file (see
-    :mod:`~gnau_service.audit.secret_files`)."""
+    :mod:`~gnau_service.common.secret_files`)."""
     data = read_private_file(path, what="witness key file")
     try:
         return WitnessSigner.from_skey(data.decode("ascii").strip())

@@ -15,9 +15,9 @@ from gnau.v1 import dealer_pb2, dealer_pb2_grpc
 from gnau_client import GnauClient, Seat
 
 from gnau_service.audit.entries import EntryError, EntryKind, decode_entry
-from gnau_service.audit.key_handover import staged_key_path, write_key_file
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.signing import LogSigner
+from gnau_service.server.process.key_handover import staged_key_path, write_key_file
 from gnau_service.store import open_reader, open_store
 from tests.conftest import Run
 from tests.server.test_interceptors import error_info

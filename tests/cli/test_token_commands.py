@@ -18,7 +18,7 @@ from pathlib import Path
 import grpc
 from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
 
-from gnau_service.audit.private_files import write_private_file
+from gnau_service.common.private_files import write_private_file
 from tests.conftest import Run
 from tests.serving import REPO, served
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gnau_service.audit.secret_files import SecretFileProblem, refusal
+from gnau_service.common.secret_files import SecretFileProblem, refusal
 from tests.deploy.manifests import REPO
 
 OPERATIONS = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")

@@ -31,7 +31,6 @@ from grpc_reflection.v1alpha import reflection
 
 from gnau_service import __version__
 from gnau_service.audit.entries import EntryKind
-from gnau_service.audit.key_handover import key_file_source
 from gnau_service.audit.software import software_identity
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.edge.http import connection_cap, descriptor_limit
@@ -49,6 +48,7 @@ from gnau_service.server.process import gc_tuning
 from gnau_service.server.process.config import Settings, cannot_listen
 from gnau_service.server.process.database_wait import when_reachable
 from gnau_service.server.process.first_start import open_credentials, open_signer
+from gnau_service.server.process.key_handover import key_file_source
 from gnau_service.server.process.metrics import Metrics
 from gnau_service.server.process.request_retention import RequestRetention
 from gnau_service.server.process.store_health import StorageHealth

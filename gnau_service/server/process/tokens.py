@@ -16,8 +16,8 @@ first start, so that ``gnau play`` finds the local operator token), is read too:
 hashed on load and named ``legacy-`` and the first 8 hex digits of its hash. The next
 ``gnau token`` command rewrites the file in the format above.
 
-Changes are written whole (:func:`~gnau_service.audit.private_files.write_private_file`) under
-:func:`~gnau_service.audit.private_files.exclusive_lock`, so a server rereading the file sees
+Changes are written whole (:func:`~gnau_service.common.private_files.write_private_file`) under
+:func:`~gnau_service.common.private_files.exclusive_lock`, so a server rereading the file sees
 the old list or the new, and two ``gnau token`` commands at once lose neither change.
 
 No error message here quotes a value from the file: a malformed file may hold a token in any
@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Final
 
 from gnau_service.audit.entries import is_hash_hex
-from gnau_service.audit.private_files import (
+from gnau_service.audit.signing import KeyFileError, read_private_file
+from gnau_service.audit.timestamps import format_utc_timestamp
+from gnau_service.common.private_files import (
     create_private_file,
     exclusive_lock,
     write_private_file,
 )
-from gnau_service.audit.signing import KeyFileError, read_private_file
-from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.common.strict_json import JsonTextError, read_json
 from gnau_service.server.grpc.auth import AuthConfigError, Role, hash_token
 

@@ -23,8 +23,8 @@ from typing import Final
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.note import KeyFormatError
-from gnau_service.audit.private_files import sync_directory, write_private_file
 from gnau_service.audit.signing import KeyFileError, LogSigner, private_key_pem
+from gnau_service.common.private_files import sync_directory, write_private_file
 
 STAGED_SUFFIX: Final = ".next"
 

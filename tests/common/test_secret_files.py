@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gnau_service.audit.secret_files import SecretFileProblem, secret_file_problem
 from gnau_service.audit.signing import KeyFileError, read_private_file
+from gnau_service.common.secret_files import SecretFileProblem, secret_file_problem
 from tests.identity import (
     OTHER_GID,
     SERVICE_GID,
