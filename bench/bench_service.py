@@ -720,7 +720,7 @@ def run_dealer_alone(database: str, arguments: argparse.Namespace) -> dict[str, 
 
 
 def _answer(view: Any) -> Callable[..., Awaitable[Any]]:
-    async def step(self: Any, *arguments: Any) -> Any:
+    async def step(self: Any, *arguments: Any, **keywords: Any) -> Any:  # a step's deadline too
         return view
 
     return step
