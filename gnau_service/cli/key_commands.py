@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 from pathlib import Path
 from typing import Final
 
@@ -38,6 +37,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.note import KeyFormatError
 from gnau_service.audit.signing import KeyFileError, LogSigner, load_private_key
+from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import (
     TargetError,
     add_target_option,
@@ -106,17 +106,11 @@ def run_show(args: argparse.Namespace) -> int:
     try:
         origin, keys = _remote_keys(args) if args.target else _local_keys(settings_from_args(args))
     except (ConfigError, DatabaseUrlError, StoreError, TargetError, OSError) as error:
-        print(f"gnau key show: {error}", file=sys.stderr)
-        return 2
+        return fail("key show", str(error))
     except grpc.RpcError as error:
-        print(f"gnau key show: {refusal(args.target, error)}", file=sys.stderr)
-        return 2
+        return fail("key show", refusal(args.target, error))
     if not keys:
-        print(
-            f"gnau key show: the log {origin} has no key yet: start the service once",
-            file=sys.stderr,
-        )
-        return 2
+        return fail("key show", f"the log {origin} has no key yet: start the service once")
     print(f"origin   {origin}")
     print(f"current  {keys[-1]}")
     for earlier in reversed(keys[:-1]):
@@ -156,8 +150,7 @@ def run_rotate(args: argparse.Namespace) -> int:
         StoreError,
         OSError,
     ) as error:
-        print(f"gnau key rotate: {error}", file=sys.stderr)
-        return 2
+        return fail("key rotate", str(error))
     print("\n".join(lines))
     return 0
 
