@@ -22,7 +22,6 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from gnau_service.audit.bundle import BundleReport, CannotVerifyError, verify_bundle, write_bundle
 from gnau_service.audit.note import Verifier
@@ -47,6 +46,7 @@ from gnau_service.store.backup import (
     restore_postgres,
     restore_sqlite,
 )
+from gnau_service.store.connections import Connection
 from gnau_service.store.schema import (
     SchemaState,
     create_schema,
@@ -144,7 +144,7 @@ def _existing_backend(url: str) -> Backend:
 
 
 @contextlib.contextmanager
-def _connection(backend: Backend) -> Iterator[Any]:
+def _connection(backend: Backend) -> Iterator[Connection]:
     try:
         connection = backend.connect()
         try:

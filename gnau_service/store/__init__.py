@@ -11,6 +11,7 @@ A round step travels down these modules, and its answer back up:
 - :mod:`~gnau_service.store.waiting`: the callers waiting for integration, and their replies;
 - :mod:`~gnau_service.store.backend`, :mod:`~gnau_service.store.sqlite`,
   :mod:`~gnau_service.store.postgres`: the databases (connections, dialect, errors);
+- :mod:`~gnau_service.store.connections`: a connection as the shared code uses it, either driver's;
 - :mod:`~gnau_service.store.reader`: reads of the log (:class:`LogReader`);
 - :mod:`~gnau_service.store.schema`, :mod:`~gnau_service.store.migrations`: the schema.
 """

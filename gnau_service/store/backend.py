@@ -1,9 +1,11 @@
 """A SQL database as the store sees it: its connections, its dialect, and its errors.
 
-Each backend (:mod:`~gnau_service.store.sqlite`, :mod:`~gnau_service.store.postgres`) also says
-how its steps' events reach the log (:meth:`Backend.coordinate`): SQLite's step transactions
-integrate their own events (:mod:`~gnau_service.store.in_step`); PostgreSQL's processes elect a
-sequencer (:mod:`~gnau_service.store.step_writers`, :mod:`~gnau_service.store.sequencer`).
+Its connections are the drivers' own, as the store's shared code uses them
+(:class:`~gnau_service.store.connections.Connection`). Each backend
+(:mod:`~gnau_service.store.sqlite`, :mod:`~gnau_service.store.postgres`) also says how its steps'
+events reach the log (:meth:`Backend.coordinate`): SQLite's step transactions integrate their own
+events (:mod:`~gnau_service.store.in_step`); PostgreSQL's processes elect a sequencer
+(:mod:`~gnau_service.store.step_writers`, :mod:`~gnau_service.store.sequencer`).
 """
 
 from __future__ import annotations
@@ -12,14 +14,13 @@ import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, ClassVar, Final
+from typing import ClassVar, Final
 
+from gnau_service.store.connections import Connection, Row
 from gnau_service.store.coordination import Coordination, WritingStore
 from gnau_service.store.errors import StoreUnavailable
 from gnau_service.store.head_notices import HeadNotice
 from gnau_service.store.migrations import Migration
-
-Row = tuple[Any, ...]
 
 #: The log's current key: the one whose ``since_size`` is the largest (a rotation's new key
 #: starts after the rotation entry). Read in its own statement after the head's lock is held: a
@@ -56,16 +57,16 @@ class Backend(ABC):
     hold_lease_sql: str | None = None
 
     @abstractmethod
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         """A new autocommit connection, for a writer (or a schema change)."""
 
-    def connect_log_work(self) -> Any:
+    def connect_log_work(self) -> Connection:
         """A new autocommit connection for log-level work outside the sequencer (a key rotation);
         PostgreSQL bounds its waits by the lease, as the sequencer's work session's."""
         return self.connect()
 
     @abstractmethod
-    def reader(self) -> AbstractContextManager[Any]:
+    def reader(self) -> AbstractContextManager[Connection]:
         """A connection for reads, borrowed for the ``with`` block."""
 
     @abstractmethod
@@ -75,20 +76,20 @@ class Backend(ABC):
     # -- the schema (see gnau_service.store.schema) -----------------------------------------
 
     @abstractmethod
-    def schema_version(self, connection: Any) -> int:
+    def schema_version(self, connection: Connection) -> int:
         """The schema version the database records: 0 if it records none (plain reads)."""
 
     @abstractmethod
-    def has_table(self, connection: Any, table: str) -> bool:
+    def has_table(self, connection: Connection, table: str) -> bool:
         """Whether the database has ``table``; asking never fails a transaction."""
 
     @abstractmethod
-    def schema_change(self, connection: Any) -> AbstractContextManager[None]:
+    def schema_change(self, connection: Connection) -> AbstractContextManager[None]:
         """The transaction of a schema change: started processes take turns on it, and it holds
         off writers; committed at the end of the block, rolled back if it raises."""
 
     @abstractmethod
-    def apply_migration(self, connection: Any, migration: Migration) -> None:
+    def apply_migration(self, connection: Connection, migration: Migration) -> None:
         """Run ``migration``'s script in the open schema change, and record its version."""
 
     # -- statements -------------------------------------------------------------------------
@@ -97,19 +98,19 @@ class Backend(ABC):
         """``text`` with its ``?`` placeholders in the backend's style."""
         return text
 
-    def run(self, connection: Any, text: str, params: Sequence[object] = ()) -> list[Row]:
+    def run(self, connection: Connection, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement; a SELECT's rows are fetched."""
         cursor = connection.execute(self.sql(text), tuple(params))
         return list(cursor.fetchall()) if is_query(text) else []
 
     def run_queries(
-        self, connection: Any, queries: Sequence[tuple[str, Sequence[object]]]
+        self, connection: Connection, queries: Sequence[tuple[str, Sequence[object]]]
     ) -> list[list[Row]]:
         """Run several SELECTs, then fetch the rows of each."""
         cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
         return [list(cursor.fetchall()) for cursor in cursors]
 
-    def run_together(self, connection: Any, statements: Sequence[str]) -> list[Row]:
+    def run_together(self, connection: Connection, statements: Sequence[str]) -> list[Row]:
         """Run parameterless statements in order, and return the rows of the last SELECT among
         them; PostgreSQL sends them as one message (one round trip, not one each)."""
         rows: list[Row] = []
@@ -119,30 +120,23 @@ class Backend(ABC):
                 rows = result
         return rows
 
-    def read_pending(self, connection: Any, limit: int) -> list[Row]:
+    def read_pending(self, connection: Connection, limit: int) -> list[Row]:
         """The first ``limit`` events waiting for the sequencer, in id order."""
         return self.run(connection, PENDING_SQL, (limit,))
 
+    @abstractmethod
     def insert_rows(
-        self, connection: Any, table: str, columns: Mapping[str, str], rows: Sequence[Row]
+        self, connection: Connection, table: str, columns: Mapping[str, str], rows: Sequence[Row]
     ) -> None:
         """Insert ``rows`` into ``table``: the sequencer's bulk write. ``columns`` maps each
-        column a row gives a value of, in order, to its PostgreSQL type. Here (SQLite,
-        in-process) one prepared statement, run for every row; PostgreSQL streams them in one
-        binary COPY."""
-        names = ", ".join(columns)
-        marks = ", ".join("?" for _ in columns)
-        connection.executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)  # noqa: S608  (the store's own names)
+        column a row gives a value of, in order, to its PostgreSQL type."""
 
-    def index_pending(self, connection: Any, indices: Mapping[int, int]) -> None:
+    @abstractmethod
+    def index_pending(self, connection: Connection, indices: Mapping[int, int]) -> None:
         """Give integrated pending events (by id) their log index, and drop their payloads,
         which are in the entries now."""
-        connection.executemany(
-            "UPDATE log_pending SET idx = ?, payload = NULL WHERE id = ?",
-            [(index, pending_id) for pending_id, index in indices.items()],
-        )
 
-    def announce_size(self, connection: Any, notice: HeadNotice) -> None:  # noqa: B027
+    def announce_size(self, connection: Connection, notice: HeadNotice) -> None:  # noqa: B027
         """Tell other processes, when this transaction commits, that the log has grown (to
         ``notice.size``, integrating ``notice.indices``: PostgreSQL's NOTIFY). Processes of a
         database without it (most have none) learn by polling."""
@@ -193,13 +187,13 @@ class Backend(ABC):
 
     # -- connections ------------------------------------------------------------------------
 
-    def rollback_quietly(self, connection: Any) -> None:
+    def rollback_quietly(self, connection: Connection) -> None:
         # The connection is replaced after a failed transaction, so a failed rollback changes
         # nothing.
         with contextlib.suppress(Exception):
             self.run(connection, "ROLLBACK")
 
-    def close_quietly(self, connection: Any) -> None:
+    def close_quietly(self, connection: Connection) -> None:
         with contextlib.suppress(Exception):
             connection.close()
 

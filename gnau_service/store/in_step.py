@@ -33,6 +33,7 @@ from time import perf_counter
 from typing import Any, Protocol, TypeVar
 
 from gnau_service.store.backend import Backend
+from gnau_service.store.connections import Connection
 from gnau_service.store.coordination import Coordination, Integrated, QueuedUnit, WritingStore
 from gnau_service.store.sequencer import SEQUENCE_BATCH, Integration, integrate
 from gnau_service.store.steps import MAX_BATCH, StepBatch
@@ -41,7 +42,7 @@ T = TypeVar("T")
 
 #: Begins a step transaction on a connection if that needs no waiting (the write lock is free
 #: now); whether it began.
-BeginAtOnce = Callable[[Any], bool]
+BeginAtOnce = Callable[[Connection], bool]
 
 
 class WriterTurn(Protocol):
@@ -71,7 +72,7 @@ class InStepBatch(StepBatch):
         super().__init__(backend, store, batch)
         self.integrations: list[Integration] = []
 
-    def integrate(self, connection: Any) -> None:
+    def integrate(self, connection: Connection) -> None:
         integrations = self.integrations
         while not integrations or len(integrations[-1].indices) == SEQUENCE_BATCH:
             integrations.append(integrate(self.backend, connection, self.store.signer_for))
@@ -141,7 +142,7 @@ class LoopSteps:
         self._pending: list[QueuedUnit[Any]] = []
         self._draining: asyncio.Task[None] | None = None  # held: the loop keeps only a weak one
         self._closing = False
-        self._connection: Any = None
+        self._connection: Connection | None = None
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="gnau-store-commit")
 
     def close(self) -> None:
@@ -201,7 +202,7 @@ class LoopSteps:
                 turn.release()
         steps.finish()
 
-    def _commit_in_turn(self, steps: InStepBatch, connection: Any) -> None:
+    def _commit_in_turn(self, steps: InStepBatch, connection: Connection) -> None:
         """COMMIT, then at once hand the turn to a process waiting for it."""
         try:
             steps.commit(connection)

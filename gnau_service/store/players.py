@@ -21,9 +21,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from gnau_service.store.backend import Row
+from gnau_service.store.connections import Row
 from gnau_service.store.reader import LogReader
 from gnau_service.store.transaction import Transaction
 
@@ -170,5 +170,5 @@ def _secret(row: Row) -> bytes:
     return bytes(row[0])
 
 
-def _seat(row: tuple[Any, ...]) -> PlayerSeat:
+def _seat(row: Row) -> PlayerSeat:
     return PlayerSeat(str(row[0]), str(row[1]), str(row[2]), int(row[3]))

@@ -26,13 +26,15 @@ import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from time import monotonic
-from typing import Any, Final
+from typing import Final
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import TupleRow
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from gnau_service.store.backend import Backend, Row
+from gnau_service.store.backend import Backend
+from gnau_service.store.connections import Connection, Row
 from gnau_service.store.coordination import Coordination, WritingStore
 from gnau_service.store.errors import DatabaseUnreachable, StoreError
 from gnau_service.store.head_notices import HeadNotice
@@ -134,7 +136,7 @@ class PostgresBackend(Backend):
     def __str__(self) -> str:
         return redacted_url(self.url)
 
-    def connect(self) -> psycopg.Connection[Any]:
+    def connect(self) -> psycopg.Connection[TupleRow]:
         return self._open(self.url)
 
     def coordinate(self, store: WritingStore) -> Coordination:
@@ -142,16 +144,18 @@ class PostgresBackend(Backend):
 
     # -- the election (gnau_service.store.sequencer.Election) ---------------------------------
 
-    def connect_sequencer(self, application_name: str, *, work: bool) -> psycopg.Connection[Any]:
+    def connect_sequencer(
+        self, application_name: str, *, work: bool
+    ) -> psycopg.Connection[TupleRow]:
         settings = session_settings(self.lease_seconds) if work else {}
         return self._connect_bounded(application_name, settings)
 
-    def connect_log_work(self) -> psycopg.Connection[Any]:
+    def connect_log_work(self) -> psycopg.Connection[TupleRow]:
         # A key rotation holds the head and the lease's row like an integration: the same
         # bounded session, named so that pg_stat_activity tells it from the sequencer's.
         return self.connect_sequencer(f"{LOG_WORK_APPLICATION_NAME}-{os.getpid()}", work=True)
 
-    def connect_step_writer(self) -> psycopg.Connection[Any]:
+    def connect_step_writer(self) -> psycopg.Connection[TupleRow]:
         # A frozen process's step holds its round's row: ended after the lease, so that the
         # round's next step on another replica waits no longer than that.
         idle = session_settings(self.lease_seconds)["idle_in_transaction_session_timeout"]
@@ -159,7 +163,7 @@ class PostgresBackend(Backend):
 
     def _connect_bounded(
         self, application_name: str | None, settings: Mapping[str, str]
-    ) -> psycopg.Connection[Any]:
+    ) -> psycopg.Connection[TupleRow]:
         connection = self._open(make_conninfo(self.url, application_name=application_name))
         try:
             for name, value in settings.items():
@@ -169,7 +173,7 @@ class PostgresBackend(Backend):
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
         return connection
 
-    def _open(self, conninfo: str) -> psycopg.Connection[Any]:
+    def _open(self, conninfo: str) -> psycopg.Connection[TupleRow]:
         try:
             return psycopg.connect(make_conninfo(conninfo, **self._parameters), autocommit=True)
         except psycopg.OperationalError as error:
@@ -177,7 +181,7 @@ class PostgresBackend(Backend):
         except psycopg.Error as error:
             raise StoreError(f"{self}: cannot connect: {first_line(error)}") from error
 
-    def take_lease(self, work: psycopg.Connection[Any], holder: str) -> Lease | None:
+    def take_lease(self, work: psycopg.Connection[TupleRow], holder: str) -> Lease | None:
         row = work.execute(TAKE_SQL, (holder, self.lease_seconds)).fetchone()
         if row is None and self._end_overdue_holder(work):
             row = work.execute(TAKE_SQL, (holder, self.lease_seconds)).fetchone()
@@ -185,7 +189,7 @@ class PostgresBackend(Backend):
             self._overdue_warning = ""
         return None if row is None else Lease(int(row[0]), self.lease_seconds)
 
-    def _end_overdue_holder(self, work: psycopg.Connection[Any]) -> bool:
+    def _end_overdue_holder(self, work: psycopg.Connection[TupleRow]) -> bool:
         """End the session whose transaction has held the expired lease's row past the lease
         (step 4 of lease.py's protocol); whether one was ended."""
         wait = int(END_WAIT_SECONDS * 1000)
@@ -226,7 +230,7 @@ class PostgresBackend(Backend):
             log.warning("%s", warning)
             self._overdue_warning = warning
 
-    def progress(self, connection: psycopg.Connection[Any]) -> LogProgress:
+    def progress(self, connection: psycopg.Connection[TupleRow]) -> LogProgress:
         row = connection.execute(PROGRESS_SQL).fetchone()
         if row is None:  # the lease's row is made by its migration, and never deleted
             raise StoreError(f"{self}: the table log_lease has no row")
@@ -235,13 +239,13 @@ class PostgresBackend(Backend):
             int(epoch), str(holder), float(age), bool(expired), float(oldest or 0.0), monotonic()
         )
 
-    def listen(self, session: psycopg.Connection[Any]) -> None:
+    def listen(self, session: psycopg.Connection[TupleRow]) -> None:
         session.execute(f"LISTEN {HEAD_CHANNEL}".encode())
 
-    def listen_for_steps(self, session: psycopg.Connection[Any]) -> None:
+    def listen_for_steps(self, session: psycopg.Connection[TupleRow]) -> None:
         session.execute(f"LISTEN {PENDING_CHANNEL}".encode())
 
-    def notifications(self, session: psycopg.Connection[Any]) -> Notices:
+    def notifications(self, session: psycopg.Connection[TupleRow]) -> Notices:
         heads: list[HeadNotice] = []
         steps = False
         for notification in session.notifies(timeout=0):
@@ -253,15 +257,15 @@ class PostgresBackend(Backend):
 
     # -- statements -------------------------------------------------------------------------
 
-    def run_together(
-        self, connection: psycopg.Connection[Any], statements: Sequence[str]
-    ) -> list[tuple[Any, ...]]:
+    def run_together(self, connection: Connection, statements: Sequence[str]) -> list[Row]:
         # One simple-protocol Query message: its statements run in order, each with its own
         # snapshot, inside the transaction the message begins or continues (or each in its own
         # after a COMMIT), and the first that fails stops the rest. Never prepared: a prepared
         # statement is one statement.
-        cursor = connection.execute("; ".join(statements).encode(), prepare=False)
-        rows: list[tuple[Any, ...]] = []
+        cursor = psycopg_connection(connection).execute(
+            "; ".join(statements).encode(), prepare=False
+        )
+        rows: list[Row] = []
         while True:
             if cursor.description is not None:
                 rows = cursor.fetchall()
@@ -277,19 +281,19 @@ class PostgresBackend(Backend):
         )
 
     @contextmanager
-    def reader(self) -> Iterator[psycopg.Connection[Any]]:
+    def reader(self) -> Iterator[psycopg.Connection[TupleRow]]:
         with self._pool.connection() as connection:
             yield connection
 
-    def schema_version(self, connection: psycopg.Connection[Any]) -> int:
+    def schema_version(self, connection: Connection) -> int:
         return schema_version(connection)
 
-    def has_table(self, connection: psycopg.Connection[Any], table: str) -> bool:
+    def has_table(self, connection: Connection, table: str) -> bool:
         return table_exists(connection, table)
 
     @contextmanager
-    def schema_change(self, connection: psycopg.Connection[Any]) -> Iterator[None]:
-        with connection.transaction():
+    def schema_change(self, connection: Connection) -> Iterator[None]:
+        with psycopg_connection(connection).transaction():
             # Starting processes take turns on a transaction-level advisory lock.
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (SCHEMA_LOCK,))
             settings = session_settings(self.lease_seconds)
@@ -302,8 +306,8 @@ class PostgresBackend(Backend):
                 connection.execute("SELECT 1 FROM log_head WHERE id = 1 FOR UPDATE")
             yield
 
-    def apply_migration(self, connection: psycopg.Connection[Any], migration: Migration) -> None:
-        connection.execute(migration.script(Dialect.POSTGRESQL).encode())
+    def apply_migration(self, connection: Connection, migration: Migration) -> None:
+        psycopg_connection(connection).execute(migration.script(Dialect.POSTGRESQL).encode())
         connection.execute(SET_VERSION, (migration.version,))
 
     def sql(self, text: str) -> str:
@@ -313,28 +317,25 @@ class PostgresBackend(Backend):
         self._pool.close()
 
     def insert_rows(
-        self,
-        connection: psycopg.Connection[Any],
-        table: str,
-        columns: Mapping[str, str],
-        rows: Sequence[Row],
+        self, connection: Connection, table: str, columns: Mapping[str, str], rows: Sequence[Row]
     ) -> None:
         # A binary COPY: one statement whose text never changes (a multi-row INSERT's changed
         # with the row count, and psycopg parsed each anew), and bytes sent as they are (text
         # COPY writes bytea in hex, which both sides spend CPU on).
         statement = f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
-        with connection.cursor() as cursor, cursor.copy(statement.encode()) as copy:
+        with (
+            psycopg_connection(connection).cursor() as cursor,
+            cursor.copy(statement.encode()) as copy,
+        ):
             copy.set_types(list(columns.values()))
             for row in rows:
                 copy.write_row(row)
 
-    def read_pending(self, connection: psycopg.Connection[Any], limit: int) -> list[Row]:
+    def read_pending(self, connection: Connection, limit: int) -> list[Row]:
         self.run(connection, PENDING_PLAN_SQL)
         return super().read_pending(connection, limit)
 
-    def index_pending(
-        self, connection: psycopg.Connection[Any], indices: Mapping[int, int]
-    ) -> None:
+    def index_pending(self, connection: Connection, indices: Mapping[int, int]) -> None:
         # One statement of two arrays, whatever the batch's size.
         connection.execute(
             "UPDATE log_pending SET idx = pending.idx, payload = NULL"
@@ -343,9 +344,11 @@ class PostgresBackend(Backend):
             (list(indices.keys()), list(indices.values())),
         )
 
-    def announce_size(self, connection: psycopg.Connection[Any], notice: HeadNotice) -> None:
+    def announce_size(self, connection: Connection, notice: HeadNotice) -> None:
         # NOTIFY takes no parameters; the payload is integers the store computed, and spaces.
-        connection.execute(f"NOTIFY {HEAD_CHANNEL}, '{notice.encode()}'".encode())
+        psycopg_connection(connection).execute(
+            f"NOTIFY {HEAD_CHANNEL}, '{notice.encode()}'".encode()
+        )
 
     async def watch_sizes(self) -> AsyncIterator[int]:
         # Its own connection: LISTEN is a session's, and a pooled one would be handed on.
@@ -367,14 +370,21 @@ class PostgresBackend(Backend):
         )
 
 
-def table_exists(connection: psycopg.Connection[Any], table: str) -> bool:
+def psycopg_connection(connection: Connection) -> psycopg.Connection[TupleRow]:
+    """``connection`` as psycopg's own class, for what only it has (COPY, a transaction block,
+    a query given as bytes): a backend is handed only the connections it opened itself."""
+    assert isinstance(connection, psycopg.Connection)
+    return connection
+
+
+def table_exists(connection: Connection, table: str) -> bool:
     """Whether ``table`` is on the search path; asking this way never fails, so never aborts
     the transaction it is asked in."""
     row = connection.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
     return bool(row and row[0])
 
 
-def schema_version(connection: psycopg.Connection[Any]) -> int:
+def schema_version(connection: Connection) -> int:
     """The database's schema version: 0 for one made before versions were kept, or empty."""
     if not table_exists(connection, "gnau_schema"):
         return 0

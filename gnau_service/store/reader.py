@@ -7,12 +7,13 @@ is a reader that also writes.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import LogHead
 from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_proof
-from gnau_service.store.backend import CURRENT_KEY_SQL, Backend, Row
+from gnau_service.store.backend import CURRENT_KEY_SQL, Backend
+from gnau_service.store.connections import Connection, Row
 from gnau_service.store.errors import StoreError
 from gnau_service.store.transaction import pending_indices_sql
 
@@ -163,7 +164,7 @@ class LogReader:
 class NodeReader:
     """Complete-subtree hashes, read from the log_nodes table."""
 
-    def __init__(self, backend: Backend, connection: Any) -> None:
+    def __init__(self, backend: Backend, connection: Connection) -> None:
         self._backend = backend
         self._connection = connection
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
+from gnau_service.store.connections import Row
 from gnau_service.store.reader import LogReader
 from gnau_service.store.transaction import Transaction
 
@@ -171,9 +172,9 @@ def save_request(tx: Transaction, request: StoredRequest) -> None:
     )
 
 
-def _request(row: tuple[Any, ...]) -> StoredRequest:
+def _request(row: Row) -> StoredRequest:
     return StoredRequest(*(str(value) for value in row))
 
 
-def _round(row: tuple[Any, ...]) -> StoredRound:
+def _round(row: Row) -> StoredRound:
     return StoredRound(*(str(value) for value in row))

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from gnau_service import __version__
 from gnau_service.store.backend import Backend
+from gnau_service.store.connections import Connection
 from gnau_service.store.errors import StoreError
 from gnau_service.store.migrations import HISTORY_TABLE, MIGRATIONS, AppliedMigration, Migration
 from gnau_service.store.transaction import utc_now
@@ -96,7 +97,7 @@ def first_line(error: BaseException) -> str:
     return lines[0].strip() if lines else type(error).__name__
 
 
-def schema_state(backend: Backend, connection: Any) -> SchemaState:
+def schema_state(backend: Backend, connection: Connection) -> SchemaState:
     """The schema version ``backend``'s database records, and whether it is empty (plain
     reads)."""
     # Emptiness first: a migration that makes the tables records the version in the same
@@ -106,7 +107,7 @@ def schema_state(backend: Backend, connection: Any) -> SchemaState:
 
 
 def create_schema(
-    backend: Backend, connection: Any, *, migrate: bool = False
+    backend: Backend, connection: Connection, *, migrate: bool = False
 ) -> Sequence[Migration]:
     """Bring the schema up to date as :func:`migrations_to_run` says (an empty database gets it
     all; an older one only if ``migrate``), or raise its refusal; the migrations applied, all in
@@ -130,7 +131,7 @@ def create_schema(
         raise StoreError(f"{backend}: cannot set up the schema: {first_line(error)}") from error
 
 
-def record_applied(backend: Backend, connection: Any, migration: Migration) -> None:
+def record_applied(backend: Backend, connection: Connection, migration: Migration) -> None:
     """Add ``migration`` to the history, once the table for it exists (from migration 2 on)."""
     if backend.has_table(connection, HISTORY_TABLE):
         backend.run(
@@ -141,7 +142,7 @@ def record_applied(backend: Backend, connection: Any, migration: Migration) -> N
         )
 
 
-def read_history(backend: Backend, connection: Any) -> list[AppliedMigration]:
+def read_history(backend: Backend, connection: Connection) -> list[AppliedMigration]:
     """The migration history, oldest first; empty where there is none yet."""
     if not backend.has_table(connection, HISTORY_TABLE):
         return []

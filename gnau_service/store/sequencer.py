@@ -46,14 +46,15 @@ import os
 import select
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from time import perf_counter
-from typing import Any, Final, NamedTuple, Protocol
+from typing import Final, Generic, NamedTuple, Protocol, TypeVar
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import AppendedEntry, LogAppender, LogHead
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store.backend import CURRENT_KEY_SQL, Backend
+from gnau_service.store.connections import Connection, ListeningConnection
 from gnau_service.store.coordination import Integrated, WritingStore
 from gnau_service.store.errors import KeyNotCurrent
 from gnau_service.store.head_notices import HeadNotice
@@ -79,9 +80,11 @@ log = logging.getLogger(__name__)
 
 #: Appends a log-level entry (a key rotation) after the batch's pending events, in the same
 #: transaction, under the same head lock.
-LogLevelWork = Callable[[LogAppender, Any], AppendedEntry]
+LogLevelWork = Callable[[LogAppender, Connection], AppendedEntry]
 #: Gives the signer of the log's current key (given that key), or raises KeyNotCurrent.
 SignerFor = Callable[[str | None], LogSigner]
+#: The connections of an election's database, as its driver opens them (psycopg's).
+SessionT = TypeVar("SessionT", bound=ListeningConnection)
 
 
 class Integration(NamedTuple):
@@ -95,7 +98,7 @@ class Integration(NamedTuple):
 
 def integrate(
     backend: Backend,
-    connection: Any,
+    connection: Connection,
     signer_for: SignerFor,
     *,
     log_level: LogLevelWork | None = None,
@@ -105,7 +108,10 @@ def integrate(
     transaction (then a ``log_level`` entry, if given); nothing is committed here. With a
     ``lease``, renew it under the head lock first, or raise Deposed; without one, hold the
     lease's row where the backend has one (a key rotation's transaction)."""
-    queries: list[tuple[str, Any]] = [(backend.read_head_sql, ()), (CURRENT_KEY_SQL, ())]
+    queries: list[tuple[str, Sequence[object]]] = [
+        (backend.read_head_sql, ()),
+        (CURRENT_KEY_SQL, ()),
+    ]
     if lease is not None:
         queries.append(lease.renewal())
     elif backend.hold_lease_sql is not None:
@@ -136,7 +142,7 @@ def integrate(
 
 def write_log(
     backend: Backend,
-    connection: Any,
+    connection: Connection,
     appender: LogAppender,
     appended: list[AppendedEntry],
     indices: Mapping[int, int],
@@ -171,7 +177,7 @@ def write_log(
 
 def sequence(
     backend: Backend,
-    connection: Any,
+    connection: Connection,
     signer_for: SignerFor,
     *,
     log_level: LogLevelWork | None = None,
@@ -201,7 +207,7 @@ class Notices(NamedTuple):
     steps: bool
 
 
-class Election(Protocol):
+class Election(Protocol[SessionT]):
     """How processes elect the log's sequencer and tell each other of its work: the lease
     (:mod:`~gnau_service.store.lease`) and LISTEN/NOTIFY
     (:class:`~gnau_service.store.postgres.PostgresBackend`)."""
@@ -212,38 +218,38 @@ class Election(Protocol):
     #: How long the lease lasts after each renewal (seconds).
     lease_seconds: float
 
-    def connect_sequencer(self, application_name: str, *, work: bool) -> Any:
+    def connect_sequencer(self, application_name: str, *, work: bool) -> SessionT:
         """A connection of the sequencer: its ``work`` session (integrations, the lease), whose
         every wait is bounded by the lease, or its notice session."""
         ...
 
-    def connect_step_writer(self) -> Any:
+    def connect_step_writer(self) -> SessionT:
         """A step writer's connection, on which a transaction idle for the lease is ended."""
         ...
 
-    def take_lease(self, work: Any, holder: str) -> Lease | None:
+    def take_lease(self, work: SessionT, holder: str) -> Lease | None:
         """Take the log's lease on ``work`` if it is free (expired, or its holder gone), first
         ending the session of a transaction that holds its row past the lease."""
         ...
 
-    def progress(self, connection: Any) -> LogProgress:
+    def progress(self, connection: SessionT) -> LogProgress:
         """The lease, and how long the oldest event in the outbox has waited."""
         ...
 
-    def listen(self, session: Any) -> None:
+    def listen(self, session: SessionT) -> None:
         """Hear, on ``session``, the log growing."""
         ...
 
-    def listen_for_steps(self, session: Any) -> None:
+    def listen_for_steps(self, session: SessionT) -> None:
         """Hear, on ``session`` too, steps committing events (the sequencer alone does)."""
         ...
 
-    def notifications(self, session: Any) -> Notices:
+    def notifications(self, session: SessionT) -> Notices:
         """The notices ``session`` has received."""
         ...
 
 
-class Sequencer:
+class Sequencer(Generic[SessionT]):
     """The PostgreSQL sequencer of one store, on a thread of its own: it keeps trying to take the
     log's lease, and while it holds it integrates pending events whenever a step commits (in
     this process: :meth:`wake`; in another: NOTIFY on the pending channel, which it listens to
@@ -252,7 +258,7 @@ class Sequencer:
     whose waiting callers may be answered; and every sweep reads the log's progress
     (:attr:`progress`), by which the service reports a stalled log."""
 
-    def __init__(self, backend: Backend, election: Election, store: WritingStore) -> None:
+    def __init__(self, backend: Backend, election: Election[SessionT], store: WritingStore) -> None:
         self._backend = backend
         self._election = election
         self._store = store
@@ -311,7 +317,7 @@ class Sequencer:
                         backend.close_quietly(connection)
         self.lease = None
 
-    def _serve(self, session: Any, work: Any) -> None:
+    def _serve(self, session: SessionT, work: SessionT) -> None:
         election = self._election
         next_election = 0.0
         next_sweep = 0.0
@@ -341,7 +347,8 @@ class Sequencer:
                 next_sweep = perf_counter() + SWEEP_SECONDS
             wait_until = next_sweep if self.lease is not None else min(next_sweep, next_election)
             timeout = max(0.0, wait_until - perf_counter())
-            readable, _, _ = select.select([session.fileno(), self._wake_reader], [], [], timeout)
+            watched: list[int | socket.socket] = [session.fileno(), self._wake_reader]
+            readable, _, _ = select.select(watched, [], [], timeout)
             if self._wake_reader in readable:
                 self._drain_wakes()
                 pending = True
@@ -354,7 +361,7 @@ class Sequencer:
             # What this process's steps committed last is integrated before it lets go.
             self._integrate_all(work, self.lease)
 
-    def _integrate_all(self, work: Any, lease: Lease) -> None:
+    def _integrate_all(self, work: SessionT, lease: Lease) -> None:
         try:
             while not self._stopping.is_set():
                 done = sequence(self._backend, work, self._store.signer_for, lease=lease)

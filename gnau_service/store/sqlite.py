@@ -23,13 +23,14 @@ import sqlite3
 import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
 from gnau_service.store.backend import Backend
+from gnau_service.store.connections import Connection, Row
 from gnau_service.store.coordination import Coordination, WritingStore
 from gnau_service.store.errors import ScrubIncomplete, StoreError
 from gnau_service.store.in_step import InStepIntegration
@@ -235,15 +236,15 @@ class SqliteBackend(Backend):
         """The file whose ``flock`` is the writers' turn (see :class:`FileTurn`)."""
         return self.path.with_name(self.path.name + TURN_SUFFIX)
 
-    def schema_version(self, connection: sqlite3.Connection) -> int:
-        return user_version(connection)
+    def schema_version(self, connection: Connection) -> int:
+        return user_version(sqlite_connection(connection))
 
-    def has_table(self, connection: sqlite3.Connection, table: str) -> bool:
+    def has_table(self, connection: Connection, table: str) -> bool:
         query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
         return connection.execute(query, (table,)).fetchone() is not None
 
     @contextmanager
-    def schema_change(self, connection: sqlite3.Connection) -> Iterator[None]:
+    def schema_change(self, connection: Connection) -> Iterator[None]:
         # BEGIN IMMEDIATE takes the write lock, so starting processes take turns, and a live
         # writer's batch is waited for (the busy timeout).
         connection.execute("BEGIN IMMEDIATE")
@@ -256,12 +257,28 @@ class SqliteBackend(Backend):
                 connection.execute("ROLLBACK")
             raise
 
-    def apply_migration(self, connection: sqlite3.Connection, migration: Migration) -> None:
+    def apply_migration(self, connection: Connection, migration: Migration) -> None:
         for statement in split_statements(migration.script(Dialect.SQLITE)):
             connection.execute(statement)
         connection.execute(f"PRAGMA user_version = {migration.version:d}")
 
-    def begin_at_once(self, connection: sqlite3.Connection) -> bool:
+    def insert_rows(
+        self, connection: Connection, table: str, columns: Mapping[str, str], rows: Sequence[Row]
+    ) -> None:
+        """One prepared statement, run for every row (in-process, so no round trips to save)."""
+        names = ", ".join(columns)
+        marks = ", ".join("?" for _ in columns)
+        sqlite_connection(connection).executemany(
+            f"INSERT INTO {table} ({names}) VALUES ({marks})", rows
+        )
+
+    def index_pending(self, connection: Connection, indices: Mapping[int, int]) -> None:
+        sqlite_connection(connection).executemany(
+            "UPDATE log_pending SET idx = ?, payload = NULL WHERE id = ?",
+            [(index, pending_id) for pending_id, index in indices.items()],
+        )
+
+    def begin_at_once(self, connection: Connection) -> bool:
         """Begin a step transaction if that needs no waiting (the write lock is free now);
         whether it began."""
         # Without the busy handler: BEGIN IMMEDIATE takes the write lock if it is free (then it
@@ -344,6 +361,13 @@ class FileTurn:
         descriptor, self._descriptor = self._descriptor, None
         if descriptor is not None:
             os.close(descriptor)  # which lets the lock go
+
+
+def sqlite_connection(connection: Connection) -> sqlite3.Connection:
+    """``connection`` as SQLite's own class, for what only it has: a backend is handed only the
+    connections it opened itself."""
+    assert isinstance(connection, sqlite3.Connection)
+    return connection
 
 
 def user_version(connection: sqlite3.Connection) -> int:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Final
+from typing import Any, Final, Generic
 
 from gnau_service.store.backend import Backend
+from gnau_service.store.connections import Connection
 from gnau_service.store.coordination import Coordination, QueuedUnit, WritingStore
 from gnau_service.store.errors import StoreUnavailable
 from gnau_service.store.lease import LogProgress
-from gnau_service.store.sequencer import Election, Sequencer
+from gnau_service.store.sequencer import Election, Sequencer, SessionT
 from gnau_service.store.steps import MAX_BATCH, StepBatch
 from gnau_service.store.waiting import Reply, deliver
 
@@ -32,15 +33,17 @@ _STOP: Final = object()
 log = logging.getLogger(__name__)
 
 
-class SequencedBatch(StepBatch):
+class SequencedBatch(StepBatch, Generic[SessionT]):
     """A step transaction whose events the elected sequencer integrates."""
 
-    def __init__(self, coordination: ElectedSequencer, batch: list[QueuedUnit[Any]]) -> None:
+    def __init__(
+        self, coordination: ElectedSequencer[SessionT], batch: list[QueuedUnit[Any]]
+    ) -> None:
         super().__init__(coordination.backend, coordination.store, batch)
         self.sequencer = coordination.sequencer
         self.election = coordination.election
 
-    def integrate(self, connection: Any) -> None:
+    def integrate(self, connection: Connection) -> None:
         pass  # the sequencer does, once the COMMIT has made the events visible to it
 
     def commit_statements(self) -> list[str]:
@@ -58,11 +61,11 @@ class SequencedBatch(StepBatch):
             self.sequencer.wake()
 
 
-class ElectedSequencer(Coordination):
+class ElectedSequencer(Coordination, Generic[SessionT]):
     """PostgreSQL's coordination: :data:`STEP_WRITERS` step writer threads, and this process's
     candidate for the log's sequencer."""
 
-    def __init__(self, backend: Backend, election: Election, store: WritingStore) -> None:
+    def __init__(self, backend: Backend, election: Election[SessionT], store: WritingStore) -> None:
         self.backend = backend
         self.election = election
         self.store = store
@@ -122,7 +125,7 @@ class ElectedSequencer(Coordination):
         if connection is not None:
             self.backend.close_quietly(connection)
 
-    def _connect_or_fail(self, batch: list[QueuedUnit[Any]]) -> Any:
+    def _connect_or_fail(self, batch: list[QueuedUnit[Any]]) -> SessionT | None:
         try:
             return self.election.connect_step_writer()
         except Exception as error:
@@ -131,7 +134,7 @@ class ElectedSequencer(Coordination):
             deliver([Reply(item.future, None, failure) for item in batch])
             return None
 
-    def _commit(self, connection: Any, steps: SequencedBatch) -> Any:
+    def _commit(self, connection: SessionT, steps: SequencedBatch[SessionT]) -> SessionT | None:
         """Run one step transaction on this thread; the connection to carry on with, or None if
         it should be replaced."""
         try:

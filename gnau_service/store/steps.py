@@ -26,7 +26,8 @@ from abc import ABC, abstractmethod
 from time import perf_counter
 from typing import Any, Final
 
-from gnau_service.store.backend import CURRENT_KEY_SQL, Backend, Row
+from gnau_service.store.backend import CURRENT_KEY_SQL, Backend
+from gnau_service.store.connections import Connection, Row
 from gnau_service.store.coordination import QueuedUnit, WritingStore
 from gnau_service.store.errors import KeyNotCurrent, StoreUnavailable
 from gnau_service.store.transaction import Transaction, utc_now
@@ -56,7 +57,7 @@ class StepBatch(ABC):
         self.key_rows: list[Row] = []
 
     @abstractmethod
-    def integrate(self, connection: Any) -> None:
+    def integrate(self, connection: Connection) -> None:
         """What the transaction does for the log once its units ran, before the COMMIT."""
 
     @abstractmethod
@@ -67,7 +68,7 @@ class StepBatch(ABC):
     def announce(self) -> None:
         """What follows a durable COMMIT, once the callers who can be are answered."""
 
-    def begin(self, connection: Any, *, begun: bool = False) -> None:
+    def begin(self, connection: Connection, *, begun: bool = False) -> None:
         """Begin the transaction (unless ``begun``: the caller did), read the log's current key,
         and open the first unit's savepoint: one round trip on PostgreSQL."""
         beginning = [] if begun else [self.backend.begin_sql]
@@ -75,7 +76,7 @@ class StepBatch(ABC):
             connection, [*beginning, CURRENT_KEY_SQL, "SAVEPOINT unit"]
         )
 
-    def run(self, connection: Any) -> None:
+    def run(self, connection: Connection) -> None:
         """The units, each in its savepoint, and what the backend does for the log; or, if this
         process lacks the log's current key, a refusal of all of them."""
         store = self.store
@@ -100,7 +101,7 @@ class StepBatch(ABC):
             store.waiters.add(waiting)
 
     def _run_unit(
-        self, connection: Any, item: QueuedUnit[Any], time: str, recent: dict[int, int]
+        self, connection: Connection, item: QueuedUnit[Any], time: str, recent: dict[int, int]
     ) -> None:
         """Run one unit in the open savepoint ``unit``, and note its reply, or what it waits
         for; nothing it wrote is kept if it raised. It leaves an empty savepoint ``unit`` open
@@ -125,7 +126,7 @@ class StepBatch(ABC):
                 self.replies.append(Reply(item.future, value, None))
             return
 
-    def commit(self, connection: Any) -> None:
+    def commit(self, connection: Connection) -> None:
         """COMMIT (which releases the last, empty, savepoint), unless the batch was refused."""
         if self.batch:
             self.committing = perf_counter()
@@ -136,7 +137,7 @@ class StepBatch(ABC):
         deliver(self.replies)
         self.announce()
 
-    def fail(self, connection: Any, error: Exception) -> None:
+    def fail(self, connection: Connection | None, error: Exception) -> None:
         """Nothing of the batch was committed: every caller is refused, retryably."""
         # The server reports it, once per outage; a traceback here would repeat per batch.
         log.warning("store step batch failed; nothing in it was committed: %s", error)

@@ -13,13 +13,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from time import monotonic
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.log import AppendedEntry, LogAppender
 from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.store.backend import Backend
 from gnau_service.store.batches import BatchObserver, CommittedBatch
+from gnau_service.store.connections import Connection
 from gnau_service.store.coordination import Integrated, QueuedUnit
 from gnau_service.store.errors import KeyNotCurrent, StoreError, StoreUnavailable
 from gnau_service.store.head_notices import HeadNotice
@@ -139,7 +140,7 @@ class Store(LogReader):
         key that carries the rotation note (signed by both); the checkpoint, and every later
         entry, use the new key."""
 
-        def rotation(appender: LogAppender, connection: Any) -> AppendedEntry:
+        def rotation(appender: LogAppender, connection: Connection) -> AppendedEntry:
             old, time = appender.signer, utc_now()
             note = KeyRotation(old.verifier, new.verifier, time).sign(old.signer, new.signer)
             entry = appender.append(EntryKind.KEY_ROTATED, {"rotation": str(note)}, time=time)

@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 from gnau_service.audit.entries import EntryKind, JsonValue, event_payload
 from gnau_service.audit.timestamps import format_utc_timestamp
-from gnau_service.store.backend import Backend, Row
+from gnau_service.store.backend import Backend
+from gnau_service.store.connections import Connection, Row
 from gnau_service.store.waiting import PendingEntry
 
 T = TypeVar("T")
@@ -42,7 +43,11 @@ class Transaction:
     """What a unit of work may do: SQL on the store's tables, and appending events."""
 
     def __init__(
-        self, backend: Backend, connection: Any, time: str, recent: dict[int, int] | None = None
+        self,
+        backend: Backend,
+        connection: Connection,
+        time: str,
+        recent: dict[int, int] | None = None,
     ):
         self._backend = backend
         self._connection = connection
@@ -87,6 +92,7 @@ class Transaction:
                 ),
                 (str(kind), round_id, payload_json.decode("utf-8"), self.time),
             ).fetchone()
+        assert row is not None  # an INSERT ... RETURNING returns the row it inserted
         entry = PendingEntry(int(row[0]), kind, round_id)
         self.appended.append(entry)
         return entry
@@ -98,7 +104,9 @@ class Transaction:
         if not pending_ids:
             return []
         # This process usually knows them: it integrated them, or answered their callers.
-        known: dict[int, Any] = {i: self._recent[i] for i in pending_ids if i in self._recent}
+        known: dict[int, Any] = {
+            i: self._recent[i] for i in pending_ids if i in self._recent
+        }
         unknown = [pending_id for pending_id in pending_ids if pending_id not in known]
         if unknown:
             rows = self.execute(pending_indices_sql(len(unknown)), tuple(unknown))

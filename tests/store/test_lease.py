@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.signing import LogSigner
 from gnau_service.store import LogStalled, Store
-from gnau_service.store.backend import Row
+from gnau_service.store.connections import Row
 from gnau_service.store.errors import StoreError, StoreUnavailable
 from gnau_service.store.lease import (
     ELECTION_SECONDS,
