@@ -30,7 +30,7 @@ import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from time import perf_counter
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, TypeVarTuple
 
 from gnau_service.store.backend import Backend
 from gnau_service.store.connections import Connection
@@ -39,6 +39,7 @@ from gnau_service.store.sequencer import SEQUENCE_BATCH, Integration, integrate
 from gnau_service.store.steps import MAX_BATCH, StepBatch
 
 T = TypeVar("T")
+Arguments = TypeVarTuple("Arguments")
 
 #: Begins a step transaction on a connection if that needs no waiting (the write lock is free
 #: now); whether it began.
@@ -157,7 +158,7 @@ class LoopSteps:
             self._connection = None
         self._thread.shutdown(wait=False)
 
-    async def _blocking(self, function: Callable[..., T], *args: Any) -> T:
+    async def _blocking(self, function: Callable[[*Arguments], T], *args: *Arguments) -> T:
         return await self.loop.run_in_executor(self._thread, functools.partial(function, *args))
 
     def add(self, unit: QueuedUnit[Any]) -> None:

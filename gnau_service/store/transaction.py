@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from gnau_service.audit.entries import EntryKind, JsonValue, event_payload
 from gnau_service.audit.timestamps import format_utc_timestamp
@@ -104,7 +104,7 @@ class Transaction:
         if not pending_ids:
             return []
         # This process usually knows them: it integrated them, or answered their callers.
-        known: dict[int, Any] = {
+        known: dict[int, int | None] = {
             i: self._recent[i] for i in pending_ids if i in self._recent
         }
         unknown = [pending_id for pending_id in pending_ids if pending_id not in known]

@@ -72,7 +72,7 @@ class Waiting:
     events not integrated yet, and since when (set by :meth:`Waiters.add`)."""
 
     future: asyncio.Future[Any]
-    value: Any
+    value: object
     entries: list[PendingEntry]
     missing: set[int] = field(default_factory=set)
     since: float = 0.0
@@ -82,7 +82,7 @@ class Reply(NamedTuple):
     """A caller's answer: its future, and the value it gets or what it raised."""
 
     future: asyncio.Future[Any]
-    value: Any
+    value: object
     failure: BaseException | None
 
 
