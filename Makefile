@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
 
-.PHONY: serve test test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets rtp-table par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
+.PHONY: serve test test-system test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets rtp-table par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
 	fairness-evidence dieharder-evidence clean
 
@@ -30,10 +30,17 @@ $(INSTALLED): $(RUNTIME) pyproject.toml clients/python/pyproject.toml clients/no
 serve: $(RUNTIME)
 	GNAU_WORKERS=$${GNAU_WORKERS:-auto} $(BIN)/gnau serve --log-format console
 
-## test: set up, then lint, type-check and run every test that is not marked slow, on every
-## core (one test file to a worker: a file's servers and databases are set up once)
+## test: set up, then lint, type-check and run every test that needs no process of its own, no
+## real timer, browser or other language, on every core (one test file to a worker: a file's
+## servers and databases are set up once)
 test: $(INSTALLED) lint
 	$(BIN)/python -m pytest -q -n auto --dist loadfile tests gnau_service --doctest-modules
+
+## test-system: the tests marked system: `gnau serve` and worker processes, killed, frozen and
+## cut off; real timers (leases, stalls, grace periods); chromium; Node.js and Go; and the
+## service's tests again on PostgreSQL
+test-system: $(INSTALLED)
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests -m "system and not slow and not containers"
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

@@ -19,6 +19,11 @@ import pytest
 
 DEFAULT_ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
+#: The backends of the tests above the store. The store's own tests (tests/store) run on both in
+#: `make test`, since there the backend is what they test; above it the service does the same on
+#: either, so its PostgreSQL twin runs in `make test-system`.
+SERVICE_BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.system)]
+
 
 def admin_url() -> str:
     return os.environ.get("GNAU_TEST_DATABASE_URL", DEFAULT_ADMIN_URL)

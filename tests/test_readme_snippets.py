@@ -9,12 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gnau_service.rules.settlement import LARGEST_PAYOUT
 from tests.serving import REPO, served
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.system
 def test_the_python_snippet_plays_a_round_as_printed(tmp_path: Path) -> None:
     (snippet,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
     assert '"127.0.0.1:50051"' in snippet
@@ -85,6 +88,7 @@ def test_every_gnau_command_of_the_readme_parses_as_printed() -> None:
             raise AssertionError(f"the README's {command!r} does not parse") from refused
 
 
+@pytest.mark.system
 def test_make_serve_installs_the_runtime_alone() -> None:
     """No npm and no test tools: ``make serve`` works where only Python and make are."""
     dry = subprocess.run(

@@ -30,6 +30,9 @@ from tests.server.test_tls_and_config import _certificate, _key_pem, _pem
 from tests.serving import free_port, served
 from tests.serving import gnau as gnau_process
 
+# make test-system: the commands against `gnau serve` processes.
+pytestmark = pytest.mark.system
+
 Gnau = Callable[..., Run]
 AUDITOR = TOKENS["auditor"]
 

@@ -151,6 +151,7 @@ def test_a_missing_database_is_named_and_not_created(tmp_path: Path, gnau: Gnau)
     assert not path.parent.exists()
 
 
+@pytest.mark.system
 def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -174,6 +175,7 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
     assert "2 history: " in service.output() and "3 requests_by_time: " in service.output()
 
 
+@pytest.mark.system
 def test_a_new_database_is_created_at_start_without_migrate(tmp_path: Path) -> None:
     with served(tmp_path / "data") as service:
         pass
@@ -230,6 +232,7 @@ def documented_recipe() -> str:
     return text.split("<!-- recipe: postgresql -->\n```sh\n", 1)[1].split("```", 1)[0]
 
 
+@pytest.mark.system
 def test_the_documented_postgresql_recipe_restores_the_log_and_its_triggers(
     tmp_path: Path,
 ) -> None:
@@ -419,6 +422,7 @@ def assert_log_extends(
     assert settled == rounds_after
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_backup_under_load_restores_verifies_and_carries_on(
     gnau: Gnau, tmp_path: Path, backend: str

@@ -8,10 +8,15 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Run
 from tests.server.test_tls_and_config import localhost_tls_files
 from tests.serving import free_port, served
 from tests.serving import gnau as gnau_process
+
+# make test-system: the commands against `gnau serve` processes.
+pytestmark = pytest.mark.system
 
 Gnau = Callable[..., Run]
 

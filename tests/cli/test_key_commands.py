@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc
 from gnau_client import GnauClient, Seat
@@ -52,6 +53,7 @@ def wait_for(condition: object, what: str) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.system
 def test_a_rotation_while_servers_deal_leaves_a_log_that_verifies(
     gnau: Gnau, tmp_path: Path
 ) -> None:
@@ -231,6 +233,7 @@ def test_key_show_prints_the_current_key_first_then_the_earlier_ones(
     assert "PRIVATE" not in shown.out and "publish the current key" in lines[3]
 
 
+@pytest.mark.system
 def test_key_show_reads_a_running_service(gnau: Gnau, tmp_path: Path) -> None:
     with served(tmp_path / "data") as service:
         shown = gnau("key", "show", "--target", service.target)

@@ -9,9 +9,14 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Run
 from tests.serving import gnau as gnau_process
 from tests.serving import served
+
+# make test-system: the commands against a `gnau serve` process.
+pytestmark = pytest.mark.system
 
 Gnau = Callable[..., Run]
 

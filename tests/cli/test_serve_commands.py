@@ -25,6 +25,7 @@ from tests.serving import gnau as gnau_process
 Gnau = Callable[..., Run]
 
 
+@pytest.mark.system
 def test_a_session_plays_verifies_and_leaves_a_log_that_verifies(
     gnau: Gnau, tmp_path: Path
 ) -> None:
@@ -89,6 +90,7 @@ def test_play_without_a_token_says_so(
     assert "no operator token" in played.err
 
 
+@pytest.mark.system
 def test_a_refused_token_names_where_it_came_from(
     gnau: Gnau, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -110,6 +112,7 @@ def test_a_refused_token_names_where_it_came_from(
 # -- secrets hygiene and honest start-up failures ------------------------------------------------
 
 
+@pytest.mark.system
 def test_every_file_the_service_creates_is_private(gnau: Gnau, tmp_path: Path) -> None:
     # The database outside the (0700) data directory, as the tester had it, and the test's own
     # umask permissive: the service must not rely on either.
@@ -136,6 +139,7 @@ def test_every_file_the_service_creates_is_private(gnau: Gnau, tmp_path: Path) -
     assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
 
 
+@pytest.mark.system
 def test_a_new_token_is_not_printed_where_stdout_is_a_log(tmp_path: Path) -> None:
     with served(tmp_path / "data") as service:
         pass
@@ -148,6 +152,7 @@ def test_a_new_token_is_not_printed_where_stdout_is_a_log(tmp_path: Path) -> Non
     assert service.token not in (tmp_path / "data" / "tokens.json").read_text()
 
 
+@pytest.mark.system
 def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
     """And the verifier page's address, when the HTTP port is on."""
     port, http_port = free_port(), free_port()
@@ -181,6 +186,7 @@ def test_a_new_token_is_shown_on_a_terminal(tmp_path: Path) -> None:
     assert (record["name"], record["role"]) == ("local-operator", "operator")
 
 
+@pytest.mark.system
 def test_a_database_password_never_shows(tmp_path: Path) -> None:
     with fresh_database() as url:
         # Trust authentication ignores the password, so the service starts with it.

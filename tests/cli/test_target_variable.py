@@ -62,6 +62,7 @@ def test_without_the_variable_only_the_audit_commands_read_a_database(
         assert action.default == expected, command
 
 
+@pytest.mark.system
 def test_the_commands_find_a_served_process_through_the_variable(
     gnau: Gnau, tmp_path: Path
 ) -> None:

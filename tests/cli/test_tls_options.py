@@ -8,12 +8,17 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from gnau_service.cli.main import build_parser
 from tests.cli.test_target_variable import target_options
 from tests.conftest import Run
 from tests.server.test_tls_and_config import localhost_tls_files
 from tests.serving import gnau as gnau_process
 from tests.serving import served
+
+# make test-system: the commands against a `gnau serve` process over TLS.
+pytestmark = pytest.mark.system
 
 Gnau = Callable[..., Run]
 

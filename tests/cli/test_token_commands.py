@@ -16,11 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import grpc
+import pytest
 from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc
 
 from gnau_service.common.private_files import write_private_file
 from tests.conftest import Run
 from tests.serving import REPO, served
+
+# make test-system: the commands against `gnau serve` processes.
+pytestmark = pytest.mark.system
 
 Gnau = Callable[..., Run]
 

@@ -9,7 +9,12 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.serving import REPO, served
+
+# make test-system: `buf curl` against a `gnau serve` process.
+pytestmark = pytest.mark.system
 
 GUIDE = REPO / "docs" / "integration.md"
 BUF = REPO / ".venv" / "bin" / "buf"

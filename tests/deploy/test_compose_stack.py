@@ -20,6 +20,7 @@ import subprocess
 from contextlib import ExitStack
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gnau_service.server.process.config import SETTINGS
@@ -29,6 +30,9 @@ from tests.identity import require_root, shared_directory
 from tests.postgres import fresh_database
 from tests.server.test_metrics import scrape
 from tests.serving import Served, free_port, gnau, served
+
+# make test-system: the Compose stack's `gnau serve` processes.
+pytestmark = pytest.mark.system
 
 FLAGS = {setting.variable: setting.flag for setting in SETTINGS.values()}
 #: Set by tests.serving.served itself: the gRPC port (a free one) and the data directory.

@@ -20,6 +20,9 @@ from gnau_client import GnauClient, RetryPolicy
 from tests.node.test_node_client import NODE_CLIENT, node_executable
 from tests.serving import Served, served
 
+# make test-system: `gnau serve` processes behind a balancer.
+pytestmark = pytest.mark.system
+
 CALLS = 12
 
 

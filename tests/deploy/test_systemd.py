@@ -117,6 +117,7 @@ def mdwe_available() -> bool:
     return probe.returncode == 0
 
 
+@pytest.mark.system
 def test_the_rule_is_enforced_in_the_child() -> None:
     """The control: under the rule a writable, executable mapping is refused."""
     if not mdwe_available():
@@ -134,6 +135,7 @@ def test_the_rule_is_enforced_in_the_child() -> None:
     assert denied.returncode != 0 and "PermissionError" in denied.stderr
 
 
+@pytest.mark.system
 def test_the_service_runs_without_writable_executable_memory(tmp_path: Path) -> None:
     """gRPC, cryptography (the log key), psycopg (PostgreSQL) and aiohttp (the HTTP port), with
     rounds dealt, signed, verified, and the HTTP port answering."""

@@ -29,6 +29,9 @@ from gnau_service.server.process.tokens import first_start_tokens
 from tests.node.test_node_client import in_ci
 from tests.serving import free_port, served
 
+# make test-system: the Go example, built and run.
+pytestmark = pytest.mark.system
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "go-table-service"
 TOOLS = ("go", "protoc", "protoc-gen-go", "protoc-gen-go-grpc")

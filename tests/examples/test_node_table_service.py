@@ -18,6 +18,9 @@ from gnau_service.server.process.tokens import first_start_tokens
 from tests.node.test_node_client import node_executable
 from tests.serving import free_port, gnau, served
 
+# make test-system: the Node.js example, run against `gnau serve`.
+pytestmark = pytest.mark.system
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "node-table-service"
 NODE_TIMEOUT = 120.0

@@ -20,6 +20,9 @@ import pytest
 
 from tests.serving import Served, served
 
+# make test-system: the Node.js client, run against `gnau serve`.
+pytestmark = pytest.mark.system
+
 REPO = Path(__file__).resolve().parents[2]
 NODE_CLIENT = REPO / "clients" / "node"
 NODE_MAJOR = 20

@@ -8,12 +8,12 @@ from collections.abc import Iterator
 import pytest
 
 from gnau_service.server.process.structured_logs import configure_logging
-from tests.postgres import fresh_database
+from tests.postgres import SERVICE_BACKENDS, fresh_database
 from tests.schemas.served import Served, serve_and_play, settings_for
 from tests.server.conftest import write_tokens
 
 
-@pytest.fixture(scope="session", params=["sqlite", "postgresql"])
+@pytest.fixture(scope="session", params=SERVICE_BACKENDS)
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:

@@ -18,7 +18,7 @@ from gnau.v1 import audit_pb2_grpc, dealer_pb2_grpc
 from gnau_service.server.process.app import App, running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
-from tests.postgres import fresh_database
+from tests.postgres import SERVICE_BACKENDS, fresh_database
 
 TOKENS = {"operator": "op-token", "auditor": "audit-token", "public": "public-token"}
 
@@ -52,7 +52,7 @@ def write_tokens(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=SERVICE_BACKENDS)
 def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
     configure_logging("json")
     tokens = write_tokens(tmp_path / "tokens.json")

@@ -20,6 +20,9 @@ from gnau_service.store import DatabaseUnreachable, StoreError
 from tests.replication import unstarted_cluster
 from tests.serving import REPO, free_port, served
 
+# make test-system: `gnau serve` processes waiting out a database on real timers.
+pytestmark = pytest.mark.system
+
 PASSWORD = "wait-test-password"  # trust auth ignores it; it must never be logged
 SEATS = [Seat(seat_number=n, player_id=f"p{n}", stake=10 * n) for n in (1, 2)]
 

@@ -52,6 +52,9 @@ from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_service import details, refusal, rid
 from tests.serving import REPO, gnau, served
 
+# make test-system: `gnau serve` processes and the scrub timer.
+pytestmark = pytest.mark.system
+
 SEATS_PER_ROUND = 6
 
 

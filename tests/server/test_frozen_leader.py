@@ -22,6 +22,9 @@ from gnau_service.store.lease import takeover_bound
 from tests.frozen_leader import Freeze, Outcome, replicas, run_freeze
 from tests.postgres import fresh_database
 
+# make test-system: a frozen leader process and the lease timer.
+pytestmark = pytest.mark.system
+
 #: What the issue allows beyond the bound: "within the bound plus one second".
 BEYOND_BOUND: Final = 1.0
 #: The old leader's own log says how it found out it no longer leads.

@@ -31,6 +31,9 @@ from tests.server.test_limits import API_DOC, flat
 from tests.server.test_metrics import moved, scrape, value
 from tests.server.test_storage_failures import NOT_SERVING, SERVING, health_of, until_health
 
+# make test-system: the stall bound, waited out on real timers.
+pytestmark = pytest.mark.system
+
 LEASE = 2.0
 
 

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.receipts import Receipt, verify_receipt
@@ -21,6 +22,9 @@ from tests.server.conftest import Service
 from tests.server.test_receipts import TAMPERED, _signature, receipt_of
 from tests.server.test_service import deal, play, shuffle, void
 from tests.web.nodejs import node
+
+# make test-system: the page's JavaScript, run by Node.js.
+pytestmark = pytest.mark.system
 
 JS = Path(__file__).parents[2] / "gnau_service" / "web" / "js"
 

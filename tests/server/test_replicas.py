@@ -40,6 +40,9 @@ from tests.server.conftest import Service, write_tokens
 from tests.server.test_service import SEATS, rid
 from tests.serving import served
 
+# make test-system: replica processes and their timers.
+pytestmark = pytest.mark.system
+
 #: How long replica A's step is held inside its transaction (seconds).
 STALL_SECONDS: Final = 4.0
 #: The bound on the p99 latency of replica B's calls meanwhile: far below the stall, wide enough

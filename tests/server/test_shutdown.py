@@ -25,6 +25,9 @@ from tests.server.conftest import TOKENS, Service
 from tests.server.test_interceptors import error_info
 from tests.serving import served
 
+# make test-system: SIGTERM to `gnau serve` processes and the grace timer.
+pytestmark = pytest.mark.system
+
 AUDITOR = (("authorization", f"Bearer {TOKENS['auditor']}"),)
 
 

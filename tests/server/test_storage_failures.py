@@ -26,6 +26,9 @@ from tests.server.conftest import Service, write_tokens
 from tests.server.test_interceptors import error_info, log_lines
 from tests.server.test_service import play
 
+# make test-system: tmpfs mounts filled to the last byte.
+pytestmark = pytest.mark.system
+
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
 

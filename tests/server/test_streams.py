@@ -107,6 +107,7 @@ def test_slots_count_per_peer_and_in_total() -> None:
     ]
 
 
+@pytest.mark.system
 async def test_waiting_streams_hold_no_thread(service: Service) -> None:
     # Each stream used to wait in a thread of the loop's small default pool, and the store's
     # BEGIN and COMMIT queued behind them. Now a waiting stream is a suspended coroutine.
@@ -150,6 +151,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.system
 async def test_readers_that_never_read_are_held_by_flow_control(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +200,7 @@ def _stack(frame: Any) -> list[Any]:
     return frames
 
 
+@pytest.mark.system
 async def test_streams_cancelled_under_load_leave_no_trace(
     service: Service, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -135,6 +135,7 @@ async def test_get_checkpoint_serves_the_cosignatures_and_a_client_counts_them(
 
 
 # The command line reads any backend alike: SQLite is enough.
+@pytest.mark.system
 @pytest.mark.parametrize("settings", ["sqlite"], indirect=True)
 async def test_the_cli_refuses_a_receipt_only_one_of_three_witnesses_cosigned(
     gnau: Gnau, witnessed: Witnessed, tmp_path: Path

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+import pytest
 from gnau_client import GnauClient
 
 from gnau_service.server.process.supervisor import WATCHDOG_SECONDS
@@ -31,6 +32,9 @@ from tests.serving import (
     served_with_http,
     worker_pids,
 )
+
+# make test-system: worker processes, killed and restarted.
+pytestmark = pytest.mark.system
 
 #: The metrics only a worker of --workers has (the alert rules use them).
 WORKER_METRICS: Final = frozenset({"gnau_worker_up", "gnau_worker_restarts_total"})

@@ -47,6 +47,9 @@ from gnau_service.store.sequencer import sequence
 from tests.postgres import OutsideLeader, fresh_database
 from tests.steps import append
 
+# make test-system: the lease, expired and renewed on real timers.
+pytestmark = pytest.mark.system
+
 #: A short lease, so that each test waits a few seconds, not the default's five.
 LEASE: Final = 2.0
 #: Slack for this noisy two-core machine on top of a stated bound (a liveness bound, not a

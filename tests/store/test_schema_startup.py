@@ -145,6 +145,7 @@ def test_a_newer_schema_is_refused_and_left_alone(database_url: str, signer: Log
     assert execute(database_url, "SELECT vkey FROM log_keys") == [(signer.vkey,)]
 
 
+@pytest.mark.system
 def test_processes_starting_together_on_a_new_database_take_turns(
     database_url: str, signer: LogSigner
 ) -> None:
@@ -170,6 +171,7 @@ def test_processes_starting_together_on_a_new_database_take_turns(
     assert execute(database_url, "SELECT size FROM log_head") == [(starters,)]
 
 
+@pytest.mark.system
 def test_a_current_schema_starts_beside_a_writer_in_mid_batch(signer: LogSigner) -> None:
     # A batch holds the head row and writes every table; start-up must not wait for any of
     # those locks (so it cannot deadlock with the batch). A lock timeout turns a wait into
@@ -191,6 +193,7 @@ def test_a_current_schema_starts_beside_a_writer_in_mid_batch(signer: LogSigner)
             writer.rollback()
 
 
+@pytest.mark.system
 def test_upgrades_beside_live_writers_neither_fail_nor_deadlock(signer: LogSigner) -> None:
     # The DDL itself locks tables that writers hold: an upgrade must queue behind a live
     # batch, never lock in the other order. Each round here forgets the version, so every

@@ -82,6 +82,7 @@ def test_a_retry_before_integration_gets_the_same_answer(
         assert decode_entry(store.entries(0, 1)[0], signer.verifier).round_id is not None
 
 
+@pytest.mark.system
 def test_two_sequencers_at_once_integrate_each_event_once(
     postgres_url: str, signer: LogSigner
 ) -> None:

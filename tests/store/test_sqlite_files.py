@@ -49,6 +49,7 @@ def test_a_new_database_and_its_wal_and_shm_are_private(tmp_path: Path, signer: 
     assert stat.S_IMODE(database.parent.stat().st_mode) == 0o700
 
 
+@pytest.mark.system
 @pytest.mark.usefixtures("permissive_umask")
 def test_a_served_database_outside_the_data_dir_is_private(tmp_path: Path) -> None:
     database = tmp_path / "shared" / "gnau.db"

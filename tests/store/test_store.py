@@ -399,6 +399,7 @@ def test_writers_sharing_a_database_never_lose_an_update(
         assert chain_failure(entries, signer.verifier) is None
 
 
+@pytest.mark.system
 def test_several_processes_share_one_log(
     database_url: str, signer: LogSigner, key_file: Path
 ) -> None:
@@ -417,6 +418,7 @@ def test_several_processes_share_one_log(
         assert workers == {"p0", "p1", "p2"}
 
 
+@pytest.mark.system
 def test_acknowledged_entries_survive_a_killed_process(
     database_url: str, signer: LogSigner, key_file: Path
 ) -> None:

@@ -46,6 +46,7 @@ async def test_this_processs_commits_arrive_with_their_entries(store: Store) -> 
         await tail.stop()
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 async def test_another_processs_commits_arrive_without_waiting_for_the_poll(
     backend: str, tmp_path: Path, signer: LogSigner

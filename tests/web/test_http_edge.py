@@ -24,7 +24,8 @@ from tests.rawhttp import SECURITY_HEADERS, Answer, exchange, held_connection
 from tests.serving import REPO, ServedHttp, served_with_http
 from tests.web.conftest import web_settings
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# make test-system: `gnau serve` processes and the HTTP edge's timers.
+pytestmark = [pytest.mark.system, pytest.mark.asyncio(loop_scope="module")]
 
 DESCRIPTORS = 1024
 #: What each of two ports may hold under 1024 descriptors, less the reserve of 256 and two

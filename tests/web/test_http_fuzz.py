@@ -53,6 +53,9 @@ from tests.rawhttp import SECURITY_HEADERS, Answer
 from tests.serving import Served, ServedHttp, gnau, served_with_http
 from tests.witnessing import GrowingLog, write_logs_toml
 
+# make test-system: `gnau serve` processes fuzzed over raw sockets.
+pytestmark = pytest.mark.system
+
 SEED = int(os.environ.get("GNAU_FUZZ_SEED", "20261203"))
 #: Requests to each server in the default run; the slow run sends SLOW_FACTOR times as many.
 DEALER_REQUESTS = 700

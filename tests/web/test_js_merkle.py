@@ -7,8 +7,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from gnau_service.audit.merkle import MemoryTree, leaf_hash
 from tests.web.nodejs import run_module_script
+
+# make test-system: the page's JavaScript, run by Node.js.
+pytestmark = pytest.mark.system
 
 MERKLE_MODULE = Path(__file__).parents[2] / "gnau_service" / "web" / "js" / "merkle.js"
 LEAVES = 33

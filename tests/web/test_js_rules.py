@@ -12,10 +12,15 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from gnau_service.rules.cards import parse_cards, standard_deck
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.settlement import PlayerHand, settle
 from tests.web.nodejs import run_module_script
+
+# make test-system: the page's JavaScript, run by Node.js.
+pytestmark = pytest.mark.system
 
 RULES_MODULE = Path(__file__).parents[2] / "gnau_service" / "web" / "js" / "rules.js"
 TABLES = 1500

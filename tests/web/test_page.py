@@ -30,7 +30,8 @@ from tests.schemas.example_receipts import (
 from tests.serving import REPO
 from tests.web.conftest import PHONE, WebService
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# make test-system: chromium, driven through Playwright.
+pytestmark = [pytest.mark.system, pytest.mark.asyncio(loop_scope="module")]
 
 SCREENSHOT = "web-verified-round.png"
 

@@ -17,7 +17,8 @@ from tests.server.witnessed import WitnessSpec, down_witness, local_witness, log
 from tests.web.conftest import WebService, web_settings
 from tests.web.test_page import open_page, verdict
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# make test-system: chromium, driven through Playwright.
+pytestmark = [pytest.mark.system, pytest.mark.asyncio(loop_scope="module")]
 
 ORIGIN = "gnau-dealer/witnessed-web"
 

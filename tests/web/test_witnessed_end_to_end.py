@@ -21,7 +21,8 @@ from tests.web.conftest import SEATS
 from tests.web.test_page import verdict
 from tests.witnessing import witness_process, write_logs_toml
 
-pytestmark = pytest.mark.asyncio(loop_scope="module")
+# make test-system: chromium, witnesses and `gnau serve` processes.
+pytestmark = [pytest.mark.system, pytest.mark.asyncio(loop_scope="module")]
 
 ORIGIN = "gnau-dealer/e2e-witnessed"
 COSIGNED_TIMEOUT = 30.0
