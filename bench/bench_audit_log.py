@@ -50,7 +50,9 @@ import psycopg
 import rfc8785
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gnau_service.audit.bundle import BUNDLE_FORMAT, CHECK_BATCH, verify_bundle, write_bundle
+from gnau_service.audit.bundle import BUNDLE_FORMAT, write_bundle
+from gnau_service.audit.bundle_verification import verify_bundle
+from gnau_service.audit.bundle_workers import CHECK_BATCH
 from gnau_service.audit.checkpoint import open_checkpoint
 from gnau_service.audit.entries import EntryKind, JsonValue, canonical_json, decode_entry
 from gnau_service.audit.log import LogAppender

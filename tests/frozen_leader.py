@@ -44,7 +44,8 @@ from typing import Final
 
 import psycopg
 
-from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.bundle import write_bundle
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.store import open_reader

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnau_service.audit.bundle import BundleReport, verify_bundle, write_bundle
+from gnau_service.audit.bundle import write_bundle
+from gnau_service.audit.bundle_report import BundleReport
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.entries import LogEntry, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.store import open_reader

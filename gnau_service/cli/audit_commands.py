@@ -63,7 +63,8 @@ from gnau_service.cli.remote_log import RemoteLog, RemoteLogError, checkpoint_si
 from gnau_service.cli.witness_options import add_witness_options, witness_policy
 
 if TYPE_CHECKING:
-    from gnau_service.audit.bundle import LogSource, Progress
+    from gnau_service.audit.bundle import LogSource
+    from gnau_service.audit.bundle_verification import Progress
     from gnau_service.store import LogReader
 
 PROGRESS_FROM = 10_000
@@ -345,11 +346,10 @@ def _checkpoint(log: AuditLog, args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from gnau_service.audit.bundle import (  # noqa: PLC0415  (see _export)
-        CannotVerifyError,
-        Verdict,
-        verify_bundle,
-    )
+    # Here, not at the top: see _export.
+    from gnau_service.audit.bundle import CannotVerifyError  # noqa: PLC0415
+    from gnau_service.audit.bundle_report import Verdict  # noqa: PLC0415
+    from gnau_service.audit.bundle_verification import verify_bundle  # noqa: PLC0415
 
     try:
         keys = [read_vkey(text) for text in args.key]

@@ -23,7 +23,9 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from gnau_service.audit.bundle import BundleReport, CannotVerifyError, verify_bundle, write_bundle
+from gnau_service.audit.bundle import CannotVerifyError, write_bundle
+from gnau_service.audit.bundle_report import BundleReport
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.note import Verifier
 from gnau_service.cli.remote import UnusableKeyError, read_vkey
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args

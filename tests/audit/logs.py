@@ -13,7 +13,9 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from gnau_service.audit.bundle import BUNDLE_FORMAT, Failure, verify_bundle, write_bundle
+from gnau_service.audit.bundle import BUNDLE_FORMAT, write_bundle
+from gnau_service.audit.bundle_report import Failure
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, MemoryTree, leaf_hash

@@ -8,7 +8,9 @@ from collections.abc import Callable
 import pytest
 import rfc8785
 
-from gnau_service.audit.bundle import BundleFormatError, BundleReport, verify_bundle
+from gnau_service.audit.bundle import BundleFormatError
+from gnau_service.audit.bundle_report import BundleReport
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.entries import EntryKind, encode_entry
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import sign_note

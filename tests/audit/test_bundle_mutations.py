@@ -22,7 +22,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnau_service.audit.bundle import BundleFormatError, verify_bundle
+from gnau_service.audit.bundle import BundleFormatError
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.cli.main import main
 from tests.audit.logs import MemoryLog, honest_log
 

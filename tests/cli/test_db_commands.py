@@ -19,7 +19,8 @@ import psycopg
 import pytest
 from gnau_client import GnauClient
 
-from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.bundle import write_bundle
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import SignedNote, Verifier

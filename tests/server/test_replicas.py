@@ -27,7 +27,8 @@ import pytest
 from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import GnauClient, Seat
 
-from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.bundle import write_bundle
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.server.process.app import running

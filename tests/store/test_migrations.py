@@ -16,7 +16,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from gnau_service.audit.bundle import verify_bundle, write_bundle
+from gnau_service.audit.bundle import write_bundle
+from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.merkle import verify_consistency
 from gnau_service.audit.note import SignedNote
