@@ -1,4 +1,4 @@
-"""``gnau verify-round [FILE]``: check a revealed round from its JSON form.
+"""``gnau round verify [FILE]``: check a revealed round from its JSON form.
 
 Exit statuses:
 
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Final
 
 from gnau_service.cli.failing import fail
-from gnau_service.fairness import FairnessError, RevealedRound, verify_revealed_round
 
 EXIT_VALID: Final = 0
 EXIT_INVALID: Final = 1
@@ -25,7 +24,7 @@ EXIT_BAD_INPUT: Final = 2
 STDIN: Final = "-"
 
 
-def add_verify_round_arguments(parser: argparse.ArgumentParser) -> None:
+def add_round_verify_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Recompute a revealed round from its server seed and check the commitment, the "
         "lock (transcript hash), the deck and every hand. Exit 0 if it verifies, 1 if it "
@@ -37,13 +36,21 @@ def add_verify_round_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         default=STDIN,
         help=f"the revealed round as JSON; {STDIN} or none for standard input "
-        "(gnau round get ID --json | gnau verify-round)",
+        "(gnau round get ID --json | gnau round verify)",
     )
-    parser.set_defaults(run=run_verify_round)
+    parser.set_defaults(run=run_round_verify)
 
 
-def run_verify_round(args: argparse.Namespace) -> int:
+def run_round_verify(args: argparse.Namespace) -> int:
     """Verify the revealed round in ``args.file`` and print the outcome."""
+    # Imported here: the fairness core is slow to import, and every ``gnau round`` command
+    # imports this module, ``round get`` too, which does not use it.
+    from gnau_service.fairness import (  # noqa: PLC0415
+        FairnessError,
+        RevealedRound,
+        verify_revealed_round,
+    )
+
     source: str = args.file
     try:
         text = sys.stdin.read() if source == STDIN else Path(source).read_text(encoding="utf-8")
@@ -64,7 +71,7 @@ def run_verify_round(args: argparse.Namespace) -> int:
 
 def _bad_input(source: str, message: str) -> int:
     name = "standard input" if source == STDIN else source
-    return fail("verify-round", f"{name}: {message}")
+    return fail("round verify", f"{name}: {message}")
 
 
 def _reason(error: OSError | UnicodeDecodeError) -> str:

@@ -47,11 +47,6 @@ COMMANDS: Final = (
         "exact PAR sheet (RTP, house edge, every outcome) of a rule set",
         "par_commands:add_par_arguments",
     ),
-    Command(
-        "verify-round",
-        "verify a revealed round: commitment, lock, deck and every hand",
-        "fairness_commands:add_verify_round_arguments",
-    ),
     Command("audit", "export, verify and read the audit log", "audit_commands:add_audit_arguments"),
     Command(
         "player",
@@ -63,7 +58,11 @@ COMMANDS: Final = (
         "fetch a round's receipt, and verify one offline",
         "receipt_commands:add_receipt_arguments",
     ),
-    Command("round", "fetch rounds from a running service", "receipt_commands:add_round_arguments"),
+    Command(
+        "round",
+        "fetch rounds from a running service, and verify one offline",
+        "receipt_commands:add_round_arguments",
+    ),
     Command("serve", "run the dealer service", "serve_commands:add_serve_arguments"),
     Command(
         "play",

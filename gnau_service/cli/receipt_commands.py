@@ -1,10 +1,11 @@
 """A player's and a regulator's commands: fetch a round's receipt, verify it offline, and fetch
-a round in the verifiable form ``gnau verify-round`` reads.
+a round in the verifiable form ``gnau round verify`` reads.
 
 - ``gnau receipt get ROUND_ID [--target HOST:PORT] [--token T] [--pin CHECKPOINT] [--out FILE]``
 - ``gnau receipt verify FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]
   [--seat REF_OR_NUMBER]``
 - ``gnau round get ROUND_ID [--target ...] [--token T] [--json]``
+- ``gnau round verify [FILE]``: its arguments and checks are :mod:`.fairness_commands`'
 
 Exit statuses: 0 valid (or done), 1 invalid (the first failing step is named), 2 unreadable
 input, unusable arguments, or a call the service refused.
@@ -26,6 +27,7 @@ from gnau.v1 import round_pb2
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.note import NoteError, SignedNote
 from gnau_service.cli.failing import fail
+from gnau_service.cli.fairness_commands import add_round_verify_arguments
 from gnau_service.cli.file_errors import problem
 from gnau_service.cli.remote import (
     TargetError,
@@ -94,9 +96,13 @@ def add_round_arguments(round_: argparse.ArgumentParser) -> None:
     round_get.add_argument(
         "--json",
         action="store_true",
-        help="the revealed round in the form gnau verify-round reads (docs/fairness.md)",
+        help="the revealed round in the form gnau round verify reads (docs/fairness.md)",
     )
     round_get.set_defaults(run=run_round_get)
+    round_verify = round_commands.add_parser(
+        "verify", help="verify a revealed round: commitment, lock, deck and every hand"
+    )
+    add_round_verify_arguments(round_verify)
 
 
 def add_target_options(parser: argparse.ArgumentParser) -> None:
@@ -236,7 +242,7 @@ def run_round_get(args: argparse.Namespace) -> int:
             print(f"  seat {hand.seat_number:<4} {' '.join(hand.cards)}")
         if round_.dealer_hand:
             print(f"  dealer     {' '.join(round_.dealer_hand)}")
-        print("(--json writes it in the form gnau verify-round reads, once it is revealed)")
+        print("(--json writes it in the form gnau round verify reads, once it is revealed)")
         return 0
     if not round_.server_seed:
         return fail(

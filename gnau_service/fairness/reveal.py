@@ -2,7 +2,7 @@
 
 A revealed round holds the inputs (round id, house rules, locked seats, beacon), the published
 commitment and transcript hash, the server seed, and the deck and hands as dealt. Its JSON form
-(``to_json``/``from_json``) is the one ``gnau verify-round`` reads; ``docs/fairness.md``
+(``to_json``/``from_json``) is the one ``gnau round verify`` reads; ``docs/fairness.md``
 describes it field by field. Binary values are lowercase hex, cards are in text notation.
 
 Reading is strict: a missing or unknown field, a duplicated key, a malformed hex string or card

@@ -1,4 +1,4 @@
-"""``gnau verify-round``: exit 0 valid, 1 invalid (naming the check), 2 bad input."""
+"""``gnau round verify``: exit 0 valid, 1 invalid (naming the check), 2 bad input."""
 
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ class Run:
 
 
 @pytest.fixture
-def verify_round(
+def round_verify(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> Callable[..., Run]:
-    """Run ``gnau verify-round ARGS`` in-process."""
+    """Run ``gnau round verify ARGS`` in-process."""
 
     def run(*args: str, stdin: str = "") -> Run:
         monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-        status = main(["verify-round", *args])
+        status = main(["round", "verify", *args])
         captured = capsys.readouterr()
         return Run(status, captured.out, captured.err)
 
@@ -48,56 +48,56 @@ def _write(tmp_path: Path, document: object) -> str:
 
 @pytest.mark.parametrize("vector_path", FAIRNESS_VECTORS, ids=lambda path: path.stem)
 def test_a_valid_round_exits_0_with_one_line(
-    verify_round: Callable[..., Run], tmp_path: Path, vector_path: Path
+    round_verify: Callable[..., Run], tmp_path: Path, vector_path: Path
 ) -> None:
     revealed = load_json(vector_path)["revealed_round"]
-    result = verify_round(_write(tmp_path, revealed))
+    result = round_verify(_write(tmp_path, revealed))
     assert result.status == fairness_commands.EXIT_VALID == 0
     assert result.out.count("\n") == 1
     assert result.out.startswith(f"round {revealed['round_id']} verifies:")
     assert result.err == ""
 
 
-def test_standard_input_is_read_for_a_dash(verify_round: Callable[..., Run]) -> None:
-    result = verify_round("-", stdin=json.dumps(sample_revealed_round().to_json()))
+def test_standard_input_is_read_for_a_dash(round_verify: Callable[..., Run]) -> None:
+    result = round_verify("-", stdin=json.dumps(sample_revealed_round().to_json()))
     assert result.status == 0
     assert "verifies" in result.out
 
 
-def test_standard_input_is_read_without_a_file(verify_round: Callable[..., Run]) -> None:
-    """So that ``gnau round get ID --json | gnau verify-round`` works as the docs print it."""
-    result = verify_round(stdin=json.dumps(sample_revealed_round().to_json()))
+def test_standard_input_is_read_without_a_file(round_verify: Callable[..., Run]) -> None:
+    """So that ``gnau round get ID --json | gnau round verify`` works as the docs print it."""
+    result = round_verify(stdin=json.dumps(sample_revealed_round().to_json()))
     assert result.status == 0
     assert "verifies" in result.out
-    assert verify_round(stdin="{").err.startswith("gnau verify-round: standard input: ")
+    assert round_verify(stdin="{").err.startswith("gnau round verify: standard input: ")
 
 
 def test_an_invalid_round_exits_1_naming_the_check(
-    verify_round: Callable[..., Run], tmp_path: Path
+    round_verify: Callable[..., Run], tmp_path: Path
 ) -> None:
     document: dict[str, Any] = sample_revealed_round().to_json()
     document["seats"][1]["stake"] += 1
-    result = verify_round(_write(tmp_path, document))
+    result = round_verify(_write(tmp_path, document))
     assert result.status == fairness_commands.EXIT_INVALID == 1
     (line,) = result.out.splitlines()
     assert line.startswith("round table-5/round-9 does NOT verify: lock: the seats and beacon")
     assert result.err == ""
 
 
-def test_a_tampered_hand_names_the_seat(verify_round: Callable[..., Run]) -> None:
+def test_a_tampered_hand_names_the_seat(round_verify: Callable[..., Run]) -> None:
     document: dict[str, Any] = sample_revealed_round().to_json()
     cards = document["hands"][2]["cards"]
     cards[0], cards[1] = cards[1], cards[0]
-    result = verify_round("-", stdin=json.dumps(document))
+    result = round_verify("-", stdin=json.dumps(document))
     assert result.status == 1
     assert "does NOT verify: hand of seat 4: the deal gives" in result.out
     assert result.out.count("\n") == 1
 
 
-def test_later_failures_are_listed_after_the_reason(verify_round: Callable[..., Run]) -> None:
+def test_later_failures_are_listed_after_the_reason(round_verify: Callable[..., Run]) -> None:
     document: dict[str, Any] = sample_revealed_round().to_json()
     document["server_seed"] = "00" * 32
-    result = verify_round("-", stdin=json.dumps(document))
+    result = round_verify("-", stdin=json.dumps(document))
     assert result.status == 1
     first, *later = result.out.splitlines()
     assert "does NOT verify: commitment:" in first
@@ -117,54 +117,54 @@ def test_later_failures_are_listed_after_the_reason(verify_round: Callable[..., 
     ],
 )
 def test_bad_input_exits_2_with_one_line_on_stderr(
-    verify_round: Callable[..., Run], tmp_path: Path, content: bytes | None, message: str
+    round_verify: Callable[..., Run], tmp_path: Path, content: bytes | None, message: str
 ) -> None:
     path = tmp_path / "round.json"
     if content is not None:
         path.write_bytes(content)
-    result = verify_round(str(path))
+    result = round_verify(str(path))
     assert result.status == fairness_commands.EXIT_BAD_INPUT == 2
     assert result.out == ""
-    assert result.err.startswith(f"gnau verify-round: {path}: ")
+    assert result.err.startswith(f"gnau round verify: {path}: ")
     assert message in result.err
     assert result.err.count("\n") == 1
     assert "Traceback" not in result.err
 
 
 def test_an_upper_case_reference_is_refused_saying_lower_case(
-    verify_round: Callable[..., Run],
+    round_verify: Callable[..., Run],
 ) -> None:
     """Hex is read in either case, a player reference only in lower case: the one exception
     (docs/fairness.md, *Step 4: reveal*), and the refusal says so."""
     document: dict[str, Any] = sample_revealed_round().to_json()
     reference = document["seats"][0]["player_ref"]
     document["seats"][0]["player_ref"] = "p-" + reference[2:].upper()
-    result = verify_round("-", stdin=json.dumps(document))
+    result = round_verify("-", stdin=json.dumps(document))
     assert result.status == 2
-    assert result.err.startswith("gnau verify-round: standard input: seats[0].player_ref must ")
+    assert result.err.startswith("gnau round verify: standard input: seats[0].player_ref must ")
     assert "lower-case hex digits" in result.err
     # Upper-case hex anywhere else is the same round.
     document["seats"][0]["player_ref"] = reference
     document["server_seed"] = document["server_seed"].upper()
-    assert verify_round("-", stdin=json.dumps(document)).status == 0
+    assert round_verify("-", stdin=json.dumps(document)).status == 0
 
 
-def test_a_field_error_names_the_field(verify_round: Callable[..., Run]) -> None:
+def test_a_field_error_names_the_field(round_verify: Callable[..., Run]) -> None:
     document: dict[str, Any] = sample_revealed_round().to_json()
     del document["seats"][0]["stake"]
-    result = verify_round("-", stdin=json.dumps(document))
+    result = round_verify("-", stdin=json.dumps(document))
     assert result.status == 2
-    assert result.err == "gnau verify-round: standard input: seats[0].stake is missing\n"
+    assert result.err == "gnau round verify: standard input: seats[0].stake is missing\n"
 
 
-def test_a_directory_is_bad_input(verify_round: Callable[..., Run], tmp_path: Path) -> None:
-    result = verify_round(str(tmp_path))
+def test_a_directory_is_bad_input(round_verify: Callable[..., Run], tmp_path: Path) -> None:
+    result = round_verify(str(tmp_path))
     assert result.status == 2
     assert "cannot read: Is a directory" in result.err
 
 
 def test_the_command_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["verify-round", "--help"])
+        main(["round", "verify", "--help"])
     assert exited.value.code == 0
     assert "- or none for standard input" in " ".join(capsys.readouterr().out.split())

@@ -410,7 +410,7 @@ async def test_the_player_path_on_the_command_line(
     assert missing == 2 and "NOT_FOUND" in capsys.readouterr().err
 
 
-async def test_round_get_json_is_what_verify_round_reads(
+async def test_round_get_json_is_what_round_verify_reads(
     service: Service, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     settled = await play(service)
@@ -423,7 +423,7 @@ async def test_round_get_json_is_what_verify_round_reads(
     revealed = tmp_path / "round.json"
     revealed.write_text(capsys.readouterr().out)
     assert json.loads(revealed.read_text())["format"] == "gnau-dealer/revealed-round/v2"
-    assert await asyncio.to_thread(gnau_main, ["verify-round", str(revealed)]) == 0
+    assert await asyncio.to_thread(gnau_main, ["round", "verify", str(revealed)]) == 0
     open_round = await shuffle(service, "round-get-open")
     status = await asyncio.to_thread(
         gnau_main,

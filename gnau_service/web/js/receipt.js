@@ -1,5 +1,5 @@
 // Round receipts (docs/receipts.md): reading one, and its seven checks in their order. Also the
-// bare revealed round (gnau verify-round), for which only the fairness step applies.
+// bare revealed round (gnau round verify), for which only the fairness step applies.
 
 import { HEX_PAIRS, bytesOfHex, hexOf, quoted, utf8 } from "./bytes.js";
 import { cosigners, parseWitnessVkey } from "./cosignature.js";
@@ -567,7 +567,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witn
   return report;
 }
 
-/** A bare revealed round (gnau verify-round): the fairness step alone. */
+/** A bare revealed round (gnau round verify): the fairness step alone. */
 export async function verifyRound(value) {
   const round = readRevealedRound(value);
   const { failures } = await verifyRevealedRound(round);

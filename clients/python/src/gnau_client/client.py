@@ -419,7 +419,7 @@ class GnauClient:
         self, round_id: str, *, timeout: float | None = None
     ) -> audit_pb2.VerifyRoundResponse:
         """The server's recomputation of a revealed round from its log (``ok``, ``failures``,
-        ``summary``). An independent check runs ``gnau verify-round`` on the round instead."""
+        ``summary``). An independent check runs ``gnau round verify`` on the round instead."""
         request = audit_pb2.VerifyRoundRequest(round_id=round_id)
         return self._unary(self._audit.VerifyRound, request, timeout)
 
