@@ -153,9 +153,12 @@ class LoopSteps:
             self._release()
 
     def _release(self) -> None:
-        if self._connection is not None:
-            self._backend.close_quietly(self._connection)
-            self._connection = None
+        # Closed on the commit thread, after what it is running: a drain cancelled with its
+        # loop leaves a statement of the connection in flight there, and closing a connection
+        # under a running statement crashes the process (sqlite3 frees what the statement uses).
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            self._thread.submit(self._backend.close_quietly, connection)
         self._thread.shutdown(wait=False)
 
     async def _blocking(self, function: Callable[[*Arguments], T], *args: *Arguments) -> T:
