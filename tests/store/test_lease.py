@@ -195,7 +195,8 @@ def until(condition: Any, what: str) -> None:
 
 def session_ended(url: str, pid: int) -> bool:
     """Whether PostgreSQL ended the session of backend ``pid`` (its client, stopped, cannot
-    tell yet)."""
+    tell yet). A terminated backend leaves pg_stat_activity only as it exits, which can be
+    after its locks are gone and the log taken over: ask with :func:`until`."""
     with psycopg.connect(url, autocommit=True) as connection:
         row = connection.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,))
         return row.fetchone() == (0,)
@@ -242,7 +243,7 @@ def test_a_leader_whose_backend_waits_on_it_mid_statement_loses_the_log_within_t
             append(store, EntryKind.CONFIG_CHANGED, {"after": "takeover"})
             assert LEASE - 0.2 < took < takeover_bound(LEASE) + SLACK, took
             assert lease_row(postgres_url)[0] == frozen.lease.epoch + 1
-            assert session_ended(postgres_url, frozen.pid)
+            until(lambda: session_ended(postgres_url, frozen.pid), "the frozen session is gone")
     finally:
         with contextlib.suppress(psycopg.Error):
             frozen.close()
@@ -419,7 +420,7 @@ def test_a_stopped_leader_is_ended_by_a_process_of_the_same_ordinary_role(
             with short_lease_store(url, signer) as store:
                 took = takeover_seconds(store, stopped)
                 assert took < takeover_bound(LEASE) + SLACK, took
-                assert session_ended(postgres_url, frozen.pid)
+                until(lambda: session_ended(postgres_url, frozen.pid), "the frozen session is gone")
         finally:
             with contextlib.suppress(psycopg.Error):
                 frozen.close()
@@ -447,7 +448,7 @@ def test_a_stopped_leader_of_another_role_is_ended_once_granted_the_right(
                 granted = time.monotonic()
                 took = takeover_seconds(store, granted)
                 assert took < ELECTION_SECONDS + SLACK, took
-                assert session_ended(postgres_url, frozen.pid)
+                until(lambda: session_ended(postgres_url, frozen.pid), "the frozen session is gone")
             assert caplog.text.count(CANNOT_SEE) == 1 and caplog.text.count(CANNOT_END) == 1
             assert ENDED in caplog.text
         finally:
@@ -474,7 +475,7 @@ def test_a_stopped_backend_is_reported_once_and_ends_when_resumed(
                 resumed = time.monotonic()
                 took = takeover_seconds(store, resumed)
                 assert took < ELECTION_SECONDS + SLACK, took
-                assert session_ended(postgres_url, frozen.pid)
+                until(lambda: session_ended(postgres_url, frozen.pid), "the frozen session is gone")
         finally:
             with contextlib.suppress(ProcessLookupError):  # ended
                 os.kill(frozen.pid, signal.SIGCONT)
