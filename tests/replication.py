@@ -242,7 +242,7 @@ def replicated_pair() -> Iterator[Pair]:
             # Once promoted it has no standby of its own: waiting for one would stop every write.
             synchronous_standby_names="",
             # A promotion that arrives as the walreceiver dies waits out this retry interval
-            # (5 s by default): promotion took ~0.1 s or ~5.1 s here, 0.1 s or 0.6 s with this.
+            # (5 s by default), so the drill's recovery time would swing by the default.
             wal_retrieve_retry_interval="500ms",
         )
         standby.start()

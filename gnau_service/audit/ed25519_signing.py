@@ -1,7 +1,7 @@
 """Ed25519 signing through libsodium (PyNaCl): every signature the log's key makes.
 
-libsodium signs in about two thirds of OpenSSL's time here (30 µs against 45 µs for a 1 kB
-entry, on the sequencer's hot path, where signing is half the CPU an entry costs). Ed25519
+libsodium signs faster than OpenSSL (``bench/bench_sequencer.py`` compares them), and signing
+is on the sequencer's hot path, where it is about half the CPU an entry costs. Ed25519
 signatures are deterministic (RFC 8032, section 5.1.6: the nonce is a hash of the key and the
 message), so both libraries give the same bytes for the same key and message, and a log's entries
 and checkpoints are byte-identical whichever signed them; the tests hold the two equal, on RFC

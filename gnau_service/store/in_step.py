@@ -19,8 +19,8 @@ SQLite's lock polls it, sleeping 1, 2, 5, 10 ms and longer between tries, and so
 to a process that commits batch after batch, while one blocked on the turn is woken by the
 kernel as soon as it is free. A writer thread would give up the GIL at every SQLite statement
 and wait for the busy loop to hand it back, which costs more than the statements; and the loop
-hands a thread its BEGIN only to wait for it to get the GIL back (about 5 ms a batch under load:
-the interpreter's switch interval), so it does not when it need not.
+hands a thread its BEGIN only to wait for it to get the GIL back (up to the interpreter's switch
+interval a batch under load), so it does not when it need not.
 """
 
 from __future__ import annotations

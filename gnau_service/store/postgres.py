@@ -69,8 +69,7 @@ PENDING_CHANNEL: Final = "gnau_log_pending"
 # With statistics older than a backlog (analysed when few rows waited), the planner would
 # rather scan the unique index on idx (idx IS NULL) as a bitmap and sort every waiting row:
 # each batch then costs in proportion to the backlog, and catching up after an outage is
-# quadratic (11 ms a batch with 7,700 waiting, against 0.9 ms). None of the sequencer's
-# other statements wants a bitmap scan.
+# quadratic. None of the sequencer's other statements wants a bitmap scan.
 PENDING_PLAN_SQL: Final = "SET LOCAL enable_bitmapscan = off"
 
 #: The settings of a schema change's transaction, once it holds the advisory lock: it holds the

@@ -7,8 +7,8 @@ the one the Python reference computes from the revealed seed.
 Needs the Go toolchain and packages named in build.sh (Debian: golang-go, golang-google-grpc-dev,
 golang-google-protobuf-dev, golang-google-genproto-dev, golang-github-golang-protobuf-1-5-dev,
 protobuf-compiler, protoc-gen-go, protoc-gen-go-grpc; .ci/run installs them). Without them the
-test is skipped, except in CI (``CI`` set), where it fails. The first build compiles grpc-go
-(12 s to 47 s on 2 cores, idle to busy); with Go's build cache warm the test takes about 7 s."""
+test is skipped, except in CI (``CI`` set), where it fails. The first build compiles grpc-go,
+the longest step of `make test-system`; later ones use Go's build cache."""
 
 from __future__ import annotations
 

@@ -3,8 +3,8 @@ with a synchronous standby; the primary is killed (SIGKILL to every process of i
 promoted, and the replicas find it through their multi-host URL. Every acknowledged step is in
 the log, the log verifies, and it extends every checkpoint handed out before the kill.
 
-Slow (about 30 s: two clusters made and started, two services, the load, the checks), so
-``make test-slow`` runs it; ``bench/bench_failover.py`` runs the same drill and prints the
+Slow (two clusters made and started, two services, the load, the checks), so ``make test-slow``
+runs it; ``bench/bench_failover.py`` runs the same drill and prints the
 recovery time.
 """
 

@@ -27,7 +27,7 @@ from tests.store.test_schema_startup import deadlocks_in
 # make test-system: `gnau serve` processes started beside live writers.
 pytestmark = pytest.mark.system
 
-RESTARTS = 25  # about 2 s in all: the count runs in every test run
+RESTARTS = 25  # the count, in every run of the system tests
 SEATS = [Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n) for n in (1, 2, 3)]
 
 

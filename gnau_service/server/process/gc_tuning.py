@@ -3,10 +3,9 @@
 CPython collects its youngest generation every 700 net allocations of container objects, and
 the oldest whenever the objects that survived into it grew by a quarter; a full collection walks
 every tracked object, the start-up's included: modules, protobuf descriptors, grpc's and the
-store's objects, none of which will ever be garbage. Under ``bench/bench_service.py``'s load
-(32 tables, SQLite) that cost 0.45 s of CPU in a 14 s run, about 0.19 ms of a round's 4 ms,
-with full collections of 46 ms each (a p99 spike for every call in flight). Two settings cut it
-to 0.07 s:
+store's objects, none of which will ever be garbage. Under load that is CPU taken from every
+round, and each full collection stalls every call in flight (a p99 spike);
+``bench/bench_service.py`` measures it. Two settings cut most of it:
 
 - :func:`gc.freeze` once started moves every object the start-up made into a permanent
   generation that no collection walks (what Instagram's servers do, and why CPython has it);
