@@ -16,9 +16,7 @@ line keeps a rotation from ever parsing as a checkpoint (whose second line is a 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,15 +34,10 @@ from gnau_service.audit.note import (
     sign_note,
 )
 from gnau_service.audit.timestamps import parse_utc_timestamp
-from gnau_service.common.private_files import create_private_file
-from gnau_service.common.secret_files import refusal, secret_file_problem
+from gnau_service.common.private_files import KeyFileError, create_private_file, read_private_file
 
 DEFAULT_KEY_FILENAME: Final = "log-signing-key.pem"
 ROTATION_HEADER: Final = "gnau-dealer/key-rotation/v1"
-
-
-class KeyFileError(ValueError):
-    """A key file that cannot be used: unsafe permissions, not a file, not an Ed25519 PEM key."""
 
 
 class RotationError(ValueError):
@@ -52,51 +45,6 @@ class RotationError(ValueError):
 
 
 # --- Key files ------------------------------------------------------------------------------------
-
-
-def read_private_file(path: str | os.PathLike[str], what: str = "key file") -> bytes:
-    """The bytes of a secret file (a key, a token list), refused if group or others have access.
-
-    The mode is checked on the opened file (not the path), so a swap between check and read does
-    not matter; symlinks are followed, as secret mounts use them.
-    """
-    where = os.fspath(path)
-    try:
-        fd = os.open(where, os.O_RDONLY)
-    except OSError as error:
-        if isinstance(error, PermissionError):
-            with contextlib.suppress(OSError):  # a directory on the way may hide it: say that
-                _refuse_unless_private(what, where, os.stat(where))
-        raise KeyFileError(f"cannot open {what} {where}: {error.strerror}") from error
-    try:
-        status = os.fstat(fd)
-        if not stat.S_ISREG(status.st_mode):
-            raise KeyFileError(f"{what} {where} is not a regular file")
-        _refuse_unless_private(what, where, status)
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            return file.read()
-    finally:
-        os.close(fd)
-
-
-def _refuse_unless_private(what: str, where: str, status: os.stat_result) -> None:
-    """Raise :class:`KeyFileError` telling the operator what to run, unless this process may use
-    the file (see :mod:`gnau_service.common.secret_files`)."""
-    uid, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
-    mode = stat.S_IMODE(status.st_mode)
-    problem = secret_file_problem(mode, status.st_uid, status.st_gid, uid, groups)
-    if problem is not None:
-        raise KeyFileError(
-            refusal(
-                what,
-                where,
-                problem,
-                mode=mode,
-                owner_uid=status.st_uid,
-                owner_gid=status.st_gid,
-                uid=uid,
-            )
-        )
 
 
 def load_private_key(path: str | os.PathLike[str]) -> Ed25519PrivateKey:

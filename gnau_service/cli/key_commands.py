@@ -36,7 +36,7 @@ import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.note import KeyFormatError
-from gnau_service.audit.signing import KeyFileError, LogSigner, load_private_key
+from gnau_service.audit.signing import LogSigner, load_private_key
 from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import (
     TargetError,
@@ -46,7 +46,7 @@ from gnau_service.cli.remote import (
     refusal,
 )
 from gnau_service.cli.settings_flags import add_settings_flags, settings_from_args
-from gnau_service.common.private_files import exclusive_lock
+from gnau_service.common.private_files import KeyFileError, exclusive_lock
 from gnau_service.server.process.config import ConfigError, Settings
 from gnau_service.server.process.key_handover import (
     install_staged_key,

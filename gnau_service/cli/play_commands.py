@@ -15,10 +15,10 @@ from gnau.v1 import round_pb2
 from gnau_client import Seat
 
 from gnau_service.audit.round_events import settle_round
-from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.amounts import signed_amount
 from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import TargetError, add_target_option, add_tls_options, connect
+from gnau_service.common.private_files import KeyFileError, read_private_file
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.cards import parse_card

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import grpc
 
-from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.cli.failing import fail
 from gnau_service.cli.remote import (
     TargetError,
@@ -30,6 +29,7 @@ from gnau_service.cli.remote import (
     connect,
     refusal,
 )
+from gnau_service.common.private_files import KeyFileError, read_private_file
 
 
 def add_player_arguments(player: argparse.ArgumentParser) -> None:

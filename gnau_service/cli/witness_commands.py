@@ -19,9 +19,9 @@ import os
 from pathlib import Path
 
 from gnau_service.audit.note import NoteError
-from gnau_service.audit.signing import KeyFileError
 from gnau_service.cli.failing import fail
 from gnau_service.cli.file_errors import problem
+from gnau_service.common.private_files import KeyFileError
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.server.process.structured_logs import configure_logging
 from gnau_service.store import redacted_url, sqlite_path

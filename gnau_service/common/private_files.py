@@ -1,11 +1,12 @@
-"""Writing secret files (keys, token lists) whole, at mode 0600, one writer at a time.
+"""Secret files (keys, token lists): read only if private, written whole at mode 0600, one
+writer at a time.
 
 A secret file is replaced by writing a temporary file in the same directory (created with
 ``O_EXCL`` at 0600, synced) and renaming it over the old one, so a reader (a server rereading
 its tokens, say) sees the old file or the new one, never half of one. Commands that read, change
 and write a file hold :func:`exclusive_lock` on a ``.lock`` file beside it, so that two of them
-at once cannot lose each other's change. :func:`~gnau_service.audit.signing.read_private_file`
-reads them.
+at once cannot lose each other's change. :func:`read_private_file` reads them, refusing one
+that group or others may access.
 """
 
 from __future__ import annotations
@@ -14,11 +15,64 @@ import contextlib
 import fcntl
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from gnau_service.common.secret_files import refusal, secret_file_problem
+
 PRIVATE_MODE: Final = 0o600
+
+
+class KeyFileError(ValueError):
+    """A secret file (a key, a token list) that cannot be used: unsafe permissions, not a file,
+    unreadable, or (a key file) not the key it must hold."""
+
+
+def read_private_file(path: str | os.PathLike[str], what: str = "key file") -> bytes:
+    """The bytes of a secret file (a key, a token list), refused if group or others have access.
+
+    The mode is checked on the opened file (not the path), so a swap between check and read does
+    not matter; symlinks are followed, as secret mounts use them.
+    """
+    where = os.fspath(path)
+    try:
+        fd = os.open(where, os.O_RDONLY)
+    except OSError as error:
+        if isinstance(error, PermissionError):
+            with contextlib.suppress(OSError):  # a directory on the way may hide it: say that
+                _refuse_unless_private(what, where, os.stat(where))
+        raise KeyFileError(f"cannot open {what} {where}: {error.strerror}") from error
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise KeyFileError(f"{what} {where} is not a regular file")
+        _refuse_unless_private(what, where, status)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            return file.read()
+    finally:
+        os.close(fd)
+
+
+def _refuse_unless_private(what: str, where: str, status: os.stat_result) -> None:
+    """Raise :class:`KeyFileError` telling the operator what to run, unless this process may use
+    the file (see :mod:`gnau_service.common.secret_files`)."""
+    uid, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
+    mode = stat.S_IMODE(status.st_mode)
+    problem = secret_file_problem(mode, status.st_uid, status.st_gid, uid, groups)
+    if problem is not None:
+        raise KeyFileError(
+            refusal(
+                what,
+                where,
+                problem,
+                mode=mode,
+                owner_uid=status.st_uid,
+                owner_gid=status.st_gid,
+                uid=uid,
+            )
+        )
 
 
 def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:

@@ -3,7 +3,7 @@
 The same rules as the log key (:mod:`gnau_service.audit.signing`): created whole, at 0600, never
 over an existing file (:func:`~gnau_service.common.private_files.create_private_file`), and
 refused on load if group or others may read it
-(:func:`~gnau_service.audit.signing.read_private_file`). The line is the skey form of
+(:func:`~gnau_service.common.private_files.read_private_file`). The line is the skey form of
 :class:`~gnau_service.audit.cosignature.WitnessSigner`, which Go witness tooling reads too.
 """
 
@@ -14,8 +14,7 @@ from pathlib import Path
 
 from gnau_service.audit.cosignature import WitnessSigner
 from gnau_service.audit.note import KeyFormatError
-from gnau_service.audit.signing import KeyFileError, read_private_file
-from gnau_service.common.private_files import create_private_file
+from gnau_service.common.private_files import KeyFileError, create_private_file, read_private_file
 
 
 def create_witness_key(path: str | os.PathLike[str], name: str) -> WitnessSigner:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gnau_service.audit.signing import KeyFileError, read_private_file
+from gnau_service.common.private_files import KeyFileError, read_private_file
 from gnau_service.common.secret_files import SecretFileProblem, secret_file_problem
 from tests.identity import (
     OTHER_GID,

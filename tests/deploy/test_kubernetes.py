@@ -15,8 +15,9 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gnau_service.audit.signing import KeyFileError, ensure_private_key, load_private_key
+from gnau_service.audit.signing import ensure_private_key, load_private_key
 from gnau_service.cli.main import build_parser
+from gnau_service.common.private_files import KeyFileError
 from gnau_service.server.grpc.auth import AuthConfigError, Role
 from gnau_service.server.process.config import load_settings
 from gnau_service.server.process.tokens import read_token_file

@@ -14,8 +14,8 @@ import pytest
 from gnau_service.audit.checkpoint import open_checkpoint
 from gnau_service.audit.cosignature import WitnessKey, WitnessSigner, verify_cosignature
 from gnau_service.audit.note import NoteSignature
-from gnau_service.audit.signing import KeyFileError
 from gnau_service.cli.main import main
+from gnau_service.common.private_files import KeyFileError
 from gnau_service.witness.keys import create_witness_key, load_witness_key
 from gnau_service.witness.state import WitnessState, WitnessStateError
 from tests.witnessing import GrowingLog, post, witness_process, write_logs_toml

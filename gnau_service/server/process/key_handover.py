@@ -23,8 +23,8 @@ from typing import Final
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.note import KeyFormatError
-from gnau_service.audit.signing import KeyFileError, LogSigner, private_key_pem
-from gnau_service.common.private_files import sync_directory, write_private_file
+from gnau_service.audit.signing import LogSigner, private_key_pem
+from gnau_service.common.private_files import KeyFileError, sync_directory, write_private_file
 
 STAGED_SUFFIX: Final = ".next"
 
@@ -57,7 +57,7 @@ def key_file_source(
     """A store's ``key_source``: the signer of the wanted key (a verifier key string) from the
     key file or its staged successor, read afresh on each call; None if neither holds it.
 
-    Raises :class:`~gnau_service.audit.signing.KeyFileError` if neither holds it and the key
+    Raises :class:`~gnau_service.common.private_files.KeyFileError` if neither holds it and the key
     file cannot be used (unsafe mode, not a key), so the operator learns why."""
     paths = (Path(key_path), staged_key_path(key_path))
 

@@ -36,11 +36,12 @@ from pathlib import Path
 from typing import Final
 
 from gnau_service.audit.entries import is_hash_hex
-from gnau_service.audit.signing import KeyFileError, read_private_file
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.common.private_files import (
+    KeyFileError,
     create_private_file,
     exclusive_lock,
+    read_private_file,
     write_private_file,
 )
 from gnau_service.common.strict_json import JsonTextError, read_json
