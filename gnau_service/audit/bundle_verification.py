@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from typing import Final
 
+from gnau_service.audit.actors import TOKEN_NAME_PATTERN, check_actor
 from gnau_service.audit.bundle import (
     BundleHeader,
     CannotVerifyError,
@@ -39,7 +41,7 @@ from gnau_service.audit.checkpoint import (
     open_checkpoint,
 )
 from gnau_service.audit.cosignature import WitnessKey, cosigners
-from gnau_service.audit.entries import GENESIS_PREV_HASH, EntryKind, LogEntry, clip
+from gnau_service.audit.entries import GENESIS_PREV_HASH, EntryKind, JsonValue, LogEntry, clip
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
 from gnau_service.audit.replay import ReplayError, RoundReplay
@@ -293,20 +295,19 @@ class _Verification:
                 self.keys.rotate(note)
             except (NoteError, RotationError) as error:
                 return f"key rotation refused: {error}"
-            return None
-        if entry.kind is EntryKind.PLAYER_FORGOTTEN and entry.payload:
-            # The event names no one: a member here could only be a player or a reference.
-            return "PLAYER_FORGOTTEN must have an empty payload (it names no player)"
+            return _actor_failure(entry)
         round_id = entry.round_id
-        if not entry.kind.is_round_event or round_id is None or round_id in self.partial_rounds:
-            return None
+        if not entry.kind.is_round_event or round_id is None:
+            return _log_event_failure(entry)
+        if round_id in self.partial_rounds:
+            return _actor_failure(entry)  # replay, which checks it, does not see this round
         if (
             self.first_index
             and entry.kind is not EntryKind.ROUND_COMMITTED
             and not self.replay.knows(round_id)
         ):
             self.partial_rounds.add(round_id)
-            return None
+            return _actor_failure(entry)
         try:
             check = self.replay.stage(entry.kind, round_id, entry.payload)
         except ReplayError as error:
@@ -389,6 +390,60 @@ class _Verification:
             )
         else:
             self.anchor(size)
+
+
+_ACTOR: Final = "actor"
+
+
+def _actor_failure(entry: LogEntry) -> str | None:
+    """Why the entry's ``actor`` (optional: older logs have none) is not one, or None."""
+    if _ACTOR not in entry.payload:
+        return None
+    problem = check_actor(entry.payload[_ACTOR])
+    return None if problem is None else f"{entry.kind}'s {clip(problem)}"
+
+
+def _log_event_failure(entry: LogEntry) -> str | None:
+    """What is wrong with an event of the log rather than of a round, or None. Only the events
+    that could name someone they must not are held to a form: a forgotten player's, a stop's, a
+    token change's (which names tokens by name and role, never by the token or its hash)."""
+    payload, kind = entry.payload, entry.kind
+    if kind is EntryKind.PLAYER_FORGOTTEN and set(payload) - {_ACTOR}:
+        # The event names no one: a member here could only be a player or a reference.
+        return (
+            "PLAYER_FORGOTTEN's payload must be empty or hold only its actor (it names no player)"
+        )
+    if kind is EntryKind.SERVICE_STOPPED and set(payload) - {_ACTOR}:
+        return "SERVICE_STOPPED's payload must hold only its actor"
+    if kind is EntryKind.TOKENS_CHANGED:
+        problem = _tokens_changed_failure(payload)
+        if problem is not None:
+            return f"TOKENS_CHANGED {problem}"
+    return _actor_failure(entry)
+
+
+def _tokens_changed_failure(payload: dict[str, JsonValue]) -> str | None:
+    if set(payload) != {_ACTOR, "added", "revoked"}:
+        return "must hold exactly actor, added and revoked"
+    for member in ("added", "revoked"):
+        tokens = payload[member]
+        if not isinstance(tokens, list):
+            return f"{member} must be a list"
+        for token in tokens:
+            if not (
+                isinstance(token, dict)
+                and set(token) == {"name", "role"}
+                and isinstance(token["name"], str)
+                and TOKEN_NAME_PATTERN.fullmatch(token["name"])
+                and isinstance(token["role"], str)
+                and token["role"].isascii()
+                and token["role"].isalpha()
+            ):
+                return (
+                    f"{member} must list tokens as {{name, role}} alone, a token file's name and "
+                    f"a role, not {quoted(token)}"
+                )
+    return None
 
 
 def _before(first: Failure, second: Failure) -> bool:

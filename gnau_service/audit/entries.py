@@ -85,7 +85,9 @@ def is_hash_hex(value: object) -> TypeGuard[str]:
 class EntryKind(StrEnum):
     """What happened. ``ROUND_*`` events belong to a round and carry its ``round_id``; the others
     have ``round_id`` null. ``PLAYER_FORGOTTEN``: a player's key was deleted (crypto-shredding);
-    its payload is ``{}``, naming neither the player nor any of their references."""
+    its payload is ``{}``, naming neither the player nor any of their references.
+    ``SERVICE_STOPPED``: a process stopped cleanly. ``TOKENS_CHANGED``: a process took up a changed
+    token file; the payload names the tokens added and revoked, by name and role only."""
 
     ROUND_COMMITTED = "ROUND_COMMITTED"
     ROUND_DEALT = "ROUND_DEALT"
@@ -96,6 +98,8 @@ class EntryKind(StrEnum):
     CONFIG_CHANGED = "CONFIG_CHANGED"
     KEY_ROTATED = "KEY_ROTATED"
     PLAYER_FORGOTTEN = "PLAYER_FORGOTTEN"
+    SERVICE_STOPPED = "SERVICE_STOPPED"
+    TOKENS_CHANGED = "TOKENS_CHANGED"
 
     @property
     def is_round_event(self) -> bool:

@@ -321,11 +321,13 @@ def test_a_round_settled_twice_is_caught() -> None:
 # -- keys -----------------------------------------------------------------------------------------
 
 
-def test_a_rotation_signed_by_the_old_key_hands_over_to_the_new_one() -> None:
+def rotated_log(actor: dict[str, str]) -> BundleReport:
+    """A log whose key is rotated by a KEY_ROTATED entry with ``actor`` beside its note, and
+    a round after it, verified from the old key."""
     old, new = new_signer(), new_signer()
     log = honest_log(rounds=1, signer=old)
     rotation = KeyRotation(old.verifier, new.verifier, "2026-11-29T13:00:00Z").sign(old.signer)
-    log.append(EntryKind.KEY_ROTATED, {"rotation": str(rotation)})
+    log.append(EntryKind.KEY_ROTATED, {"rotation": str(rotation), **actor})
     log.appender.signer = new
     play_round(log.append, "after-rotation")
     log.checkpoint()
@@ -333,9 +335,19 @@ def test_a_rotation_signed_by_the_old_key_hands_over_to_the_new_one() -> None:
     header = json.loads(lines[HEADER])
     header["public_keys"] = [old.vkey, new.vkey]
     lines[HEADER] = json.dumps(header) + "\n"
-    report = verify(log, lines, pinned_keys=[old.verifier])
+    return verify(log, lines, pinned_keys=[old.verifier])
+
+
+@pytest.mark.parametrize("actor", [{}, {"actor": "console"}], ids=["older", "with-actor"])
+def test_a_rotation_signed_by_the_old_key_hands_over_to_the_new_one(actor: dict[str, str]) -> None:
+    report = rotated_log(actor)
     assert report.ok, report.summary()
     assert report.rounds_settled == 2
+
+
+def test_a_rotation_naming_no_actor_of_the_forms_is_refused() -> None:
+    report = rotated_log({"actor": "the operator"})
+    assert "KEY_ROTATED's actor 'the operator' is not service, console" in str(report.failure)
 
 
 def test_a_rotation_not_signed_by_the_current_key_is_refused() -> None:
@@ -447,4 +459,96 @@ def test_a_player_forgotten_entry_names_no_one_and_changes_no_proof() -> None:
     named = honest_log(rounds=1)
     named.append(EntryKind.PLAYER_FORGOTTEN, {"player_id": "alice@example.com"})
     named.checkpoint()
-    assert "PLAYER_FORGOTTEN must have an empty payload" in str(verify(named).failure)
+    assert "PLAYER_FORGOTTEN's payload must be empty or hold only its actor" in str(
+        verify(named).failure
+    )
+
+
+def test_a_player_forgotten_entry_may_name_who_asked_and_nothing_more() -> None:
+    log = honest_log(rounds=1)
+    log.append(EntryKind.PLAYER_FORGOTTEN, {"actor": "token:casino-a-platform"})
+    log.checkpoint()
+    assert verify(log).ok, verify(log).summary()
+
+    beside = honest_log(rounds=1)
+    beside.append(
+        EntryKind.PLAYER_FORGOTTEN, {"actor": "console", "player_id": "alice@example.com"}
+    )
+    beside.checkpoint()
+    assert "PLAYER_FORGOTTEN's payload must be empty or hold only its actor" in str(
+        verify(beside).failure
+    )
+
+
+# -- the actor and the events of the log ----------------------------------------------------------
+
+GOOD_LOG_EVENTS = [
+    (EntryKind.SERVICE_STARTED, {"actor": "service", "origin": "gnau-dealer/test"}),
+    (EntryKind.CONFIG_CHANGED, {"actor": "service", "settings": {"max_stake": 100}}),
+    (EntryKind.SERVICE_STOPPED, {"actor": "service"}),
+    (EntryKind.SERVICE_STOPPED, {}),
+    (
+        EntryKind.TOKENS_CHANGED,
+        {
+            "actor": "console",
+            "added": [{"name": "casino-a-platform", "role": "operator"}],
+            "revoked": [],
+        },
+    ),
+    (EntryKind.PLAYER_FORGOTTEN, {"actor": "cert:platform.casino-a.example"}),
+]
+
+
+@pytest.mark.parametrize(("kind", "payload"), GOOD_LOG_EVENTS)
+def test_the_events_of_the_log_verify_with_their_actor(kind: EntryKind, payload: dict) -> None:
+    log = honest_log(rounds=1)
+    log.append(kind, payload)
+    play_round(log.append, "after-the-event")
+    log.checkpoint()
+    report = verify(log)
+    assert report.ok, report.summary()
+
+
+BAD_LOG_EVENTS = [
+    (EntryKind.SERVICE_STARTED, {"actor": "root"}, "SERVICE_STARTED's actor 'root' is not"),
+    (EntryKind.CONFIG_CHANGED, {"actor": 7}, "CONFIG_CHANGED's actor 7 is not a string"),
+    (
+        EntryKind.PLAYER_FORGOTTEN,
+        {"actor": "token:alice smith"},
+        "names a token by something that is not a token name",
+    ),
+    (EntryKind.SERVICE_STOPPED, {"actor": "service\n"}, "holds a control character"),
+    (EntryKind.SERVICE_STOPPED, {"actor": "service", "by": "x"}, "must hold only its actor"),
+    (EntryKind.TOKENS_CHANGED, {"actor": "console", "added": []}, "exactly actor, added and"),
+    (
+        EntryKind.TOKENS_CHANGED,
+        {
+            "actor": "console",
+            "added": [{"name": "ops", "role": "operator", "sha256": "ab" * 32}],
+            "revoked": [],
+        },
+        "added must list tokens as {name, role} alone",
+    ),
+    (
+        EntryKind.TOKENS_CHANGED,
+        {"actor": "console", "added": [], "revoked": [{"name": "a b", "role": "operator"}]},
+        "revoked must list tokens as {name, role} alone",
+    ),
+    (
+        EntryKind.TOKENS_CHANGED,
+        {"actor": "operator", "added": [], "revoked": []},
+        "TOKENS_CHANGED's actor 'operator' is not",
+    ),
+    (EntryKind.KEY_ROTATED, {"actor": ""}, "KEY_ROTATED must carry the signed rotation note"),
+]
+
+
+@pytest.mark.parametrize(("kind", "payload", "says"), BAD_LOG_EVENTS)
+def test_an_event_of_the_log_out_of_form_is_refused(
+    kind: EntryKind, payload: dict, says: str
+) -> None:
+    log = honest_log(rounds=1)
+    log.append(kind, payload)
+    log.checkpoint()
+    failure = verify(log).failure
+    assert failure is not None and says in str(failure), failure
