@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 from time import monotonic
 from typing import TypeVar
 
-from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.actors import CONSOLE
+from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import AppendedEntry, LogAppender
 from gnau_service.audit.signing import KeyRotation, LogSigner
 from gnau_service.store.backend import Backend
@@ -143,7 +144,9 @@ class Store(LogReader):
         def rotation(appender: LogAppender, connection: Connection) -> AppendedEntry:
             old, time = appender.signer, utc_now()
             note = KeyRotation(old.verifier, new.verifier, time).sign(old.signer, new.signer)
-            entry = appender.append(EntryKind.KEY_ROTATED, {"rotation": str(note)}, time=time)
+            # Only `gnau key rotate` rotates, on the host with the service's files: the console.
+            payload: dict[str, JsonValue] = {"rotation": str(note), "actor": CONSOLE}
+            entry = appender.append(EntryKind.KEY_ROTATED, payload, time=time)
             self.backend.run(
                 connection,
                 "INSERT INTO log_keys (key_id, vkey, since_size) VALUES (?, ?, ?)",

@@ -115,3 +115,17 @@ def test_the_current_key_follows_each_rotation(database_url: str, signer: LogSig
             store.rotate_key(new)
             assert store.current_key() == new.vkey
         assert store.public_keys() == [key.vkey for key in keys]
+
+
+def test_the_rotation_entry_names_the_console_as_its_actor(
+    database_url: str, signer: LogSigner
+) -> None:
+    """Only `gnau key rotate` rotates, on the host with no credential: the entry says so, beside
+    the rotation note the readers take."""
+    new = fresh(signer)
+    with open_store(database_url, signer) as rotator:
+        entry = rotator.rotate_key(new)
+        rotated = decode_entry(rotator.entries(entry.index, entry.index + 1)[0], signer.verifier)
+    assert rotated.kind is EntryKind.KEY_ROTATED
+    assert set(rotated.payload) == {"rotation", "actor"}
+    assert rotated.payload["actor"] == "console"
