@@ -676,14 +676,14 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     async def table_loop(table: int) -> None:
         nonlocal rounds
         while time.perf_counter() < deadline:
-            view = await dealer.shuffle(f"alone-{table}", rules, fresh())
+            view = await dealer.shuffle(f"alone-{table}", rules, fresh(), actor="token:test")
             round_id = view.record.round_id
             seats = [
                 SeatRequest(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)
             ]
-            await dealer.deal(round_id, seats, None, fresh())
-            await dealer.reveal(round_id, fresh())
-            await dealer.settle(round_id, fresh())
+            await dealer.deal(round_id, seats, None, fresh(), actor="token:test")
+            await dealer.reveal(round_id, fresh(), actor="token:test")
+            await dealer.settle(round_id, fresh(), actor="token:test")
             rounds += 1
 
     started, cpu = time.perf_counter(), time.process_time()

@@ -193,7 +193,10 @@ class EdgeFuzzer:
             message = dealer_pb2.DealRequest(request_id=request_id, round_id=round_id, seats=seats)
         elif step == "VoidRound":
             message = dealer_pb2.VoidRoundRequest(
-                request_id=request_id, round_id=round_id, reason="fuzz"
+                reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+                request_id=request_id,
+                round_id=round_id,
+                reason="fuzz",
             )
         else:
             message = getattr(dealer_pb2, f"{step}Request")(

@@ -270,7 +270,8 @@ func shuffle(dealer gnauv1.DealerServiceClient) (*gnauv1.Round, error) {
 		unfinished := r.metadata["round_id"]
 		_, err = call("VoidRound", dealer.VoidRound, &gnauv1.VoidRoundRequest{
 			RequestId: newRequestID(), RoundId: unfinished,
-			Reason: "left unfinished by an earlier run of the table service; stakes refunded",
+			ReasonCode: gnauv1.VoidReason_VOID_REASON_PLATFORM_FAILURE,
+			Reason:     "left unfinished by an earlier run of the table service",
 		})
 		if err != nil {
 			return nil, err

@@ -130,7 +130,8 @@ async function shuffle(table) {
     await call('VoidRound', {
       request_id: randomUUID(),
       round_id: unfinished,
-      reason: 'left unfinished by an earlier run of the table service; stakes refunded',
+      reason_code: 'VOID_REASON_PLATFORM_FAILURE',
+      reason: 'left unfinished by an earlier run of the table service',
     });
     emit({ event: 'voided_unfinished', round_id: unfinished, state });
     return (await call('Shuffle', request)).round; // the same request: its id was never used

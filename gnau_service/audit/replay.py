@@ -3,7 +3,9 @@
 The payloads of a round's events (:mod:`gnau_service.audit.round_events`) are the fields of its
 revealed-round JSON, so replaying is merging the first three payloads into a revealed round,
 running the fairness verifier on it, and re-settling the dealt hands under the committed house
-rules; a void's seed is checked against the commitment.
+rules; a void's seed is checked against the commitment, and a void after the deal must pay every
+seat exactly the better of its result and a refund of its stake. Each event's ``actor``, where it
+has one, must be one (:func:`~gnau_service.audit.actors.check_actor`).
 
 >>> from gnau_service.audit.round_events import (
 ...     committed_payload, dealt_payload, revealed_payload, settle_round, settled_payload,
@@ -32,15 +34,23 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from gnau_service.audit.actors import SERVICE, check_actor
 from gnau_service.audit.entries import EntryKind, JsonValue, clip
 from gnau_service.audit.round_events import (
+    ACTOR_FIELD,
     COMMITTED_FIELDS,
     DEALT_FIELDS,
     DISCLOSED_FIELD,
     REVEALED_FIELDS,
+    SETTLING_VOID_FIELDS,
+    SOFTWARE_FIELD,
     VERSION_FIELD,
+    VOIDED_FIELDS,
+    VoidReason,
     committed_version,
+    paid_payload,
     settle_round,
+    settled_payload,
 )
 from gnau_service.common.quoting import quoted
 from gnau_service.fairness.commitment import compute_commitment
@@ -50,6 +60,7 @@ from gnau_service.fairness.verifier import verify_revealed_round
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
+from gnau_service.rules.settlement import settle_interrupted
 
 # Which event may follow which: None is "nothing logged yet for this round".
 _ALLOWED_AFTER: Final[dict[EntryKind, tuple[EntryKind | None, ...]]] = {
@@ -87,6 +98,8 @@ class RoundCheck:
     round_id: str
     document: dict[str, Any]
     payload: dict[str, JsonValue]
+    #: The round's event before this one (a void's checks depend on it).
+    after: EntryKind | None = None
 
     def run(self) -> None:
         if self.kind is EntryKind.ROUND_REVEALED:
@@ -95,7 +108,7 @@ class RoundCheck:
             # Its fairness was the reveal's check, which always comes first.
             _verify_settlement(self.round_id, _read(self.round_id, self.document), self.payload)
         else:
-            _verify_void(self.round_id, self.document, self.payload)
+            _verify_void(self.round_id, self.document, self.payload, self.after)
 
 
 def run_check(check: RoundCheck) -> str | None:
@@ -148,6 +161,7 @@ class RoundReplay:
         if last not in _ALLOWED_AFTER[kind]:
             after = "before anything else" if last is None else f"after {last}"
             raise ReplayError(f"round {round_id}: {kind} {after}")
+        payload = _without_actor(round_id, kind, payload)
         if kind is EntryKind.ROUND_COMMITTED:
             # Exactly its own fields: a payload member must not stand in for the round id or
             # format that replay puts in the document itself.
@@ -178,6 +192,9 @@ class RoundReplay:
         assert state is not None
         state.last = kind
         if kind is EntryKind.ROUND_DEALT:
+            if SOFTWARE_FIELD in payload:
+                _check_software(round_id, payload[SOFTWARE_FIELD])
+                payload = {key: value for key, value in payload.items() if key != SOFTWARE_FIELD}
             state.document.update(_only(payload, DEALT_FIELDS, round_id, kind))
             _require_client_seeds(round_id, payload["seats"])
             return None
@@ -192,7 +209,7 @@ class RoundReplay:
         # anything after it.
         self._unfinished_by_table.pop(state.table, None)
         self._rounds[round_id] = _RoundState(kind, {})
-        return RoundCheck(kind, round_id, state.document, payload)
+        return RoundCheck(kind, round_id, state.document, payload, last)
 
 
 def _read(round_id: str, document: dict[str, Any]) -> RevealedRound:
@@ -211,10 +228,20 @@ def _verify_fairness(round_id: str, document: dict[str, Any]) -> None:
         raise ReplayError(f"round {round_id}: {clip(str(report.first_failure))}")
 
 
-def _verify_void(round_id: str, document: dict[str, Any], payload: dict[str, JsonValue]) -> None:
-    seed, reason = payload.get("server_seed"), payload.get("reason")
-    if not isinstance(seed, str) or not isinstance(reason, str) or not reason:
-        raise ReplayError(f"round {round_id}: ROUND_VOIDED must carry a reason and the seed")
+def _verify_void(
+    round_id: str,
+    document: dict[str, Any],
+    payload: dict[str, JsonValue],
+    after: EntryKind | None,
+) -> None:
+    """A void's form, what it pays, and its seed against the commitment. ``payload`` still has
+    its actor (a deadline's void is the service's alone)."""
+    if "reason_code" not in payload:
+        _verify_void_without_code(round_id, payload, after)
+    else:
+        _verify_void_with_code(round_id, document, payload, after)
+    seed = payload["server_seed"]
+    assert isinstance(seed, str)
     house_rules = document.get("house_rules")
     if not isinstance(house_rules, dict):
         raise ReplayError(
@@ -232,6 +259,111 @@ def _verify_void(round_id: str, document: dict[str, Any], payload: dict[str, Jso
     if commitment.hex() != document.get("commitment"):
         raise ReplayError(
             f"round {round_id}: the seed revealed by its void does not match its commitment"
+        )
+
+
+def _verify_void_without_code(
+    round_id: str, payload: dict[str, JsonValue], after: EntryKind | None
+) -> None:
+    """A void from before reason codes: a reason, the state, the seed; before the deal only."""
+    fields = {key: value for key, value in payload.items() if key != ACTOR_FIELD}
+    _only(fields, ("reason", "state", "server_seed"), round_id, EntryKind.ROUND_VOIDED)
+    seed, reason = payload["server_seed"], payload["reason"]
+    if not isinstance(seed, str) or not isinstance(reason, str) or not reason:
+        raise ReplayError(f"round {round_id}: ROUND_VOIDED must carry a reason and the seed")
+    if after is not EntryKind.ROUND_COMMITTED:
+        raise ReplayError(
+            f"round {round_id}: its void after the deal settles nothing: a void after the deal "
+            "must pay every seat the better of its result and a refund of its stake"
+        )
+
+
+def _verify_void_with_code(
+    round_id: str,
+    document: dict[str, Any],
+    payload: dict[str, JsonValue],
+    after: EntryKind | None,
+) -> None:
+    fields = {key: value for key, value in payload.items() if key != ACTOR_FIELD}
+    code, reason, state, seed = (fields.get(name) for name in VOIDED_FIELDS)
+    if code not in set(VoidReason):
+        raise ReplayError(
+            f"round {round_id}: ROUND_VOIDED's reason_code {quoted(code)} is not one of "
+            f"{', '.join(VoidReason)}"
+        )
+    reason_code = VoidReason(str(code))
+    if not isinstance(reason, str) or not isinstance(seed, str):
+        raise ReplayError(f"round {round_id}: ROUND_VOIDED's reason and server_seed are strings")
+    if reason_code is VoidReason.DEAL_DEADLINE_PASSED and (
+        state != "SHUFFLED" or payload.get(ACTOR_FIELD, SERVICE) != SERVICE
+    ):
+        raise ReplayError(
+            f"round {round_id}: DEAL_DEADLINE_PASSED is the service's void of a SHUFFLED round"
+        )
+    if after is EntryKind.ROUND_COMMITTED:
+        if state != "SHUFFLED":
+            raise ReplayError(
+                f"round {round_id}: its void before the deal says state {quoted(state)}"
+            )
+        _only(fields, VOIDED_FIELDS, round_id, EntryKind.ROUND_VOIDED)
+        return
+    if after is not EntryKind.ROUND_REVEALED:
+        raise ReplayError(
+            f"round {round_id}: a void after the deal must follow the round's ROUND_REVEALED"
+        )
+    if state not in ("DEALT", "REVEALED"):
+        raise ReplayError(f"round {round_id}: its void after the deal says state {quoted(state)}")
+    _only(fields, (*VOIDED_FIELDS, *SETTLING_VOID_FIELDS), round_id, EntryKind.ROUND_VOIDED)
+    if seed != document.get("server_seed"):
+        raise ReplayError(
+            f"round {round_id}: the seed of its void is not the seed its reveal published"
+        )
+    revealed = _read(round_id, document)
+    try:
+        result = settle_round(revealed)
+    except RulesError as error:
+        raise ReplayError(
+            f"round {round_id}: its hands cannot be settled: {clip(str(error))}"
+        ) from None
+    expected_result = settled_payload(result)
+    if fields["result"] != expected_result:
+        raise ReplayError(
+            f"round {round_id}: its void's result does not follow from the dealt hands "
+            f"({_first_difference(expected_result, fields['result'], 'result')})"
+        )
+    expected_paid = paid_payload(settle_interrupted(result))
+    if fields["paid"] != expected_paid:
+        raise ReplayError(
+            f"round {round_id}: its void does not pay every seat the better of its result and a "
+            f"refund of its stake ({_first_difference(expected_paid, fields['paid'], 'paid')})"
+        )
+
+
+def _without_actor(
+    round_id: str, kind: EntryKind, payload: dict[str, JsonValue]
+) -> dict[str, JsonValue]:
+    """``payload`` without its actor, once the actor (where there is one) is checked: the
+    actor says who, and is no field of the round. A void keeps it (see :func:`_verify_void`)."""
+    if ACTOR_FIELD not in payload:
+        return payload
+    problem = check_actor(payload[ACTOR_FIELD])
+    if problem is not None:
+        raise ReplayError(f"round {round_id}: {kind}'s {clip(problem)}")
+    if kind is EntryKind.ROUND_VOIDED:
+        return payload
+    return {key: value for key, value in payload.items() if key != ACTOR_FIELD}
+
+
+def _check_software(round_id: str, software: JsonValue) -> None:
+    """A dealt event's software: its name, version and package digest, each a string."""
+    if not (
+        isinstance(software, dict)
+        and set(software) == {"name", "version", "sha256"}
+        and all(isinstance(value, str) for value in software.values())
+    ):
+        raise ReplayError(
+            f"round {round_id}: ROUND_DEALT's software must be an object of the strings name, "
+            "version and sha256"
         )
 
 

@@ -15,9 +15,17 @@ as it exists and no sooner:
   each player by a reference in a v2 round (the platform's id only in v1 rounds);
 - revealed: ``server_seed``, ``deck``;
 - settled: the settlement (:meth:`gnau_service.rules.settlement.Settlement.to_json`);
-- voided: ``reason``, the ``state`` the round was in, and its ``server_seed``: a void reveals the
-  seed at once, so anyone can check it was the committed one, and a voided deal cannot hide a
-  deck the dealer did not like.
+- voided: ``reason_code`` (:class:`VoidReason`), the free-text ``reason``, the ``state`` the round
+  was in, and its ``server_seed``: a void reveals the seed at once, so anyone can check it was the
+  committed one. A void after the deal comes after the round's ``ROUND_REVEALED`` (the step that
+  voids a dealt round reveals it first), and settles it: ``result`` is the settlement the hands
+  earn, ``paid`` what each seat is paid, the better of its result and a refund
+  (:func:`~gnau_service.rules.settlement.settle_interrupted`). A void from before reason codes has
+  a ``reason`` only.
+
+Since issue 37 every event also names its ``actor`` (:mod:`gnau_service.audit.actors`), and the
+dealt event the ``software`` that dealt it; both are absent from older logs, and neither is a
+field of the revealed round.
 
 The service builds its payloads here and :mod:`gnau_service.audit.replay` checks them, so the two
 cannot disagree on a field.
@@ -34,6 +42,7 @@ cannot disagree on a field.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Final, cast
 
 from gnau_service.audit.entries import EntryKind, JsonValue
@@ -41,7 +50,7 @@ from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.rules.return_to_player import ReturnToPlayer
-from gnau_service.rules.settlement import PlayerHand, Settlement, settle
+from gnau_service.rules.settlement import PlayerHand, Settlement, settle, settle_interrupted
 
 COMMITTED_FIELDS: Final = ("table_id", "house_rules", "commitment")
 #: The optional member of a committed entry: the disclosed figures, not part of the revealed round.
@@ -50,6 +59,30 @@ DISCLOSED_FIELD: Final = "return_to_player"
 VERSION_FIELD: Final = "fairness_version"
 DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
 REVEALED_FIELDS: Final = ("server_seed", "deck")
+#: Who made the event happen, on every event the service writes since issue 37.
+ACTOR_FIELD: Final = "actor"
+#: The dealt event's record of the software that dealt the round (since issue 37).
+SOFTWARE_FIELD: Final = "software"
+#: The members of every void; a void after the deal adds :data:`SETTLING_VOID_FIELDS`.
+VOIDED_FIELDS: Final = ("reason_code", "reason", "state", "server_seed")
+SETTLING_VOID_FIELDS: Final = ("result", "paid")
+
+
+class VoidReason(StrEnum):
+    """Why a round was voided: a closed list (docs/integration.md, *When to void*). Whatever the
+    reason, what the void pays follows from the round's state alone."""
+
+    PLATFORM_FAILURE = "PLATFORM_FAILURE"
+    STAKE_REJECTED = "STAKE_REJECTED"
+    GAME_MALFUNCTION = "GAME_MALFUNCTION"
+    TABLE_CLOSED = "TABLE_CLOSED"
+    REGULATOR_ORDER = "REGULATOR_ORDER"
+    #: The service's own: a shuffled round not dealt by its deal deadline.
+    DEAL_DEADLINE_PASSED = "DEAL_DEADLINE_PASSED"
+
+    @property
+    def operator_may_use(self) -> bool:
+        return self is not VoidReason.DEAL_DEADLINE_PASSED
 
 
 def committed_payload(
@@ -97,8 +130,39 @@ def settled_payload(settlement: Settlement) -> dict[str, JsonValue]:
     return cast(dict[str, JsonValue], settlement.to_json())
 
 
-def voided_payload(committed: CommittedRound, reason: str, state: str) -> dict[str, JsonValue]:
-    return {"reason": reason, "state": state, "server_seed": committed.server_seed.hex()}
+def voided_payload(
+    committed: CommittedRound,
+    reason_code: VoidReason,
+    reason: str,
+    state: str,
+    result: Settlement | None = None,
+) -> dict[str, JsonValue]:
+    """A void; after the deal, with the ``result`` the hands earn and what each seat is paid."""
+    payload: dict[str, JsonValue] = {
+        "reason_code": str(reason_code),
+        "reason": reason,
+        "state": state,
+        "server_seed": committed.server_seed.hex(),
+    }
+    if result is not None:
+        payload["result"] = settled_payload(result)
+        payload["paid"] = paid_payload(settle_interrupted(result))
+    return payload
+
+
+def paid_payload(paid: Settlement) -> dict[str, JsonValue]:
+    """What a void after the deal pays: each seat's stake and delta, and the dealer's delta."""
+    return {
+        "dealer_delta": paid.dealer_delta,
+        "players": [
+            {"seat": seat.seat, "stake": seat.stake, "delta": seat.delta} for seat in paid.seats
+        ],
+    }
+
+
+def with_actor(payload: dict[str, JsonValue], actor: str) -> dict[str, JsonValue]:
+    """``payload`` naming who made its event happen."""
+    return {**payload, ACTOR_FIELD: actor}
 
 
 def settle_round(revealed: RevealedRound) -> Settlement:

@@ -6,6 +6,7 @@ it, as gaming regulators ask of significant events and software changes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -25,6 +26,9 @@ def package_digest(root: Path | None = None) -> str:
     return digest.hexdigest()
 
 
+@functools.cache
 def software_identity() -> dict[str, JsonValue]:
-    """The payload of a SERVICE_STARTED entry's ``software`` member."""
+    """The ``software`` member of a SERVICE_STARTED entry and of every ROUND_DEALT entry. Read
+    once: the installed files do not change under a running process. Callers must not mutate
+    the dict (each entry's payload copies it)."""
     return {"name": "gnau-service", "version": gnau_service.__version__, "sha256": package_digest()}

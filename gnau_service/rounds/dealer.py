@@ -1,8 +1,15 @@
 """The dealer's round lifecycle, free of any transport.
 
 ``SHUFFLED → DEALT → REVEALED → SETTLED``, or ``VOIDED`` by an explicit (logged) operator call
-before settlement. Every change is one unit of work in the store (a step): the round row, its
-audit event and the request record commit together or not at all, so after a crash a round is
+before settlement, with a reason code. Once dealt the outcome is fixed: a void then reveals the
+round and pays every seat the better of its result and a refund of its stake. No round stays
+open: a round not dealt, or not settled, by its deadline (:mod:`~gnau_service.rounds.deadlines`)
+is completed by the service itself (:meth:`Dealer.complete_due`, which
+:mod:`~gnau_service.rounds.completion` calls). Every event names its ``actor``: the caller's
+token or certificate, or ``service``.
+
+Every change is one unit of work in the store (a step): the round row, its audit event and the
+request record commit together or not at all, so after a crash a round is
 in its previous state or its next one with its event durable, never half-way; the step's caller
 is answered once the sequencer has made the event a signed log entry (until then the record
 names the event by its pending id: :mod:`~gnau_service.rounds.record`).
@@ -23,19 +30,25 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.actors import SERVICE
+from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.round_events import (
+    SOFTWARE_FIELD,
+    VoidReason,
     committed_payload,
     dealt_payload,
     revealed_payload,
     settle_round,
     settled_payload,
     voided_payload,
+    with_actor,
 )
+from gnau_service.audit.software import software_identity
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
+from gnau_service.rounds.deadlines import Deadlines
 from gnau_service.rounds.identities import (
     deal_fingerprint,
     retried_names,
@@ -45,6 +58,7 @@ from gnau_service.rounds.identities import (
 from gnau_service.rounds.limits import DEFAULT_MAX_STAKE
 from gnau_service.rounds.paging import next_page_token, page_limit, read_page_token
 from gnau_service.rounds.record import (
+    DEALT_STATES,
     OPEN_STATES,
     SEED_IS_PUBLIC,
     RoundRecord,
@@ -59,6 +73,7 @@ from gnau_service.rounds.record import (
 from gnau_service.rounds.refusals import RequestConflict, RoundNotFound, TableBusy, WrongState
 from gnau_service.rounds.requests import (
     SeatRequest,
+    check_completed_by,
     check_round_id,
     check_table_id,
     check_void_reason,
@@ -78,8 +93,11 @@ from gnau_service.store.round_rows import (
     insert_round,
     list_rounds,
     load_round,
+    lock_round,
     read_round,
+    record_completion,
     save_request,
+    set_deadline,
     update_round,
 )
 
@@ -98,6 +116,7 @@ class Dealer:
 
     store: Store
     max_stake: int = DEFAULT_MAX_STAKE
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
     async def shuffle(
         self,
@@ -105,11 +124,13 @@ class Dealer:
         rules: HouseRules,
         idempotency: Idempotency,
         *,
+        actor: str,
         deadline: float | None = None,
     ) -> RoundView:
         """Start a round. Its rule set's figures, looked up in the shipped table
         (:meth:`ReturnToPlayer.of_rules`, never computed here), go into its log entry and record.
-        ``deadline``, here and in every step: the call's, as :meth:`Store.run_async
+        ``actor``, here and in every step: who asks (:mod:`gnau_service.audit.actors`), named
+        by the step's log entry. ``deadline``: the call's, as :meth:`Store.run_async
         <gnau_service.store.store.Store.run_async>` takes it."""
         check_table_id(table_id)
 
@@ -128,9 +149,11 @@ class Dealer:
             disclosed = ReturnToPlayer.of_rules(rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
-                committed_payload(committed, table_id, disclosed),
+                with_actor(committed_payload(committed, table_id, disclosed), actor),
                 round_id=committed.round_id,
             )
+            due_at = self.deadlines.deal_due(tx.time)
+            set_deadline(tx, committed.round_id, due_at)
             record = RoundRecord(
                 round_id=committed.round_id,
                 table_id=table_id,
@@ -143,6 +166,7 @@ class Dealer:
                 log_indices=(-entry.id,),
                 return_to_player=disclosed,
                 version=committed.version,
+                due_at=due_at,
             )
             text = record_text(record)
             insert_round(tx, stored_round(record, committed.server_seed, text))
@@ -158,6 +182,7 @@ class Dealer:
         beacon: tuple[str, bytes] | None,
         idempotency: Idempotency,
         *,
+        actor: str,
         deadline: float | None = None,
     ) -> RoundView:
         # The request record keeps a fingerprint of what the log publishes, never of a player
@@ -186,7 +211,13 @@ class Dealer:
                 idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
             )
             dealt = dealt_round(round_id, record.rules, seed, locked, locked_beacon, record.version)
-            entry = tx.append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id=round_id)
+            payload: dict[str, JsonValue] = {
+                **dealt_payload(dealt),
+                SOFTWARE_FIELD: software_identity(),
+            }
+            entry = tx.append(EntryKind.ROUND_DEALT, with_actor(payload, actor), round_id=round_id)
+            due_at = self.deadlines.settle_due(tx.time)
+            set_deadline(tx, round_id, due_at)
             record = replace(
                 record,
                 state=RoundState.DEALT,
@@ -195,6 +226,7 @@ class Dealer:
                 transcript_hash=dealt.locked.transcript_hash,
                 updated_at=tx.time,
                 log_indices=(*record.log_indices, -entry.id),
+                due_at=due_at,
             )
             return _save(tx, keyed, "Deal", record, seed, players=players)
 
@@ -209,15 +241,15 @@ class Dealer:
         )
 
     async def reveal(
-        self, round_id: str, idempotency: Idempotency, *, deadline: float | None = None
+        self,
+        round_id: str,
+        idempotency: Idempotency,
+        *,
+        actor: str,
+        deadline: float | None = None,
     ) -> RoundView:
         def to_revealed(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            entry = tx.append(
-                EntryKind.ROUND_REVEALED,
-                revealed_payload(dealt_round_of(record, seed)),
-                round_id=round_id,
-            )
-            record = _advance(record, RoundState.REVEALED, tx.time, entry)
+            record = _reveal(tx, record, seed, actor)
             return _save(tx, idempotency, "Reveal", record, seed)
 
         return await self._step(
@@ -225,40 +257,90 @@ class Dealer:
         )
 
     async def settle(
-        self, round_id: str, idempotency: Idempotency, *, deadline: float | None = None
+        self,
+        round_id: str,
+        idempotency: Idempotency,
+        *,
+        actor: str,
+        deadline: float | None = None,
     ) -> RoundView:
+        """Settle a revealed round. A Settle that finds the round settled by the service at its
+        deadline gets the same answer, the settlement the service logged: the platform asked
+        for what happened, and nothing is settled twice."""
+
         def to_settled(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            settlement = settle_round(dealt_round_of(record, seed).reveal())
-            entry = tx.append(
-                EntryKind.ROUND_SETTLED, settled_payload(settlement), round_id=round_id
-            )
-            record = _advance(record, RoundState.SETTLED, tx.time, entry)
+            if record.state is RoundState.SETTLED:
+                if record.completed_by != SERVICE:
+                    raise WrongState(round_id, record.state, "Settle")
+                return _answer(tx, idempotency, "Settle", record, seed, text=record_text(record))
+            record, settlement = _settle(tx, record, seed, actor)
             return _save(tx, idempotency, "Settle", record, seed, settlement=settlement)
 
         return await self._step(
-            round_id, idempotency, "Settle", (RoundState.REVEALED,), to_settled, deadline=deadline
+            round_id,
+            idempotency,
+            "Settle",
+            (RoundState.REVEALED, RoundState.SETTLED),
+            to_settled,
+            deadline=deadline,
         )
 
     async def void(
-        self, round_id: str, reason: str, idempotency: Idempotency, *, deadline: float | None = None
+        self,
+        round_id: str,
+        reason_code: VoidReason | None,
+        reason: str,
+        idempotency: Idempotency,
+        *,
+        actor: str,
+        deadline: float | None = None,
     ) -> RoundView:
-        check_void_reason(reason)
+        """Void an open round for one of the reasons an operator may give. After the deal the
+        outcome is fixed: the round is revealed (if it was not), and every seat is paid the
+        better of its result and a refund of its stake."""
+        code = check_void_reason(reason_code, reason)
 
         def to_voided(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            committed = CommittedRound(round_id, record.rules, seed, record.version)
-            entry = tx.append(
-                EntryKind.ROUND_VOIDED,
-                voided_payload(committed, reason, str(record.state)),
-                round_id=round_id,
-            )
-            record = replace(
-                _advance(record, RoundState.VOIDED, tx.time, entry), void_reason=reason
-            )
+            record = _void(tx, record, seed, code=code, reason=reason, actor=actor)
             return _save(tx, idempotency, "VoidRound", record, seed)
 
         return await self._step(
             round_id, idempotency, "VoidRound", OPEN_STATES, to_voided, deadline=deadline
         )
+
+    async def complete_due(
+        self, round_id: str, *, deadline: float | None = None
+    ) -> RoundState | None:
+        """Complete the round if it is still open and its deadline has passed, as the service:
+        void it if it was never dealt, else reveal (if need be) and settle it, with the same
+        arithmetic as Settle. The round is read locked, in the same unit of work that completes
+        it, so however many processes try, one completes it and the others find it final (or
+        moved to a later deadline by a step of its own) and change nothing. The state it was
+        left in, or None if nothing was done."""
+        check_round_id(round_id)
+
+        def unit(tx: Transaction) -> tuple[RoundState | None, list[PendingEntry]]:
+            stored = lock_round(tx, round_id)
+            if stored is None:
+                return None, []
+            record = parsed_record(stored.record)
+            if record.state not in OPEN_STATES or record.due_at is None or record.due_at > tx.time:
+                return None, []
+            record = with_indices(record, tx.refer(pending_ids(record)))
+            seed = bytes.fromhex(stored.server_seed)
+            if record.state is RoundState.SHUFFLED:
+                record = _void(
+                    tx, record, seed, code=VoidReason.DEAL_DEADLINE_PASSED, reason="", actor=SERVICE
+                )
+            else:
+                if record.state is RoundState.DEALT:
+                    record = _reveal(tx, record, seed, SERVICE)
+                record, _ = _settle(tx, record, seed, SERVICE)
+            update_round(tx, round_id, str(record.state), record_text(record), record.updated_at)
+            return record.state, list(tx.appended)
+
+        state, _ = await self.store.run_async(unit, deadline=deadline)
+        return state
 
     async def _step(
         self,
@@ -308,17 +390,35 @@ class Dealer:
         return view_of(record, bytes.fromhex(stored.server_seed), players=players)
 
     def list(
-        self, table_id: str, page_size: int, page_token: str, *, public: bool = False
+        self,
+        table_id: str,
+        page_size: int,
+        page_token: str,
+        *,
+        public: bool = False,
+        completed_by: str = "",
+        completed_since: str | None = None,
     ) -> tuple[list[RoundView], str]:
         """The rounds of a table (every table's if ``table_id`` is empty), newest first, and the
         token of the next page ("" at the end); only rounds whose seed is public if ``public``
-        (to the public, no other round exists yet). Blocking: call it from a thread."""
+        (to the public, no other round exists yet); only rounds completed by ``completed_by``
+        and at ``completed_since`` or later, where given (reconciliation: ``service`` lists
+        what the service completed at deadlines). Blocking: call it from a thread."""
         if table_id:
             check_table_id(table_id)
+        check_completed_by(completed_by)
         limit = page_limit(page_size)
         after = read_page_token(page_token, table_id) if page_token else None
         states = {str(state) for state in SEED_IS_PUBLIC} if public else None
-        rows = list_rounds(self.store, table_id or None, limit + 1, after, states=states)
+        rows = list_rounds(
+            self.store,
+            table_id or None,
+            limit + 1,
+            after,
+            states=states,
+            completed_by=completed_by or None,
+            completed_since=completed_since,
+        )
         records = self._published([parsed_record(row.record) for row in rows[:limit]])
         players = {} if public else seat_players(self.store, records)  # one query for the page
         views = [
@@ -377,6 +477,67 @@ def _advance(record: RoundRecord, state: RoundState, time: str, entry: PendingEn
     return replace(
         record, state=state, updated_at=time, log_indices=(*record.log_indices, -entry.id)
     )
+
+
+def _reveal(tx: Transaction, record: RoundRecord, seed: bytes, actor: str) -> RoundRecord:
+    """Log the dealt round's seed and deck: REVEALED, its deadline unchanged."""
+    entry = tx.append(
+        EntryKind.ROUND_REVEALED,
+        with_actor(revealed_payload(dealt_round_of(record, seed)), actor),
+        round_id=record.round_id,
+    )
+    return _advance(record, RoundState.REVEALED, tx.time, entry)
+
+
+def _settle(
+    tx: Transaction, record: RoundRecord, seed: bytes, actor: str
+) -> tuple[RoundRecord, Settlement]:
+    """Settle the revealed round at the result its hands earn: SETTLED by ``actor``."""
+    settlement = settle_round(dealt_round_of(record, seed).reveal())
+    entry = tx.append(
+        EntryKind.ROUND_SETTLED,
+        with_actor(settled_payload(settlement), actor),
+        round_id=record.round_id,
+    )
+    return _finish(tx, _advance(record, RoundState.SETTLED, tx.time, entry), actor), settlement
+
+
+def _void(
+    tx: Transaction,
+    record: RoundRecord,
+    seed: bytes,
+    *,
+    code: VoidReason,
+    reason: str,
+    actor: str,
+) -> RoundRecord:
+    """Void the open round: before the deal it pays nothing; after it the round is revealed
+    first (if it was not), and the void pays every seat the better of its result and a refund."""
+    voided_in = record.state
+    result = None
+    if voided_in in DEALT_STATES:
+        if voided_in is RoundState.DEALT:
+            record = _reveal(tx, record, seed, actor)
+        result = settle_round(dealt_round_of(record, seed).reveal())
+    committed = CommittedRound(record.round_id, record.rules, seed, record.version)
+    entry = tx.append(
+        EntryKind.ROUND_VOIDED,
+        with_actor(voided_payload(committed, code, reason, str(voided_in), result), actor),
+        round_id=record.round_id,
+    )
+    record = replace(
+        _advance(record, RoundState.VOIDED, tx.time, entry),
+        void_reason=reason,
+        void_reason_code=code,
+        voided_in=voided_in,
+    )
+    return _finish(tx, record, actor)
+
+
+def _finish(tx: Transaction, record: RoundRecord, actor: str) -> RoundRecord:
+    """The round is final: no deadline, and ``actor`` completed it now."""
+    record_completion(tx, record.round_id, actor)
+    return replace(record, completed_by=actor, completed_at=tx.time, due_at=None)
 
 
 def _save(

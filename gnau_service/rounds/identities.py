@@ -28,6 +28,7 @@ from typing import Final
 import structlog
 
 from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.round_events import ACTOR_FIELD
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.player_refs import is_player_ref, new_player_key, player_ref
 from gnau_service.fairness.transcript import LockedSeat
@@ -137,11 +138,17 @@ class Forgotten:
 
 
 async def forget_player(
-    store: Store, player_id: str, request_id: str | None, *, deadline: float | None = None
+    store: Store,
+    player_id: str,
+    request_id: str | None,
+    *,
+    actor: str,
+    deadline: float | None = None,
 ) -> Forgotten:
     """Forget ``player_id`` in one unit of work; with a ``request_id``, a retry gets the first
-    answer (only the id is matched: the record keeps nothing of the player). ``deadline``: the
-    call's, as :meth:`Store.run_async <gnau_service.store.store.Store.run_async>` takes it."""
+    answer (only the id is matched: the record keeps nothing of the player). The entry names
+    the ``actor`` who asked, and nothing of the player. ``deadline``: the call's, as
+    :meth:`Store.run_async <gnau_service.store.store.Store.run_async>` takes it."""
     check_player_id(player_id)
 
     def unit(tx: Transaction) -> tuple[dict[str, int], list[PendingEntry]]:
@@ -156,7 +163,7 @@ async def forget_player(
         gone = forget_player_rows(tx, player_id)
         pending = 0
         if gone.key_deleted or gone.seats_unlinked:
-            pending = tx.append(EntryKind.PLAYER_FORGOTTEN, {}).id
+            pending = tx.append(EntryKind.PLAYER_FORGOTTEN, {ACTOR_FIELD: actor}).id
         saved = {
             "forgotten": int(gone.key_deleted),
             "seats_unlinked": gone.seats_unlinked,

@@ -38,8 +38,11 @@ MAX_REQUEST_ID_HEADER_CHARS: Final = 64
 
 # -- rounds ----------------------------------------------------------------------------------------
 
-#: ``VoidRound.reason``: 1 to this many bytes of UTF-8, not only white space.
+#: ``VoidRound.reason``: 0 to this many bytes of UTF-8, no control character.
 MAX_VOID_REASON_BYTES: Final = 1024
+#: ``ListRounds.completed_by``: at most this many bytes of UTF-8, as an actor is
+#: (:data:`gnau_service.audit.actors.MAX_ACTOR_BYTES`).
+MAX_COMPLETED_BY_BYTES: Final = 256
 #: The default of ``--max-stake``, in minor units.
 DEFAULT_MAX_STAKE: Final = 10**12
 #: Every integer the audit log holds must be within ±MAX_JSON_INTEGER: its canonical JSON is read
@@ -98,6 +101,7 @@ __all__ = [
     "MAX_BEACON_VALUE_BYTES",
     "MAX_CHECKPOINTS_PER_CALL",
     "MAX_CLIENT_SEED_BYTES",
+    "MAX_COMPLETED_BY_BYTES",
     "MAX_ENTRIES_PER_CALL",
     "MAX_ERROR_MESSAGE_BYTES",
     "MAX_FIELD_PATH_BYTES",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
 
+from gnau_service.audit.round_events import VoidReason
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
 from gnau_service.fairness.transcript import Beacon, LockedSeat
@@ -42,6 +43,8 @@ class RoundState(StrEnum):
 
 OPEN_STATES: Final = frozenset({RoundState.SHUFFLED, RoundState.DEALT, RoundState.REVEALED})
 SEED_IS_PUBLIC: Final = frozenset({RoundState.REVEALED, RoundState.SETTLED, RoundState.VOIDED})
+#: The open states in which the outcome is known: a void pays from them.
+DEALT_STATES: Final = frozenset({RoundState.DEALT, RoundState.REVEALED})
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,18 @@ class RoundRecord:
     return_to_player: ReturnToPlayer | None = None
     #: The round's fairness format; a record without one is a v1 round's.
     version: FairnessVersion = FairnessVersion.V1
+    #: Why it was voided (None before reason codes, and for rounds not voided).
+    void_reason_code: VoidReason | None = None
+    #: The state it was voided in: a void after the deal pays (:func:`settle_interrupted
+    #: <gnau_service.rules.settlement.settle_interrupted>`); None if not voided, or voided
+    #: before the record kept it.
+    voided_in: RoundState | None = None
+    #: Who settled or voided it (the actor of its last entry) and when; None while open.
+    completed_by: str | None = None
+    completed_at: str | None = None
+    #: When the service completes it if nobody else does; None once final
+    #: (:mod:`~gnau_service.rounds.deadlines`).
+    due_at: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(
@@ -88,6 +103,13 @@ class RoundRecord:
                 if self.return_to_player is None
                 else self.return_to_player.to_json(),
                 "fairness_version": int(self.version),
+                "void_reason_code": None
+                if self.void_reason_code is None
+                else str(self.void_reason_code),
+                "voided_in": None if self.voided_in is None else str(self.voided_in),
+                "completed_by": self.completed_by,
+                "completed_at": self.completed_at,
+                "due_at": self.due_at,
             },
             sort_keys=True,
         )
@@ -116,7 +138,20 @@ class RoundRecord:
             if obj.get("return_to_player") is None
             else ReturnToPlayer.from_json(obj["return_to_player"]),
             version=version,
+            void_reason_code=None
+            if obj.get("void_reason_code") is None
+            else VoidReason(obj["void_reason_code"]),
+            voided_in=None if obj.get("voided_in") is None else RoundState(obj["voided_in"]),
+            completed_by=obj.get("completed_by"),
+            completed_at=obj.get("completed_at"),
+            due_at=obj.get("due_at"),
         )
+
+    @property
+    def voided_after_deal(self) -> bool:
+        """Whether it was voided with its outcome known, and so pays each seat the better of
+        its result and a refund."""
+        return self.state is RoundState.VOIDED and self.voided_in in DEALT_STATES
 
 
 def stored_round(record: RoundRecord, seed: bytes, text: str) -> StoredRound:

@@ -16,11 +16,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from gnau_service.audit.round_events import VoidReason
 from gnau_service.fairness.deal import max_seats
 from gnau_service.fairness.errors import FairnessError, LockError
 from gnau_service.fairness.transcript import MAX_PLAYER_ID_BYTES, Beacon, LockedSeat
 from gnau_service.fairness.validation import require_text
 from gnau_service.rounds.limits import (
+    MAX_COMPLETED_BY_BYTES,
     MAX_JSON_INTEGER,
     MAX_ROUND_ID_BYTES,
     MAX_TABLE_ID_BYTES,
@@ -69,11 +71,37 @@ def check_round_id(round_id: str) -> None:
         )
 
 
-def check_void_reason(reason: str) -> None:
-    """Why a round is voided: not blank, and at most :data:`MAX_VOID_REASON_BYTES` bytes."""
-    if not reason.strip() or len(reason.encode()) > MAX_VOID_REASON_BYTES:
+def check_void_reason(reason_code: VoidReason | None, reason: str) -> VoidReason:
+    """Why an operator voids a round: a code of the closed list that an operator may use, and
+    free text of at most :data:`MAX_VOID_REASON_BYTES` bytes with no control character."""
+    violations = []
+    if reason_code is None or not reason_code.operator_may_use:
+        codes = ", ".join(code for code in VoidReason if code.operator_may_use)
+        violations.append(("reason_code", f"must be one of {codes}"))
+    if reason and not _is_name(reason, MAX_VOID_REASON_BYTES):
+        violations.append(
+            (
+                "reason",
+                f"must be 0 to {MAX_VOID_REASON_BYTES} bytes of UTF-8, with no control character",
+            )
+        )
+    if violations:
+        raise InvalidRequest(violations)
+    assert reason_code is not None
+    return reason_code
+
+
+def check_completed_by(completed_by: str) -> None:
+    """A ListRounds filter on who completed a round: an actor's length, no control character."""
+    if completed_by and not _is_name(completed_by, MAX_COMPLETED_BY_BYTES):
         raise InvalidRequest(
-            [("reason", f"must be 1 to {MAX_VOID_REASON_BYTES} bytes of UTF-8 saying why")]
+            [
+                (
+                    "completed_by",
+                    f"must be 0 to {MAX_COMPLETED_BY_BYTES} bytes of UTF-8, with no control "
+                    "character",
+                )
+            ]
         )
 
 

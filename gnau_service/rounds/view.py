@@ -20,7 +20,7 @@ from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rounds.record import SEED_IS_PUBLIC, RoundRecord, RoundState
 from gnau_service.rules.cards import Card
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.rules.settlement import Settlement
+from gnau_service.rules.settlement import Settlement, settle_interrupted
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class RoundView:
     server_seed: bytes | None = None
     deck: tuple[Card, ...] = ()
     settlement: Settlement | None = None
+    #: What a void after the deal pays: each seat the better of its result and a refund.
+    void_settlement: Settlement | None = None
     #: The platform's player id of each seat reference (a v2 round's seats), for the operator's
     #: and the auditor's answers: empty for the public's, and a forgotten player's references
     #: are not in it.
@@ -55,6 +57,9 @@ def view_of(
     dealt = dealt_round_of(record, seed)
     if settlement is None and record.state is RoundState.SETTLED:
         settlement = settle_round(dealt.reveal())
+    void_settlement = None
+    if record.voided_after_deal:
+        void_settlement = settle_interrupted(settle_round(dealt.reveal()))
     return RoundView(
         record,
         hands=dealt.deal.seat_hands,
@@ -62,6 +67,7 @@ def view_of(
         server_seed=public_seed,
         deck=dealt.deck if public_seed is not None else (),
         settlement=settlement,
+        void_settlement=void_settlement,
         players=players,
     )
 

@@ -131,6 +131,32 @@ def settle(
     return Settlement(dealer=dealer, dealer_delta=-sum(s.delta for s in seats), seats=tuple(seats))
 
 
+def settle_interrupted(result: Settlement) -> Settlement:
+    """What an interrupted round pays once its outcome is known: every seat the better of its
+    ``result`` and a refund of its stake (a delta of 0: the stake goes back), the dealer minus
+    their sum. So an interruption costs the house and never the player, as UKGC RTS 10 and AGCO
+    4.21 ask; evaluations and outcomes stay the result's.
+
+    >>> from gnau_service.rules.cards import parse_cards
+    >>> result = settle(
+    ...     parse_cards("KD QC JS 3D 5D"),
+    ...     [PlayerHand(1, parse_cards("3C 6S 8H 4H 8C"), stake=10),
+    ...      PlayerHand(2, parse_cards("AC 2S 4D 8D 9C"), stake=10)],
+    ...     HouseRules(),
+    ... )
+    >>> [seat.delta for seat in result.seats], result.dealer_delta
+    ([20, -10], -10)
+    >>> paid = settle_interrupted(result)
+    >>> [seat.delta for seat in paid.seats], paid.dealer_delta
+    ([20, 0], -20)
+    """
+    seats = tuple(
+        SeatSettlement(seat.seat, seat.stake, seat.evaluation, seat.outcome, max(seat.delta, 0))
+        for seat in result.seats
+    )
+    return Settlement(result.dealer, -sum(seat.delta for seat in seats), seats)
+
+
 def compare(player: Evaluation, dealer: Evaluation, rules: HouseRules) -> Outcome:
     """The player's outcome against the dealer under the ``tie`` house rule."""
     if player.category is Category.FIVE_DUKES and dealer.category is Category.FIVE_DUKES:

@@ -103,11 +103,51 @@ def load_round(tx: Transaction, round_id: str) -> StoredRound | None:
     return _round(rows[0]) if rows else None
 
 
+def lock_round(tx: Transaction, round_id: str) -> StoredRound | None:
+    """A round, locked for a step that has no request of its own (the service's completion)."""
+    rows = tx.execute(f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?{tx.row_lock}", (round_id,))
+    return _round(rows[0]) if rows else None
+
+
 def update_round(tx: Transaction, round_id: str, state: str, record: str, updated_at: str) -> None:
     tx.execute(
         "UPDATE rounds SET state = ?, record = ?, updated_at = ? WHERE round_id = ?",
         (state, record, updated_at, round_id),
     )
+
+
+def set_deadline(tx: Transaction, round_id: str, due_at: str) -> None:
+    """When the service completes the open round if nobody else does (a later step moves it)."""
+    tx.execute(
+        "INSERT INTO round_deadlines (round_id, due_at) VALUES (?, ?)"
+        " ON CONFLICT (round_id) DO UPDATE SET due_at = excluded.due_at",
+        (round_id, due_at),
+    )
+
+
+def record_completion(tx: Transaction, round_id: str, completed_by: str) -> None:
+    """The round is final: it has no deadline any more, and ``completed_by`` completed it now."""
+    tx.execute("DELETE FROM round_deadlines WHERE round_id = ?", (round_id,))
+    tx.execute(
+        "INSERT INTO round_completions (round_id, completed_by, completed_at) VALUES (?, ?, ?)",
+        (round_id, completed_by, tx.time),
+    )
+
+
+def due_rounds(reader: LogReader, now: str, limit: int) -> list[str]:
+    """The ids of up to ``limit`` open rounds whose deadline is ``now`` or earlier, the most
+    overdue first."""
+    rows = reader.query(
+        "SELECT round_id FROM round_deadlines WHERE due_at <= ? ORDER BY due_at, round_id LIMIT ?",
+        (now, limit),
+    )
+    return [str(row[0]) for row in rows]
+
+
+def count_overdue(reader: LogReader, before: str) -> int:
+    """How many open rounds had a deadline earlier than ``before``."""
+    rows = reader.query("SELECT count(*) FROM round_deadlines WHERE due_at < ?", (before,))
+    return int(rows[0][0])
 
 
 def read_round(reader: LogReader, round_id: str) -> StoredRound | None:
@@ -122,11 +162,26 @@ def list_rounds(
     after: tuple[str, str] | None = None,
     *,
     states: Collection[str] | None = None,
+    completed_by: str | None = None,
+    completed_since: str | None = None,
 ) -> list[StoredRound]:
     """A table's rounds (every table's if ``table_id`` is None), newest first, ``limit`` at a
     time; ``after`` is the (created_at, round_id) of the last round of the previous page; only
-    rounds in one of ``states``, if given."""
-    conditions, params = [], []
+    rounds in one of ``states``, if given, and only rounds completed by ``completed_by`` or at
+    ``completed_since`` or later, if given."""
+    conditions: list[str] = []
+    params: list[str] = []
+    if completed_by is not None or completed_since is not None:
+        completion = []
+        if completed_by is not None:
+            completion.append("completed_by = ?")
+            params.append(completed_by)
+        if completed_since is not None:
+            completion.append("completed_at >= ?")
+            params.append(completed_since)
+        conditions.append(
+            f"round_id IN (SELECT round_id FROM round_completions WHERE {' AND '.join(completion)})"
+        )
     if table_id is not None:
         conditions.append("table_id = ?")
         params.append(table_id)

@@ -21,6 +21,7 @@ from gnau_service.audit.log import LogAppender, LogHead
 from gnau_service.audit.merkle import Frontier, MemoryTree, leaf_hash
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.round_events import (
+    VoidReason,
     committed_payload,
     dealt_payload,
     revealed_payload,
@@ -137,13 +138,15 @@ def play_round(
     rules: HouseRules | None = None,
     void_after: EntryKind | None = None,
 ) -> CommittedRound:
-    """Log one honest round through ``append``: committed, dealt, revealed, settled (or voided
-    right after ``void_after``)."""
+    """Log one honest round through ``append``: committed, dealt, revealed, settled; or voided
+    right after ``void_after`` (a void after ROUND_DEALT comes after its ROUND_REVEALED)."""
     committed = CommittedRound.with_fresh_seed(round_id, rules or HouseRules())
     append(EntryKind.ROUND_COMMITTED, committed_payload(committed, table_id), round_id)
     if void_after is EntryKind.ROUND_COMMITTED:
         append(
-            EntryKind.ROUND_VOIDED, voided_payload(committed, "table closed", "SHUFFLED"), round_id
+            EntryKind.ROUND_VOIDED,
+            voided_payload(committed, VoidReason.TABLE_CLOSED, "table closed", "SHUFFLED"),
+            round_id,
         )
         return committed
     locked = committed.lock(
@@ -154,10 +157,19 @@ def play_round(
     )
     dealt = locked.deal()
     append(EntryKind.ROUND_DEALT, dealt_payload(dealt), round_id)
-    if void_after is EntryKind.ROUND_DEALT:
-        append(EntryKind.ROUND_VOIDED, voided_payload(committed, "dealer error", "DEALT"), round_id)
-        return committed
     append(EntryKind.ROUND_REVEALED, revealed_payload(dealt), round_id)
+    if void_after is EntryKind.ROUND_DEALT:
+        # A void after the deal reveals the round first, and pays each seat the better of its
+        # result and a refund.
+        payload = voided_payload(
+            committed,
+            VoidReason.GAME_MALFUNCTION,
+            "dealer error",
+            "DEALT",
+            settle_round(dealt.reveal()),
+        )
+        append(EntryKind.ROUND_VOIDED, payload, round_id)
+        return committed
     append(EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal())), round_id)
     return committed
 

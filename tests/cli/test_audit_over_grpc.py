@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from gnau.v1 import dealer_pb2
+from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import GnauClient, Seat
 
 from gnau_service.audit.entries import EntryKind
@@ -78,7 +78,12 @@ async def varied_log(service: Service) -> Rounds:
     await service.call(
         "dealer",
         "VoidRound",
-        dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=voided.round_id, reason="closed"),
+        dealer_pb2.VoidRoundRequest(
+            reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+            request_id=rid(),
+            round_id=voided.round_id,
+            reason="closed",
+        ),
     )
     for step, request in [
         ("Deal", dealer_pb2.DealRequest(request_id=rid(), round_id=early.round_id, seats=SEATS)),

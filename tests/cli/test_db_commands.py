@@ -60,7 +60,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     before = gnau("db", "status", "--database", url)
     assert before.status == 1, before.err
     lines = before.out.splitlines()
-    assert "schema: version 1; this gnau's is version 8" in lines
+    assert "schema: version 1; this gnau's is version 9" in lines
     assert [line.split(":")[0:2] for line in lines if line.startswith("pending")] == [
         ["pending", " 2 history"],
         ["pending", " 3 requests_by_time"],
@@ -69,13 +69,14 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
         ["pending", " 6 players"],
         ["pending", " 7 sequencer_lease"],
         ["pending", " 8 private_columns_unanalyzed"],
+        ["pending", " 9 round_deadlines"],
     ]
     assert "log: 3 entries" in lines
     assert lines[-1] == "to migrate: back it up (gnau db backup FILE), then run gnau db migrate"
 
     migrated = gnau("db", "migrate", "--database", url)
     assert migrated.status == 0, migrated.err
-    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 8")
+    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 9")
     assert [line[:20] for line in migrated.out.splitlines()[1:]] == [
         "applied: 2 history: ",
         "applied: 3 requests_",
@@ -84,11 +85,12 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
         "applied: 6 players: ",
         "applied: 7 sequencer",
         "applied: 8 private_c",
+        "applied: 9 round_dea",
     ]
 
     after = gnau("db", "status", "--database", url)
     assert after.status == 0
-    assert "schema: version 8; this gnau's is version 8" in after.out
+    assert "schema: version 9; this gnau's is version 9" in after.out
     assert re.search(
         r"^applied: 2 \(Migration history: .*\) at 20\d\d-.* by gnau ", after.out, re.M
     )
@@ -97,7 +99,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     again = gnau("db", "migrate", "--database", url)
     assert (again.status, again.out.strip()[-40:]) == (
         0,
-        "schema version 8 is up to date; nothing to do"[-40:],
+        "schema version 9 is up to date; nothing to do"[-40:],
     )
 
 
@@ -114,7 +116,7 @@ def test_a_newer_schema_is_reported_and_not_migrated(settings: Settings, gnau: G
     refused = gnau("db", "migrate", "--database", url)
     assert refused.status == 2
     assert refused.err.count("\n") == 1
-    assert "database schema version 9 is newer than this gnau (8): upgrade gnau" in refused.err
+    assert "database schema version 10 is newer than this gnau (9): upgrade gnau" in refused.err
 
 
 def test_the_database_is_found_as_gnau_serve_finds_it(
@@ -167,7 +169,7 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     why = refused.stderr.splitlines()[-1]
     assert "cannot start" in why
-    assert "database schema version 1 is older than this gnau (8)" in why
+    assert "database schema version 1 is older than this gnau (9)" in why
     assert "run 'gnau db migrate' (or start with --migrate true)" in why
 
     with served(data, "--migrate", "true") as service:

@@ -49,7 +49,8 @@ def test_reads_and_streams(fake: FakeServer) -> None:
     async def read() -> None:
         async with AsyncGnauClient(fake.target, retry=FAST_RETRY) as client:
             assert (await client.get_round("r-1")).round_id == "r-1"
-            assert (await client.void_round("r-1", "why")).void_reason == "why"
+            voided = await client.void_round("r-1", round_pb2.VOID_REASON_TABLE_CLOSED, "why")
+            assert voided.void_reason == "why"
             assert (await client.evaluate_hand("3C 6S 8H 4H 8C")).value == 8
             assert (await client.get_checkpoint()).startswith("gnau-dealer/test\n")
             assert await client.get_inclusion_proof(1, 2) == [b"\x01" * 32, b"\x02" * 32]

@@ -43,7 +43,7 @@ def _mutate_all(client: GnauClient) -> None:
     client.deal("r-1", SEATS)
     client.reveal("r-1")
     client.settle("r-1")
-    client.void_round("r-1", "dealer error")
+    client.void_round("r-1", round_pb2.VOID_REASON_GAME_MALFUNCTION, "dealer error")
 
 
 def test_every_mutating_call_gets_its_own_uuid4_request_id(
@@ -235,9 +235,11 @@ def test_play_round_shuffle_failure_names_its_request_id(
 
 
 def test_void_get_and_evaluate(client: GnauClient, fake: FakeServer) -> None:
-    voided = client.void_round("r-1", "shoe dropped")
+    voided = client.void_round("r-1", round_pb2.VOID_REASON_GAME_MALFUNCTION, "shoe dropped")
     assert voided.state == round_pb2.ROUND_STATE_VOIDED
     assert voided.void_reason == "shoe dropped"
+    sent = fake.recorder.calls[-1].request
+    assert sent.reason_code == round_pb2.VOID_REASON_GAME_MALFUNCTION  # type: ignore[attr-defined]
     assert client.get_round("r-1").state == round_pb2.ROUND_STATE_DEALT
     with pytest.raises(grpc.RpcError) as caught:
         client.get_round("r-404")

@@ -119,7 +119,10 @@ async def _settle(service: Service, round_id: str) -> None:
 
 async def _void(service: Service, round_id: str) -> None:
     request = dealer_pb2.VoidRoundRequest(
-        request_id=_rid(), round_id=round_id, reason="the shoe was dropped"
+        reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+        request_id=_rid(),
+        round_id=round_id,
+        reason="the shoe was dropped",
     )
     await _step(service, "VoidRound", request)
 

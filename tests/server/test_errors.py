@@ -131,7 +131,15 @@ async def test_a_long_list_of_bad_seats_lists_five_and_counts_the_rest(service: 
         ("Settle", dealer_pb2.SettleRequest(request_id="x", round_id="é" * 65)),
         # A NUL no PostgreSQL text can hold: it was INTERNAL (found by the fuzz test).
         ("GetRound", dealer_pb2.GetRoundRequest(round_id="r-\x00")),
-        ("VoidRound", dealer_pb2.VoidRoundRequest(request_id="x", round_id="r\n", reason="x")),
+        (
+            "VoidRound",
+            dealer_pb2.VoidRoundRequest(
+                reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+                request_id="x",
+                round_id="r\n",
+                reason="x",
+            ),
+        ),
     ],
 )
 async def test_an_oversized_or_empty_round_id_is_invalid_not_unknown(

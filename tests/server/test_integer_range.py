@@ -62,10 +62,12 @@ def test_a_max_stake_that_could_settle_beyond_the_range_is_refused(stake: int) -
 
 def deal(dealer: Dealer, rules: HouseRules, stakes: list[int]) -> str:
     async def go() -> str:
-        shuffled = await dealer.shuffle(f"t-{uuid.uuid4()}", rules, idempotency())
+        shuffled = await dealer.shuffle(
+            f"t-{uuid.uuid4()}", rules, idempotency(), actor="token:test"
+        )
         round_id = shuffled.record.round_id
         seats = [SeatRequest(n, f"p{n}", stake) for n, stake in enumerate(stakes, start=1)]
-        await dealer.deal(round_id, seats, None, idempotency())
+        await dealer.deal(round_id, seats, None, idempotency(), actor="token:test")
         return round_id
 
     return asyncio.run(go())
@@ -118,8 +120,8 @@ def test_any_round_deal_accepts_settles(store: Store, rules: HouseRules, stakes:
         return  # refused before anything was written: nothing can get stuck
 
     async def finish() -> RoundState:
-        await dealer.reveal(round_id, idempotency())
-        settled = await dealer.settle(round_id, idempotency())
+        await dealer.reveal(round_id, idempotency(), actor="token:test")
+        settled = await dealer.settle(round_id, idempotency(), actor="token:test")
         assert settled.settlement is not None
         assert all(abs(seat.delta) <= MAX_SAFE for seat in settled.settlement.seats)
         assert abs(settled.settlement.dealer_delta) <= MAX_SAFE

@@ -53,8 +53,10 @@ STATED = [
         f"1 to {limits.MAX_BEACON_LABEL_BYTES} bytes of UTF-8 / 1 to "
         f"{limits.MAX_BEACON_VALUE_BYTES} bytes",
     ),
-    (DEALER_PROTO, f"1 to {limits.MAX_VOID_REASON_BYTES} bytes of UTF-8, not only white space"),
-    (API_DOC, f"1 to {limits.MAX_VOID_REASON_BYTES} bytes of UTF-8, not only white space"),
+    (DEALER_PROTO, f"0 to {limits.MAX_VOID_REASON_BYTES} bytes of UTF-8, no control character"),
+    (API_DOC, f"0 to {limits.MAX_VOID_REASON_BYTES} bytes of UTF-8, no control character"),
+    (DEALER_PROTO, f"At most {limits.MAX_COMPLETED_BY_BYTES} bytes"),
+    (API_DOC, f"at most {limits.MAX_COMPLETED_BY_BYTES} bytes of UTF-8"),
     (ROUND_PROTO, f"{limits.LARGEST_MAX_STAKE:,} at most"),
     (ROUND_PROTO, "10^12 by default"),
     (API_DOC, f"default {limits.DEFAULT_MAX_STAKE}, at most {limits.LARGEST_MAX_STAKE}"),
@@ -172,6 +174,7 @@ async def test_void_reason_holds_at_its_boundary(service: Service) -> None:
         "dealer",
         "VoidRound",
         dealer_pb2.VoidRoundRequest(
+            reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
             request_id=rid(),
             round_id=first.round_id,
             reason="é" * (limits.MAX_VOID_REASON_BYTES // 2),
@@ -182,6 +185,7 @@ async def test_void_reason_holds_at_its_boundary(service: Service) -> None:
         service,
         "VoidRound",
         dealer_pb2.VoidRoundRequest(
+            reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
             request_id=rid(),
             round_id=second.round_id,
             reason="x" * (limits.MAX_VOID_REASON_BYTES + 1),
@@ -227,7 +231,12 @@ async def test_an_empty_table_id_lists_every_table_and_a_token_keeps_its_table(
         await service.call(
             "dealer",
             "VoidRound",
-            dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_.round_id, reason="x"),
+            dealer_pb2.VoidRoundRequest(
+                reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+                request_id=rid(),
+                round_id=round_.round_id,
+                reason="x",
+            ),
         )
     everything = await service.call(
         "dealer", "ListRounds", dealer_pb2.ListRoundsRequest(page_size=2), role="auditor"

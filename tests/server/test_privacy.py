@@ -356,7 +356,10 @@ async def test_the_mutations_answer_as_the_table_says(live: tuple[Service, str])
         "dealer",
         "VoidRound",
         dealer_pb2.VoidRoundRequest(
-            request_id="m-7", round_id=second.round.round_id, reason="test"
+            reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+            request_id="m-7",
+            round_id=second.round.round_id,
+            reason="test",
         ),
     )
     second_ref = voided.round.seats[0].player_ref

@@ -93,7 +93,12 @@ async def step(service: Service, name: str, table: str, round_id: str) -> round_
     elif name == "Reveal":
         request = dealer_pb2.RevealRequest(request_id=rid(), round_id=round_id)
     elif name == "VoidRound":
-        request = dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_id, reason="test")
+        request = dealer_pb2.VoidRoundRequest(
+            reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+            request_id=rid(),
+            round_id=round_id,
+            reason="test",
+        )
     else:
         request = dealer_pb2.SettleRequest(request_id=rid(), round_id=round_id)
     answer = await service.call("dealer", name, request)

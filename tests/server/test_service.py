@@ -47,7 +47,12 @@ async def deal(service: Service, round_id: str) -> round_pb2.Round:
 
 
 async def void(service: Service, round_id: str, reason: str = "voided by a test") -> None:
-    request = dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_id, reason=reason)
+    request = dealer_pb2.VoidRoundRequest(
+        reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+        request_id=rid(),
+        round_id=round_id,
+        reason=reason,
+    )
     await service.call("dealer", "VoidRound", request)
 
 
@@ -329,10 +334,33 @@ async def test_bad_cards_and_void_reasons_are_refused(service: Service) -> None:
         service.call(
             "dealer",
             "VoidRound",
-            dealer_pb2.VoidRoundRequest(request_id=rid(), round_id=round_.round_id, reason=" "),
+            dealer_pb2.VoidRoundRequest(
+                reason_code=round_pb2.VOID_REASON_PLATFORM_FAILURE,
+                request_id=rid(),
+                round_id=round_.round_id,
+                reason="line\nbreak",
+            ),
         )
     )
     assert details(error)[0] == ["reason"]
+    # A void names a reason code of the closed list; free text alone is refused, and so is the
+    # service's own code, and a number the list does not hold.
+    for code in (0, round_pb2.VOID_REASON_DEAL_DEADLINE_PASSED, 99):
+        error = await refusal(
+            service.call(
+                "dealer",
+                "VoidRound",
+                dealer_pb2.VoidRoundRequest(
+                    reason_code=code,  # type: ignore[arg-type]
+                    request_id=rid(),
+                    round_id=round_.round_id,
+                    reason="free text alone",
+                ),
+            )
+        )
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert details(error)[0] == ["reason_code"]
+        assert "PLATFORM_FAILURE, STAKE_REJECTED" in str(error.details())
 
 
 async def test_oversized_messages_are_refused(service: Service) -> None:

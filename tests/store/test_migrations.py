@@ -11,6 +11,7 @@ import io
 import secrets
 import sqlite3
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -88,13 +89,19 @@ RELEASED = {
     "0008_private_columns_unanalyzed.sqlite.sql": (
         "8a776992003b460bbb40aa150915991cbbd39d9878312011a37181d5fcf7400b"
     ),
+    "0009_round_deadlines.postgresql.sql": (
+        "78c651dd335ad4c174c394df3a02817bd823ed369b15ed0b8fdd8950933d91ee"
+    ),
+    "0009_round_deadlines.sqlite.sql": (
+        "e19d83f9c2c7957b2b0851fab5a5cd2a36d2362934a25ee143e3e37eb554b8b7"
+    ),
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8] and SCHEMA_VERSION == 8
+    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9] and SCHEMA_VERSION == 9
 
 
 @pytest.mark.parametrize(
@@ -166,12 +173,12 @@ async def play_rounds(dealer: Dealer, count: int, table: str) -> list[RoundView]
     settled, then one more left open (dealt): what a live table leaves in the database."""
     played = []
     for number in range(count + 1):
-        shuffled = await dealer.shuffle(table, HouseRules(), idempotency())
+        shuffled = await dealer.shuffle(table, HouseRules(), idempotency(), actor="token:test")
         round_id = shuffled.record.round_id
-        view = await dealer.deal(round_id, SEATS, None, idempotency())
+        view = await dealer.deal(round_id, SEATS, None, idempotency(), actor="token:test")
         if number < count:
-            await dealer.reveal(round_id, idempotency())
-            view = await dealer.settle(round_id, idempotency())
+            await dealer.reveal(round_id, idempotency(), actor="token:test")
+            view = await dealer.settle(round_id, idempotency(), actor="token:test")
         played.append(view)
     return played
 
@@ -236,7 +243,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 8" in out
+    assert "migrated from version 1 to version 9" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
@@ -247,10 +254,16 @@ def test_rounds_played_on_version_1_survive_the_migration(
             assert again.record == view.record
             assert again.settlement == view.settlement
         assert [v.record.state for v in played] == [RoundState.SETTLED] * 4 + [RoundState.DEALT]
-        # The open round carries on where it stopped, and new ones are played.
+        # The open round carries on where it stopped, and new ones are played. Migration 9
+        # gave it a deadline an hour after its last change (the service completes it then).
         open_round = played[-1].record.round_id
-        asyncio.run(dealer.reveal(open_round, idempotency()))
-        asyncio.run(dealer.settle(open_round, idempotency()))
+        due = store.query("SELECT round_id, due_at FROM round_deadlines", ())
+        last_change = datetime.fromisoformat(played[-1].record.updated_at)
+        assert [(row[0], datetime.fromisoformat(str(row[1]))) for row in due] == [
+            (open_round, last_change + timedelta(hours=1))
+        ]
+        asyncio.run(dealer.reveal(open_round, idempotency(), actor="token:test"))
+        asyncio.run(dealer.settle(open_round, idempotency(), actor="token:test"))
         asyncio.run(play_rounds(dealer, 2, "table-2"))
 
         size = store.size()
@@ -272,7 +285,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(2,), (3,), (4,), (5,), (6,), (7,), (8,)]
+    assert history == [(2,), (3,), (4,), (5,), (6,), (7,), (8,), (9,)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)
@@ -315,7 +328,7 @@ def test_after_migration_8_analyze_keeps_no_player_id_or_key(signer: LogSigner) 
         assert [column for column, _ in sampled] == ["player_id", "player_id", "secret"]
         assert all("@players.example" in values or "\\x" in values for _, values in sampled)
         with open_store(url, signer, migrate=True) as store:
-            assert [m.version for m in store.migrated] == [8]
+            assert [m.version for m in store.migrated] == [8, 9]
             run_step(store, seat_fifty)
         execute(url, "ANALYZE")
         assert execute(url, PRIVATE_STATISTICS) == []

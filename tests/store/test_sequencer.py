@@ -60,9 +60,13 @@ def test_a_retry_before_integration_gets_the_same_answer(
         request = Idempotency(str(uuid.uuid4()), "fingerprint")
 
         async def scenario() -> None:
-            first = asyncio.create_task(dealer.shuffle("table-1", HouseRules(), request))
+            first = asyncio.create_task(
+                dealer.shuffle("table-1", HouseRules(), request, actor="token:test")
+            )
             await until(lambda: len(pending_rows(postgres_url)) == 1, "the step committed")
-            retry = asyncio.create_task(dealer.shuffle("table-1", HouseRules(), request))
+            retry = asyncio.create_task(
+                dealer.shuffle("table-1", HouseRules(), request, actor="token:test")
+            )
             await asyncio.sleep(0.3)
             # Committed, not integrated: nobody is answered, nothing is in the log, and a read
             # of the round shows no index for the event.

@@ -24,9 +24,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
+
+from gnau_service.audit.actors import token_actor
 
 
 class Role(StrEnum):
@@ -87,15 +89,26 @@ class Credentials:
 
     token_hashes: Mapping[str, Role]
     mtls_names: Mapping[str, Role]
+    #: Each token hash's name in the token file: the actor the log names for its calls.
+    token_names: Mapping[str, str] = field(default_factory=dict)
 
     def role_of_token(self, token: str) -> Role | None:
+        found = self.identify_token(token)
+        return None if found is None else found[0]
+
+    def identify_token(self, token: str) -> tuple[Role, str] | None:
+        """The token's role and its actor (``token:NAME``), or None for an unknown token."""
         # Compare with every known hash, in constant time, so timing reveals nothing of them.
         presented = hash_token(token).encode()
         found = None
         for known, role in self.token_hashes.items():
             if hmac.compare_digest(known.encode(), presented):
-                found = role
-        return found
+                found = role, known
+        if found is None:
+            return None
+        role, known = found
+        # A token file without names (tests, the first start's) still gives a checkable actor.
+        return role, token_actor(self.token_names.get(known, f"unnamed-{known[:8]}"))
 
 
 def allowed(method: str, role: Role) -> bool:

@@ -6,12 +6,14 @@ Only shapes change here; every rule of the game and of the round lifecycle lives
 from __future__ import annotations
 
 import functools
+from datetime import UTC
 from typing import Final
 
 from gnau.v1 import round_pb2, types_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.audit.round_events import VoidReason
+from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.errors import RevealFormatError
 from gnau_service.fairness.reveal import (
@@ -27,7 +29,7 @@ from gnau_service.rounds.view import RoundView
 from gnau_service.rules.evaluation import Category, Evaluation
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.return_to_player import ReturnToPlayer
-from gnau_service.rules.settlement import Outcome
+from gnau_service.rules.settlement import Outcome, Settlement
 
 _TIES: Final = {
     types_pb2.TIE_RULE_DEALER: TieRule.DEALER,
@@ -149,23 +151,51 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
             round_pb2.Beacon(label=record.beacon.label, value=record.beacon.value)
         )
     if view.settlement is not None:
-        message.settlement.CopyFrom(
-            round_pb2.Settlement(
-                seat_results=[
-                    round_pb2.SeatResult(
-                        seat_number=seat.seat,
-                        evaluation=evaluation_to_proto(seat.evaluation),
-                        stake=seat.stake,
-                        outcome=_OUTCOMES[seat.outcome],
-                        delta=seat.delta,
-                    )
-                    for seat in view.settlement.seats
-                ],
-                dealer_evaluation=evaluation_to_proto(view.settlement.dealer),
-                dealer_delta=view.settlement.dealer_delta,
-            )
-        )
+        message.settlement.CopyFrom(settlement_to_proto(view.settlement))
+    if view.void_settlement is not None:
+        message.void_settlement.CopyFrom(settlement_to_proto(view.void_settlement))
+    if record.void_reason_code is not None:
+        message.void_reason_code = _VOID_REASONS[record.void_reason_code]
+    if record.completed_by is not None:
+        message.completed_by = record.completed_by
+    if record.completed_at is not None:
+        message.complete_time.CopyFrom(_timestamp(record.completed_at))
+    if record.due_at is not None:
+        message.due_time.CopyFrom(_timestamp(record.due_at))
     return message
+
+
+def settlement_to_proto(settlement: Settlement) -> round_pb2.Settlement:
+    return round_pb2.Settlement(
+        seat_results=[
+            round_pb2.SeatResult(
+                seat_number=seat.seat,
+                evaluation=evaluation_to_proto(seat.evaluation),
+                stake=seat.stake,
+                outcome=_OUTCOMES[seat.outcome],
+                delta=seat.delta,
+            )
+            for seat in settlement.seats
+        ],
+        dealer_evaluation=evaluation_to_proto(settlement.dealer),
+        dealer_delta=settlement.dealer_delta,
+    )
+
+
+def void_reason_from_proto(code: round_pb2.VoidReason.ValueType) -> VoidReason | None:
+    """A request's reason code; None for UNSPECIFIED or a number this service does not know
+    (the dealer refuses both, naming the codes it takes)."""
+    return _VOID_REASONS_BY_NUMBER.get(code)
+
+
+def timestamp_from_proto(stamp: Timestamp) -> str:
+    """A request's timestamp in the log's time form; INVALID_ARGUMENT if out of range."""
+    try:
+        return format_utc_timestamp(stamp.ToDatetime(tzinfo=UTC))
+    except (ValueError, OverflowError):
+        raise InvalidRequest(
+            [("completed_since", "must be a timestamp from 0001-01-01 to 9999-12-31")]
+        ) from None
 
 
 def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
@@ -234,3 +264,9 @@ def _epoch(text: str) -> tuple[int, int]:
     stamp = Timestamp()
     stamp.FromDatetime(parse_utc_timestamp(text))
     return stamp.seconds, stamp.nanos
+
+
+_VOID_REASONS: Final = {
+    reason: round_pb2.VoidReason.Value(f"VOID_REASON_{reason}") for reason in VoidReason
+}
+_VOID_REASONS_BY_NUMBER: Final = {number: reason for reason, number in _VOID_REASONS.items()}

@@ -37,6 +37,7 @@ from typing import Any, Final
 import grpc
 import structlog
 
+from gnau_service.audit.actors import cert_actor
 from gnau_service.edge.peers import PeerWarnings, peer_address
 from gnau_service.edge.shutdown import Shutdown
 from gnau_service.rounds.limits import MAX_REQUEST_ID_HEADER_CHARS
@@ -67,6 +68,10 @@ UNDECODABLE_WARNING_SECONDS: Final = 60.0
 current_role: contextvars.ContextVar[Role] = contextvars.ContextVar(
     "current_role", default=Role.PUBLIC
 )
+#: Who the caller is, as the log names the actor of what its call changes
+#: (:mod:`gnau_service.audit.actors`): ``token:NAME`` or ``cert:CN``; empty for the public, whose
+#: calls change nothing.
+current_actor: contextvars.ContextVar[str] = contextvars.ContextVar("current_actor", default="")
 
 log = structlog.get_logger("gnau.rpc")
 
@@ -248,7 +253,9 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 raise Undecodable()
             if self._shutdown.begun and not method.startswith(HEALTH_PREFIX):
                 raise ShuttingDown()
-            current_role.set(self._role(method, context))
+            role, actor = self._caller(method, context)
+            current_role.set(role)
+            current_actor.set(actor)
             if streaming:
                 async with self._streams.slot(peer_address(context.peer())):
                     response = await self._streams.run(body)
@@ -289,29 +296,31 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             self.on_storage_failure(error)
         await _abort(context, status)
 
-    def _role(self, method: str, context: Context) -> Role:
+    def _caller(self, method: str, context: Context) -> tuple[Role, str]:
+        """The caller's role, checked against the method, and its actor."""
         metadata = dict(context.invocation_metadata() or ())
-        role = self._authenticate(str(metadata.get("authorization", "")), context)
+        role, actor = self._authenticate(str(metadata.get("authorization", "")), context)
         if not allowed(method, role):
             raise PermissionDenied(str(role), method)
-        return role
+        return role, actor
 
-    def _authenticate(self, header: str, context: Context) -> Role:
+    def _authenticate(self, header: str, context: Context) -> tuple[Role, str]:
         if header:
             scheme, _, token = header.partition(" ")
-            role = (
-                self.credentials.role_of_token(token.strip())
+            found = (
+                self.credentials.identify_token(token.strip())
                 if scheme.lower() == "bearer"
                 else None
             )
-            if role is None:
+            if found is None:
                 raise Unauthenticated()
-            return role
+            return found
         for name in context.auth_context().get("x509_common_name", []):
-            role = self.credentials.mtls_names.get(name.decode("utf-8", "replace"))
+            common_name = name.decode("utf-8", "replace")
+            role = self.credentials.mtls_names.get(common_name)
             if role is not None:
-                return role
-        return Role.PUBLIC
+                return role, cert_actor(common_name)
+        return Role.PUBLIC, ""
 
     def _warn_undecodable(self, context: Context, method: str) -> None:
         peer = peer_address(context.peer())

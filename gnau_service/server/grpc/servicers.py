@@ -46,8 +46,10 @@ from gnau_service.server.grpc.convert import (
     house_rules_to_proto,
     return_to_player_to_proto,
     round_to_proto,
+    timestamp_from_proto,
+    void_reason_from_proto,
 )
-from gnau_service.server.grpc.interceptors import current_role
+from gnau_service.server.grpc.interceptors import current_actor, current_role
 from gnau_service.server.grpc.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
@@ -104,7 +106,11 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         idempotency = idempotency_of(request)
         rules = house_rules_from_proto(request.house_rules)
         view = await self._dealer.shuffle(
-            request.table_id, rules, idempotency, deadline=deadline_of(context)
+            request.table_id,
+            rules,
+            idempotency,
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
         )
         return dealer_pb2.ShuffleResponse(round=round_to_proto(view))
 
@@ -127,7 +133,12 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             (request.beacon.label, request.beacon.value) if request.HasField("beacon") else None
         )
         view = await self._dealer.deal(
-            request.round_id, seats, beacon, idempotency, deadline=deadline_of(context)
+            request.round_id,
+            seats,
+            beacon,
+            idempotency,
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
         )
         return dealer_pb2.DealResponse(round=round_to_proto(view))
 
@@ -135,7 +146,10 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self, request: dealer_pb2.RevealRequest, context: Context
     ) -> dealer_pb2.RevealResponse:
         view = await self._dealer.reveal(
-            request.round_id, idempotency_of(request), deadline=deadline_of(context)
+            request.round_id,
+            idempotency_of(request),
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
         )
         return dealer_pb2.RevealResponse(round=round_to_proto(view))
 
@@ -143,7 +157,10 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self, request: dealer_pb2.SettleRequest, context: Context
     ) -> dealer_pb2.SettleResponse:
         view = await self._dealer.settle(
-            request.round_id, idempotency_of(request), deadline=deadline_of(context)
+            request.round_id,
+            idempotency_of(request),
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
         )
         return dealer_pb2.SettleResponse(round=round_to_proto(view))
 
@@ -151,7 +168,12 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         self, request: dealer_pb2.VoidRoundRequest, context: Context
     ) -> dealer_pb2.VoidRoundResponse:
         view = await self._dealer.void(
-            request.round_id, request.reason, idempotency_of(request), deadline=deadline_of(context)
+            request.round_id,
+            void_reason_from_proto(request.reason_code),
+            request.reason,
+            idempotency_of(request),
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
         )
         return dealer_pb2.VoidRoundResponse(round=round_to_proto(view))
 
@@ -193,6 +215,10 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
                 request.page_size,
                 request.page_token,
                 public=public,
+                completed_by=request.completed_by,
+                completed_since=timestamp_from_proto(request.completed_since)
+                if request.HasField("completed_since")
+                else None,
             )
         )
         return dealer_pb2.ListRoundsResponse(
@@ -223,7 +249,11 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         # which would be a hash of the player id.
         request_id = idempotency_of(request).request_id if request.request_id else None
         forgotten = await forget_player(
-            self._dealer.store, request.player_id, request_id, deadline=deadline_of(context)
+            self._dealer.store,
+            request.player_id,
+            request_id,
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
         )
         return dealer_pb2.ForgetPlayerResponse(
             forgotten=forgotten.forgotten,

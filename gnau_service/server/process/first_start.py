@@ -35,5 +35,6 @@ def open_credentials(settings: Settings) -> tuple[Credentials, str | None, FileV
         else None
     )
     version = file_version(settings.tokens_path)
-    hashes = read_token_file(settings.tokens_path).hashes
-    return Credentials(hashes, dict(settings.mtls_roles)), token, version
+    token_file = read_token_file(settings.tokens_path)
+    credentials = Credentials(token_file.hashes, dict(settings.mtls_roles), token_file.names)
+    return credentials, token, version

@@ -70,7 +70,7 @@ class TokenReload:
                 error=str(error),
             )
             return False
-        self._apply(Credentials(token_file.hashes, self._mtls_names))
+        self._apply(Credentials(token_file.hashes, self._mtls_names, token_file.names))
         log.info(
             "tokens reloaded", path=str(self._path), trigger=trigger, tokens=len(token_file.records)
         )

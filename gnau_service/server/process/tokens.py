@@ -29,13 +29,14 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from gnau_service.audit.entries import is_hash_hex
+from gnau_service.audit.actors import CONSOLE
+from gnau_service.audit.entries import JsonValue, is_hash_hex
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.common.private_files import (
     KeyFileError,
@@ -85,6 +86,11 @@ class TokenFile:
     def hashes(self) -> dict[str, Role]:
         """Each token hash and its role, for :class:`~gnau_service.server.grpc.auth.Credentials`."""
         return {record.sha256: record.role for record in self.records}
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Each token hash and its name: the actor the log names for the token's calls."""
+        return {record.sha256: record.name for record in self.records}
 
 
 def read_token_file(path: Path) -> TokenFile:
@@ -149,6 +155,36 @@ def _records(path: Path, items: list[object]) -> tuple[TokenRecord, ...]:
         names.add(name)
         records.append(TokenRecord(name, _role(path, where, item.get("role")), digest, created))
     return tuple(records)
+
+
+def token_changes(
+    before: Iterable[TokenRecord], after: Iterable[TokenRecord]
+) -> dict[str, JsonValue] | None:
+    """The payload of a TOKENS_CHANGED entry for a token file that went from ``before`` to
+    ``after``, or None if no token was added or revoked. A token is its hash, name and role: one
+    whose name or role changed is listed as revoked and added. The entry names each by its name
+    and role alone, never the token or its hash; the token file is changed by ``gnau token`` on
+    the service's host, so the actor is the console.
+
+    >>> old = TokenRecord("ci-audit", Role.AUDITOR, "ab" * 32, None)
+    >>> new = TokenRecord("ci-audit", Role.OPERATOR, "cd" * 32, "2026-12-01T00:00:00Z")
+    >>> token_changes([old], [new])
+    {'actor': 'console', 'added': [{'name': 'ci-audit', 'role': 'operator'}], 'revoked': [{'name': 'ci-audit', 'role': 'auditor'}]}
+    >>> token_changes([old], [old]) is None
+    True
+    """
+
+    def held(records: Iterable[TokenRecord]) -> set[tuple[str, str, str]]:
+        return {(record.name, str(record.role), record.sha256) for record in records}
+
+    was, now = held(before), held(after)
+    if was == now:
+        return None
+
+    def listed(tokens: set[tuple[str, str, str]]) -> list[JsonValue]:
+        return [{"name": name, "role": role} for name, role, _ in sorted(tokens)]
+
+    return {"actor": CONSOLE, "added": listed(now - was), "revoked": listed(was - now)}
 
 
 def write_token_file(path: Path, records: tuple[TokenRecord, ...]) -> None:

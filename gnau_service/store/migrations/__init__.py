@@ -13,9 +13,9 @@ written to be safe to apply again (``IF NOT EXISTS``), so a database whose recor
 lost can still be brought up to date.
 
 >>> [migration.name for migration in MIGRATIONS][-3:]
-['players', 'sequencer_lease', 'private_columns_unanalyzed']
+['sequencer_lease', 'private_columns_unanalyzed', 'round_deadlines']
 >>> SCHEMA_VERSION
-8
+9
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Final, TypeAlias
 
 import grpc
@@ -279,8 +280,32 @@ def lookup_player_request(
 
 
 def void_round_request(
-    round_id: str, reason: str, request_id: str | None
+    round_id: str,
+    reason_code: round_pb2.VoidReason.ValueType,
+    reason: str,
+    request_id: str | None,
 ) -> dealer_pb2.VoidRoundRequest:
     return dealer_pb2.VoidRoundRequest(
-        request_id=request_id_or_new(request_id), round_id=round_id, reason=reason
+        request_id=request_id_or_new(request_id),
+        round_id=round_id,
+        reason_code=reason_code,
+        reason=reason,
     )
+
+
+def list_rounds_request(
+    table_id: str,
+    page_size: int,
+    page_token: str,
+    completed_by: str,
+    completed_since: datetime | None,
+) -> dealer_pb2.ListRoundsRequest:
+    request = dealer_pb2.ListRoundsRequest(
+        table_id=table_id,
+        page_size=page_size,
+        page_token=page_token,
+        completed_by=completed_by,
+    )
+    if completed_since is not None:
+        request.completed_since.FromDatetime(completed_since)
+    return request

@@ -7,6 +7,7 @@ It mirrors :class:`gnau_client.GnauClient` method for method; see there for the 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Iterable, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -148,13 +149,16 @@ class AsyncGnauClient:
     async def void_round(
         self,
         round_id: str,
-        reason: str,
+        reason_code: round_pb2.VoidReason.ValueType,
+        reason: str = "",
         *,
         request_id: str | None = None,
         timeout: float | None = None,
     ) -> round_pb2.Round:
-        """Void a round that is not settled (operator only): returns it VOIDED."""
-        request = _common.void_round_request(round_id, reason, request_id)
+        """Void a round that is not settled (operator only), for ``reason_code`` (a
+        ``round_pb2.VOID_REASON_*``) with optional free text: returns it VOIDED. After the deal
+        the void pays every seat the better of its result and a refund (``void_settlement``)."""
+        request = _common.void_round_request(round_id, reason_code, reason, request_id)
         return (await self._unary(self._dealer.VoidRound, request, timeout)).round
 
     async def forget_player(
@@ -187,11 +191,15 @@ class AsyncGnauClient:
         *,
         page_size: int = 0,
         page_token: str = "",
+        completed_by: str = "",
+        completed_since: datetime | None = None,
         timeout: float | None = None,
     ) -> dealer_pb2.ListRoundsResponse:
-        """One page of rounds, newest first (of every table if ``table_id`` is empty)."""
-        request = dealer_pb2.ListRoundsRequest(
-            table_id=table_id, page_size=page_size, page_token=page_token
+        """One page of rounds, newest first (of every table if ``table_id`` is empty); only
+        those completed by ``completed_by`` (e.g. ``"service"``: the rounds the service completed
+        at their deadlines) and at ``completed_since`` (timezone-aware) or later, if given."""
+        request = _common.list_rounds_request(
+            table_id, page_size, page_token, completed_by, completed_since
         )
         return await self._unary(self._dealer.ListRounds, request, timeout)
 

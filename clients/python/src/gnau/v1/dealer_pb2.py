@@ -24,9 +24,10 @@ _sym_db = _symbol_database.Default()
 
 from gnau.v1 import round_pb2 as gnau_dot_v1_dot_round__pb2
 from gnau.v1 import types_pb2 as gnau_dot_v1_dot_types__pb2
+from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14gnau/v1/dealer.proto\x12\x07gnau.v1\x1a\x13gnau/v1/round.proto\x1a\x13gnau/v1/types.proto\"`\n\x0eShuffleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12(\n\x0bhouse_rules\x18\x03 \x01(\x0b\x32\x13.gnau.v1.HouseRules\"0\n\x0fShuffleResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"r\n\x0b\x44\x65\x61lRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\x12\x1c\n\x05seats\x18\x03 \x03(\x0b\x32\r.gnau.v1.Seat\x12\x1f\n\x06\x62\x65\x61\x63on\x18\x04 \x01(\x0b\x32\x0f.gnau.v1.Beacon\"-\n\x0c\x44\x65\x61lResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"5\n\rRevealRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\"/\n\x0eRevealResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"5\n\rSettleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\"/\n\x0eSettleResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"H\n\x10VoidRoundRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\"2\n\x11VoidRoundResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"#\n\x0fGetRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\"1\n\x10GetRoundResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"L\n\x11ListRoundsRequest\x12\x10\n\x08table_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\"M\n\x12ListRoundsResponse\x12\x1e\n\x06rounds\x18\x01 \x03(\x0b\x32\x0e.gnau.v1.Round\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"N\n\x13\x45valuateHandRequest\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\t\x12(\n\x0bhouse_rules\x18\x02 \x01(\x0b\x32\x13.gnau.v1.HouseRules\"C\n\x14\x45valuateHandResponse\x12+\n\nevaluation\x18\x01 \x01(\x0b\x32\x17.gnau.v1.HandEvaluation\"?\n\x16GetRoundReceiptRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x13\n\x0bpinned_size\x18\x02 \x01(\x03\"*\n\x17GetRoundReceiptResponse\x12\x0f\n\x07receipt\x18\x01 \x01(\t\"D\n\x18GetHouseRulesInfoRequest\x12(\n\x0bhouse_rules\x18\x01 \x01(\x0b\x32\x13.gnau.v1.HouseRules\"\x90\x01\n\x19GetHouseRulesInfoResponse\x12(\n\x0bhouse_rules\x18\x01 \x01(\x0b\x32\x13.gnau.v1.HouseRules\x12\x31\n\x10return_to_player\x18\x02 \x01(\x0b\x32\x17.gnau.v1.ReturnToPlayer\x12\x16\n\x0elargest_payout\x18\x03 \x01(\x03\"<\n\x13\x46orgetPlayerRequest\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"T\n\x14\x46orgetPlayerResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x08\x12\x16\n\x0eseats_unlinked\x18\x02 \x01(\x03\x12\x11\n\tlog_index\x18\x03 \x01(\x03\x32\x90\x06\n\rDealerService\x12<\n\x07Shuffle\x12\x17.gnau.v1.ShuffleRequest\x1a\x18.gnau.v1.ShuffleResponse\x12\x33\n\x04\x44\x65\x61l\x12\x14.gnau.v1.DealRequest\x1a\x15.gnau.v1.DealResponse\x12\x39\n\x06Reveal\x12\x16.gnau.v1.RevealRequest\x1a\x17.gnau.v1.RevealResponse\x12\x39\n\x06Settle\x12\x16.gnau.v1.SettleRequest\x1a\x17.gnau.v1.SettleResponse\x12\x42\n\tVoidRound\x12\x19.gnau.v1.VoidRoundRequest\x1a\x1a.gnau.v1.VoidRoundResponse\x12?\n\x08GetRound\x12\x18.gnau.v1.GetRoundRequest\x1a\x19.gnau.v1.GetRoundResponse\x12\x45\n\nListRounds\x12\x1a.gnau.v1.ListRoundsRequest\x1a\x1b.gnau.v1.ListRoundsResponse\x12K\n\x0c\x45valuateHand\x12\x1c.gnau.v1.EvaluateHandRequest\x1a\x1d.gnau.v1.EvaluateHandResponse\x12T\n\x0fGetRoundReceipt\x12\x1f.gnau.v1.GetRoundReceiptRequest\x1a .gnau.v1.GetRoundReceiptResponse\x12Z\n\x11GetHouseRulesInfo\x12!.gnau.v1.GetHouseRulesInfoRequest\x1a\".gnau.v1.GetHouseRulesInfoResponse\x12K\n\x0c\x46orgetPlayer\x12\x1c.gnau.v1.ForgetPlayerRequest\x1a\x1d.gnau.v1.ForgetPlayerResponseBL\n\x0b\x64\x65v.gnau.v1P\x01Z1github.com/gnau-dealer/gnau/gen/go/gnau/v1;gnauv1\xaa\x02\x07Gnau.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14gnau/v1/dealer.proto\x12\x07gnau.v1\x1a\x13gnau/v1/round.proto\x1a\x13gnau/v1/types.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"`\n\x0eShuffleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08table_id\x18\x02 \x01(\t\x12(\n\x0bhouse_rules\x18\x03 \x01(\x0b\x32\x13.gnau.v1.HouseRules\"0\n\x0fShuffleResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"r\n\x0b\x44\x65\x61lRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\x12\x1c\n\x05seats\x18\x03 \x03(\x0b\x32\r.gnau.v1.Seat\x12\x1f\n\x06\x62\x65\x61\x63on\x18\x04 \x01(\x0b\x32\x0f.gnau.v1.Beacon\"-\n\x0c\x44\x65\x61lResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"5\n\rRevealRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\"/\n\x0eRevealResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"5\n\rSettleRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\"/\n\x0eSettleResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"r\n\x10VoidRoundRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08round_id\x18\x02 \x01(\t\x12\x0e\n\x06reason\x18\x03 \x01(\t\x12(\n\x0breason_code\x18\x04 \x01(\x0e\x32\x13.gnau.v1.VoidReason\"2\n\x11VoidRoundResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"#\n\x0fGetRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\"1\n\x10GetRoundResponse\x12\x1d\n\x05round\x18\x01 \x01(\x0b\x32\x0e.gnau.v1.Round\"\x97\x01\n\x11ListRoundsRequest\x12\x10\n\x08table_id\x18\x01 \x01(\t\x12\x11\n\tpage_size\x18\x02 \x01(\x05\x12\x12\n\npage_token\x18\x03 \x01(\t\x12\x14\n\x0c\x63ompleted_by\x18\x04 \x01(\t\x12\x33\n\x0f\x63ompleted_since\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"M\n\x12ListRoundsResponse\x12\x1e\n\x06rounds\x18\x01 \x03(\x0b\x32\x0e.gnau.v1.Round\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"N\n\x13\x45valuateHandRequest\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\t\x12(\n\x0bhouse_rules\x18\x02 \x01(\x0b\x32\x13.gnau.v1.HouseRules\"C\n\x14\x45valuateHandResponse\x12+\n\nevaluation\x18\x01 \x01(\x0b\x32\x17.gnau.v1.HandEvaluation\"?\n\x16GetRoundReceiptRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x13\n\x0bpinned_size\x18\x02 \x01(\x03\"*\n\x17GetRoundReceiptResponse\x12\x0f\n\x07receipt\x18\x01 \x01(\t\"D\n\x18GetHouseRulesInfoRequest\x12(\n\x0bhouse_rules\x18\x01 \x01(\x0b\x32\x13.gnau.v1.HouseRules\"\x90\x01\n\x19GetHouseRulesInfoResponse\x12(\n\x0bhouse_rules\x18\x01 \x01(\x0b\x32\x13.gnau.v1.HouseRules\x12\x31\n\x10return_to_player\x18\x02 \x01(\x0b\x32\x17.gnau.v1.ReturnToPlayer\x12\x16\n\x0elargest_payout\x18\x03 \x01(\x03\"<\n\x13\x46orgetPlayerRequest\x12\x11\n\tplayer_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"T\n\x14\x46orgetPlayerResponse\x12\x11\n\tforgotten\x18\x01 \x01(\x08\x12\x16\n\x0eseats_unlinked\x18\x02 \x01(\x03\x12\x11\n\tlog_index\x18\x03 \x01(\x03\x32\x90\x06\n\rDealerService\x12<\n\x07Shuffle\x12\x17.gnau.v1.ShuffleRequest\x1a\x18.gnau.v1.ShuffleResponse\x12\x33\n\x04\x44\x65\x61l\x12\x14.gnau.v1.DealRequest\x1a\x15.gnau.v1.DealResponse\x12\x39\n\x06Reveal\x12\x16.gnau.v1.RevealRequest\x1a\x17.gnau.v1.RevealResponse\x12\x39\n\x06Settle\x12\x16.gnau.v1.SettleRequest\x1a\x17.gnau.v1.SettleResponse\x12\x42\n\tVoidRound\x12\x19.gnau.v1.VoidRoundRequest\x1a\x1a.gnau.v1.VoidRoundResponse\x12?\n\x08GetRound\x12\x18.gnau.v1.GetRoundRequest\x1a\x19.gnau.v1.GetRoundResponse\x12\x45\n\nListRounds\x12\x1a.gnau.v1.ListRoundsRequest\x1a\x1b.gnau.v1.ListRoundsResponse\x12K\n\x0c\x45valuateHand\x12\x1c.gnau.v1.EvaluateHandRequest\x1a\x1d.gnau.v1.EvaluateHandResponse\x12T\n\x0fGetRoundReceipt\x12\x1f.gnau.v1.GetRoundReceiptRequest\x1a .gnau.v1.GetRoundReceiptResponse\x12Z\n\x11GetHouseRulesInfo\x12!.gnau.v1.GetHouseRulesInfoRequest\x1a\".gnau.v1.GetHouseRulesInfoResponse\x12K\n\x0c\x46orgetPlayer\x12\x1c.gnau.v1.ForgetPlayerRequest\x1a\x1d.gnau.v1.ForgetPlayerResponseBL\n\x0b\x64\x65v.gnau.v1P\x01Z1github.com/gnau-dealer/gnau/gen/go/gnau/v1;gnauv1\xaa\x02\x07Gnau.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,50 +35,50 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gnau.v1.dealer_pb2', _globa
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\013dev.gnau.v1P\001Z1github.com/gnau-dealer/gnau/gen/go/gnau/v1;gnauv1\252\002\007Gnau.V1'
-  _globals['_SHUFFLEREQUEST']._serialized_start=75
-  _globals['_SHUFFLEREQUEST']._serialized_end=171
-  _globals['_SHUFFLERESPONSE']._serialized_start=173
-  _globals['_SHUFFLERESPONSE']._serialized_end=221
-  _globals['_DEALREQUEST']._serialized_start=223
-  _globals['_DEALREQUEST']._serialized_end=337
-  _globals['_DEALRESPONSE']._serialized_start=339
-  _globals['_DEALRESPONSE']._serialized_end=384
-  _globals['_REVEALREQUEST']._serialized_start=386
-  _globals['_REVEALREQUEST']._serialized_end=439
-  _globals['_REVEALRESPONSE']._serialized_start=441
-  _globals['_REVEALRESPONSE']._serialized_end=488
-  _globals['_SETTLEREQUEST']._serialized_start=490
-  _globals['_SETTLEREQUEST']._serialized_end=543
-  _globals['_SETTLERESPONSE']._serialized_start=545
-  _globals['_SETTLERESPONSE']._serialized_end=592
-  _globals['_VOIDROUNDREQUEST']._serialized_start=594
-  _globals['_VOIDROUNDREQUEST']._serialized_end=666
-  _globals['_VOIDROUNDRESPONSE']._serialized_start=668
-  _globals['_VOIDROUNDRESPONSE']._serialized_end=718
-  _globals['_GETROUNDREQUEST']._serialized_start=720
-  _globals['_GETROUNDREQUEST']._serialized_end=755
-  _globals['_GETROUNDRESPONSE']._serialized_start=757
-  _globals['_GETROUNDRESPONSE']._serialized_end=806
-  _globals['_LISTROUNDSREQUEST']._serialized_start=808
-  _globals['_LISTROUNDSREQUEST']._serialized_end=884
-  _globals['_LISTROUNDSRESPONSE']._serialized_start=886
-  _globals['_LISTROUNDSRESPONSE']._serialized_end=963
-  _globals['_EVALUATEHANDREQUEST']._serialized_start=965
-  _globals['_EVALUATEHANDREQUEST']._serialized_end=1043
-  _globals['_EVALUATEHANDRESPONSE']._serialized_start=1045
-  _globals['_EVALUATEHANDRESPONSE']._serialized_end=1112
-  _globals['_GETROUNDRECEIPTREQUEST']._serialized_start=1114
-  _globals['_GETROUNDRECEIPTREQUEST']._serialized_end=1177
-  _globals['_GETROUNDRECEIPTRESPONSE']._serialized_start=1179
-  _globals['_GETROUNDRECEIPTRESPONSE']._serialized_end=1221
-  _globals['_GETHOUSERULESINFOREQUEST']._serialized_start=1223
-  _globals['_GETHOUSERULESINFOREQUEST']._serialized_end=1291
-  _globals['_GETHOUSERULESINFORESPONSE']._serialized_start=1294
-  _globals['_GETHOUSERULESINFORESPONSE']._serialized_end=1438
-  _globals['_FORGETPLAYERREQUEST']._serialized_start=1440
-  _globals['_FORGETPLAYERREQUEST']._serialized_end=1500
-  _globals['_FORGETPLAYERRESPONSE']._serialized_start=1502
-  _globals['_FORGETPLAYERRESPONSE']._serialized_end=1586
-  _globals['_DEALERSERVICE']._serialized_start=1589
-  _globals['_DEALERSERVICE']._serialized_end=2373
+  _globals['_SHUFFLEREQUEST']._serialized_start=108
+  _globals['_SHUFFLEREQUEST']._serialized_end=204
+  _globals['_SHUFFLERESPONSE']._serialized_start=206
+  _globals['_SHUFFLERESPONSE']._serialized_end=254
+  _globals['_DEALREQUEST']._serialized_start=256
+  _globals['_DEALREQUEST']._serialized_end=370
+  _globals['_DEALRESPONSE']._serialized_start=372
+  _globals['_DEALRESPONSE']._serialized_end=417
+  _globals['_REVEALREQUEST']._serialized_start=419
+  _globals['_REVEALREQUEST']._serialized_end=472
+  _globals['_REVEALRESPONSE']._serialized_start=474
+  _globals['_REVEALRESPONSE']._serialized_end=521
+  _globals['_SETTLEREQUEST']._serialized_start=523
+  _globals['_SETTLEREQUEST']._serialized_end=576
+  _globals['_SETTLERESPONSE']._serialized_start=578
+  _globals['_SETTLERESPONSE']._serialized_end=625
+  _globals['_VOIDROUNDREQUEST']._serialized_start=627
+  _globals['_VOIDROUNDREQUEST']._serialized_end=741
+  _globals['_VOIDROUNDRESPONSE']._serialized_start=743
+  _globals['_VOIDROUNDRESPONSE']._serialized_end=793
+  _globals['_GETROUNDREQUEST']._serialized_start=795
+  _globals['_GETROUNDREQUEST']._serialized_end=830
+  _globals['_GETROUNDRESPONSE']._serialized_start=832
+  _globals['_GETROUNDRESPONSE']._serialized_end=881
+  _globals['_LISTROUNDSREQUEST']._serialized_start=884
+  _globals['_LISTROUNDSREQUEST']._serialized_end=1035
+  _globals['_LISTROUNDSRESPONSE']._serialized_start=1037
+  _globals['_LISTROUNDSRESPONSE']._serialized_end=1114
+  _globals['_EVALUATEHANDREQUEST']._serialized_start=1116
+  _globals['_EVALUATEHANDREQUEST']._serialized_end=1194
+  _globals['_EVALUATEHANDRESPONSE']._serialized_start=1196
+  _globals['_EVALUATEHANDRESPONSE']._serialized_end=1263
+  _globals['_GETROUNDRECEIPTREQUEST']._serialized_start=1265
+  _globals['_GETROUNDRECEIPTREQUEST']._serialized_end=1328
+  _globals['_GETROUNDRECEIPTRESPONSE']._serialized_start=1330
+  _globals['_GETROUNDRECEIPTRESPONSE']._serialized_end=1372
+  _globals['_GETHOUSERULESINFOREQUEST']._serialized_start=1374
+  _globals['_GETHOUSERULESINFOREQUEST']._serialized_end=1442
+  _globals['_GETHOUSERULESINFORESPONSE']._serialized_start=1445
+  _globals['_GETHOUSERULESINFORESPONSE']._serialized_end=1589
+  _globals['_FORGETPLAYERREQUEST']._serialized_start=1591
+  _globals['_FORGETPLAYERREQUEST']._serialized_end=1651
+  _globals['_FORGETPLAYERRESPONSE']._serialized_start=1653
+  _globals['_FORGETPLAYERRESPONSE']._serialized_end=1737
+  _globals['_DEALERSERVICE']._serialized_start=1740
+  _globals['_DEALERSERVICE']._serialized_end=2524
 # @@protoc_insertion_point(module_scope)

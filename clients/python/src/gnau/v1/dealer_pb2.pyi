@@ -8,6 +8,7 @@ from gnau.v1 import round_pb2 as _round_pb2
 from gnau.v1 import types_pb2 as _types_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 import builtins as _builtins
 import sys
@@ -260,6 +261,7 @@ class VoidRoundRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _builtins.int
     ROUND_ID_FIELD_NUMBER: _builtins.int
     REASON_FIELD_NUMBER: _builtins.int
+    REASON_CODE_FIELD_NUMBER: _builtins.int
     request_id: _builtins.str
     """Idempotency key of this call (see DealerService)."""
     round_id: _builtins.str
@@ -267,17 +269,24 @@ class VoidRoundRequest(_message.Message):
     voided already.
     """
     reason: _builtins.str
-    """Why the round is voided: 1 to 1024 bytes of UTF-8, not only white space. Logged."""
+    """Free text to accompany the reason code: 0 to 1024 bytes of UTF-8, no control character.
+    Logged, so it must hold no personal data.
+    """
+    reason_code: _round_pb2.VoidReason.ValueType
+    """Why the round is voided: required. VOID_REASON_UNSPECIFIED and the service's own
+    VOID_REASON_DEAL_DEADLINE_PASSED are refused with INVALID_ARGUMENT.
+    """
     def __init__(
         self,
         *,
         request_id: _builtins.str = ...,
         round_id: _builtins.str = ...,
         reason: _builtins.str = ...,
+        reason_code: _round_pb2.VoidReason.ValueType = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "request_id", b"request_id", "round_id", b"round_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "reason_code", b"reason_code", "request_id", b"request_id", "round_id", b"round_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -365,6 +374,8 @@ class ListRoundsRequest(_message.Message):
     TABLE_ID_FIELD_NUMBER: _builtins.int
     PAGE_SIZE_FIELD_NUMBER: _builtins.int
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    COMPLETED_BY_FIELD_NUMBER: _builtins.int
+    COMPLETED_SINCE_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """Only rounds of this table; empty lists the rounds of every table. To the public role
     (when `public_round_listing` lets it list) only rounds whose seed is public (revealed,
@@ -377,18 +388,29 @@ class ListRoundsRequest(_message.Message):
     page_token: _builtins.str
     """A `next_page_token` from a previous call with the same `table_id` (a token of another
     `table_id` is refused with INVALID_ARGUMENT, as AIP-158 asks); empty for the first page.
-    Opaque to clients; at most 1024 characters.
+    Opaque to clients; at most 1024 characters. The filters below must be repeated unchanged.
     """
+    completed_by: _builtins.str
+    """Only rounds completed (settled or voided) by this actor, e.g. "service" for the rounds the
+    service completed at their deadlines; empty means any, open rounds included.
+    At most 256 bytes of UTF-8, no control character.
+    """
+    @_builtins.property
+    def completed_since(self) -> _timestamp_pb2.Timestamp:
+        """Only rounds completed at or after this time; unset means any, open rounds included."""
+
     def __init__(
         self,
         *,
         table_id: _builtins.str = ...,
         page_size: _builtins.int = ...,
         page_token: _builtins.str = ...,
+        completed_by: _builtins.str = ...,
+        completed_since: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["completed_since", b"completed_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_by", b"completed_by", "completed_since", b"completed_since", "page_size", b"page_size", "page_token", b"page_token", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -173,7 +173,10 @@ class DealerServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def VoidRound(self, request, context):
-        """Voids a round that is not settled (operator only). The void and its reason are logged.
+        """Voids a round that is not settled (operator only), with a reason code from a closed list.
+        Before the deal it settles nothing; after the deal (DEALT or REVEALED) the outcome is fixed:
+        the round is revealed, and every seat is paid the better of its result and a refund of its
+        stake (Round.void_settlement). The void, its reason and its actor are logged.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

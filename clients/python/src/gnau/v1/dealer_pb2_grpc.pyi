@@ -67,7 +67,11 @@ class DealerServiceStub:
     Settle: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.SettleRequest, _dealer_pb2.SettleResponse]
     """Settles every seat of a revealed round against the dealer."""
     VoidRound: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.VoidRoundRequest, _dealer_pb2.VoidRoundResponse]
-    """Voids a round that is not settled (operator only). The void and its reason are logged."""
+    """Voids a round that is not settled (operator only), with a reason code from a closed list.
+    Before the deal it settles nothing; after the deal (DEALT or REVEALED) the outcome is fixed:
+    the round is revealed, and every seat is paid the better of its result and a refund of its
+    stake (Round.void_settlement). The void, its reason and its actor are logged.
+    """
     GetRound: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundRequest, _dealer_pb2.GetRoundResponse]
     """Returns one round as it stands."""
     ListRounds: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.ListRoundsRequest, _dealer_pb2.ListRoundsResponse]
@@ -137,7 +141,11 @@ class DealerServiceAsyncStub(DealerServiceStub):
     Settle: _aio.UnaryUnaryMultiCallable[_dealer_pb2.SettleRequest, _dealer_pb2.SettleResponse]  # type: ignore[assignment]
     """Settles every seat of a revealed round against the dealer."""
     VoidRound: _aio.UnaryUnaryMultiCallable[_dealer_pb2.VoidRoundRequest, _dealer_pb2.VoidRoundResponse]  # type: ignore[assignment]
-    """Voids a round that is not settled (operator only). The void and its reason are logged."""
+    """Voids a round that is not settled (operator only), with a reason code from a closed list.
+    Before the deal it settles nothing; after the deal (DEALT or REVEALED) the outcome is fixed:
+    the round is revealed, and every seat is paid the better of its result and a refund of its
+    stake (Round.void_settlement). The void, its reason and its actor are logged.
+    """
     GetRound: _aio.UnaryUnaryMultiCallable[_dealer_pb2.GetRoundRequest, _dealer_pb2.GetRoundResponse]  # type: ignore[assignment]
     """Returns one round as it stands."""
     ListRounds: _aio.UnaryUnaryMultiCallable[_dealer_pb2.ListRoundsRequest, _dealer_pb2.ListRoundsResponse]  # type: ignore[assignment]
@@ -234,7 +242,11 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _dealer_pb2.VoidRoundRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_dealer_pb2.VoidRoundResponse, _abc.Awaitable[_dealer_pb2.VoidRoundResponse]]:
-        """Voids a round that is not settled (operator only). The void and its reason are logged."""
+        """Voids a round that is not settled (operator only), with a reason code from a closed list.
+        Before the deal it settles nothing; after the deal (DEALT or REVEALED) the outcome is fixed:
+        the round is revealed, and every seat is paid the better of its result and a refund of its
+        stake (Round.void_settlement). The void, its reason and its actor are logged.
+        """
 
     @_abc_1.abstractmethod
     def GetRound(

@@ -40,11 +40,16 @@ class _RoundStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_RoundState
     ROUND_STATE_SETTLED: _RoundState.ValueType  # 4
     """Every seat is settled against the dealer. Final."""
     ROUND_STATE_VOIDED: _RoundState.ValueType  # 5
-    """An operator voided the round; it is never settled. Final."""
+    """The round was voided, by an operator (VoidRound) or by the service (its deal deadline
+    passed). Voided after the deal, every seat is paid the better of its result and a refund of
+    its stake (void_settlement). Final.
+    """
 
 class RoundState(_RoundState, metaclass=_RoundStateEnumTypeWrapper):
     """Where a round is in its life. A round only moves forward:
-    SHUFFLED -> DEALT -> REVEALED -> SETTLED, or to VOIDED from any state before SETTLED.
+    SHUFFLED -> DEALT -> REVEALED -> SETTLED, or to VOIDED from any state before SETTLED. No round
+    stays open: the service itself voids a SHUFFLED round not dealt by its deal deadline, and
+    reveals and settles a DEALT or REVEALED round not settled by its settle deadline (due_time).
     """
 
 ROUND_STATE_UNSPECIFIED: RoundState.ValueType  # 0
@@ -58,8 +63,61 @@ ROUND_STATE_REVEALED: RoundState.ValueType  # 3
 ROUND_STATE_SETTLED: RoundState.ValueType  # 4
 """Every seat is settled against the dealer. Final."""
 ROUND_STATE_VOIDED: RoundState.ValueType  # 5
-"""An operator voided the round; it is never settled. Final."""
+"""The round was voided, by an operator (VoidRound) or by the service (its deal deadline
+passed). Voided after the deal, every seat is paid the better of its result and a refund of
+its stake (void_settlement). Final.
+"""
 Global___RoundState: _TypeAlias = RoundState  # noqa: Y015
+
+class _VoidReason:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _VoidReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_VoidReason.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    VOID_REASON_UNSPECIFIED: _VoidReason.ValueType  # 0
+    """Not set: refused in a request. Never returned for a void (0 on rounds that are not voided
+    and on rounds voided before reason codes existed).
+    """
+    VOID_REASON_PLATFORM_FAILURE: _VoidReason.ValueType  # 1
+    """The platform cannot go on with the round: its wallet, game client or network failed."""
+    VOID_REASON_STAKE_REJECTED: _VoidReason.ValueType  # 2
+    """The platform's wallet refused or reversed a stake."""
+    VOID_REASON_GAME_MALFUNCTION: _VoidReason.ValueType  # 3
+    """The game malfunctioned: the service or the platform's game client."""
+    VOID_REASON_TABLE_CLOSED: _VoidReason.ValueType  # 4
+    """The operator closed the table."""
+    VOID_REASON_REGULATOR_ORDER: _VoidReason.ValueType  # 5
+    """A regulator, a court or the operator's compliance function ordered it."""
+    VOID_REASON_DEAL_DEADLINE_PASSED: _VoidReason.ValueType  # 6
+    """The service voided a SHUFFLED round that was not dealt by its deal deadline. The service's
+    own code: refused in a VoidRound request.
+    """
+
+class VoidReason(_VoidReason, metaclass=_VoidReasonEnumTypeWrapper):
+    """Why a round was voided: a closed list (docs/integration.md, "When to void"). The log holds the
+    name without the VOID_REASON_ prefix.
+    """
+
+VOID_REASON_UNSPECIFIED: VoidReason.ValueType  # 0
+"""Not set: refused in a request. Never returned for a void (0 on rounds that are not voided
+and on rounds voided before reason codes existed).
+"""
+VOID_REASON_PLATFORM_FAILURE: VoidReason.ValueType  # 1
+"""The platform cannot go on with the round: its wallet, game client or network failed."""
+VOID_REASON_STAKE_REJECTED: VoidReason.ValueType  # 2
+"""The platform's wallet refused or reversed a stake."""
+VOID_REASON_GAME_MALFUNCTION: VoidReason.ValueType  # 3
+"""The game malfunctioned: the service or the platform's game client."""
+VOID_REASON_TABLE_CLOSED: VoidReason.ValueType  # 4
+"""The operator closed the table."""
+VOID_REASON_REGULATOR_ORDER: VoidReason.ValueType  # 5
+"""A regulator, a court or the operator's compliance function ordered it."""
+VOID_REASON_DEAL_DEADLINE_PASSED: VoidReason.ValueType  # 6
+"""The service voided a SHUFFLED round that was not dealt by its deal deadline. The service's
+own code: refused in a VoidRound request.
+"""
+Global___VoidReason: _TypeAlias = VoidReason  # noqa: Y015
 
 class _Outcome:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -305,6 +363,11 @@ class Round(_message.Message):
     LOG_INDICES_FIELD_NUMBER: _builtins.int
     RETURN_TO_PLAYER_FIELD_NUMBER: _builtins.int
     FAIRNESS_VERSION_FIELD_NUMBER: _builtins.int
+    VOID_REASON_CODE_FIELD_NUMBER: _builtins.int
+    VOID_SETTLEMENT_FIELD_NUMBER: _builtins.int
+    COMPLETED_BY_FIELD_NUMBER: _builtins.int
+    COMPLETE_TIME_FIELD_NUMBER: _builtins.int
+    DUE_TIME_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
     """The round's id, assigned by the server at the shuffle (1 to 128 bytes of UTF-8, no control
     character).
@@ -324,7 +387,7 @@ class Round(_message.Message):
     server_seed: _builtins.str
     """The revealed server seed, 64 lower-case hex digits. Set from REVEALED on."""
     void_reason: _builtins.str
-    """Why an operator voided the round. Set in state VOIDED only."""
+    """The free text that accompanied the void's reason code (may be empty). In state VOIDED only."""
     fairness_version: _builtins.int
     """The round's fairness version, fixed at the shuffle (docs/fairness.md, Fairness versions):
     2 for every round the service shuffles now, whose seats name players by player_ref and
@@ -333,6 +396,15 @@ class Round(_message.Message):
     0 only from a service older than this field: there a round is v2 if every seat has a
     player_ref, else v1 (the round's ROUND_COMMITTED entry says it too: "fairness_version": 2,
     or no such member for v1).
+    """
+    void_reason_code: Global___VoidReason.ValueType
+    """Why the round was voided. Set in state VOIDED only (UNSPECIFIED for a round voided before
+    reason codes existed).
+    """
+    completed_by: _builtins.str
+    """Who completed the round (its settlement or void), as the log names its actor:
+    "token:NAME" (a bearer token's name), "cert:CN" (a client certificate's common name), or
+    "service" (the service itself, at a deadline). Set in states SETTLED and VOIDED.
     """
     @_builtins.property
     def house_rules(self) -> _types_pb2.HouseRules:
@@ -381,6 +453,25 @@ class Round(_message.Message):
         service before the figure was disclosed.
         """
 
+    @_builtins.property
+    def void_settlement(self) -> Global___Settlement:
+        """What a void after the deal pays. Set in state VOIDED when the round was voided after its
+        deal: every seat at the better of its result and a refund of its stake, so each seat's
+        delta is max(result delta, 0) and the dealer's is minus their sum; evaluation and outcome
+        are the seat's result against the dealer.
+        """
+
+    @_builtins.property
+    def complete_time(self) -> _timestamp_pb2.Timestamp:
+        """When the round was settled or voided. Set in states SETTLED and VOIDED."""
+
+    @_builtins.property
+    def due_time(self) -> _timestamp_pb2.Timestamp:
+        """When the service completes the round itself if nobody else does: the deal deadline in state
+        SHUFFLED, the settle deadline in DEALT and REVEALED (docs/integration.md, "Deadlines"). Unset
+        once the round is final.
+        """
+
     def __init__(
         self,
         *,
@@ -404,10 +495,15 @@ class Round(_message.Message):
         log_indices: _abc.Iterable[_builtins.int] | None = ...,
         return_to_player: _types_pb2.ReturnToPlayer | None = ...,
         fairness_version: _builtins.int = ...,
+        void_reason_code: Global___VoidReason.ValueType = ...,
+        void_settlement: Global___Settlement | None = ...,
+        completed_by: _builtins.str = ...,
+        complete_time: _timestamp_pb2.Timestamp | None = ...,
+        due_time: _timestamp_pb2.Timestamp | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "create_time", b"create_time", "house_rules", b"house_rules", "return_to_player", b"return_to_player", "settlement", b"settlement", "update_time", b"update_time"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "complete_time", b"complete_time", "create_time", b"create_time", "due_time", b"due_time", "house_rules", b"house_rules", "return_to_player", b"return_to_player", "settlement", b"settlement", "update_time", b"update_time", "void_settlement", b"void_settlement"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "fairness_version", b"fairness_version", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "complete_time", b"complete_time", "completed_by", b"completed_by", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "due_time", b"due_time", "fairness_version", b"fairness_version", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason", "void_reason_code", b"void_reason_code", "void_settlement", b"void_settlement"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
