@@ -130,10 +130,27 @@ def full_record(history: RoundHistory) -> list[str]:
             line += f"  {_rank_title(dealer):<22} {'':<4} {_signed(dealer['delta']):>9}"
         lines.append(line)
     if voided:
-        lines.append(f"VOIDED in state {voided.get('state')}: {voided.get('reason')}")
+        code = voided.get("reason_code")
+        why = f"{code} {voided.get('reason') or ''}".strip() if code else voided.get("reason")
+        lines.append(f"VOIDED in state {voided.get('state')}: {why}")
         lines.append(f"server seed revealed by the void: {voided.get('server_seed')}")
+        paid = _object(voided.get("paid"))
+        if paid:
+            # After the deal: the better of each seat's result and a refund of its stake.
+            lines.append(
+                "paid (better of result and refund): "
+                + ", ".join(
+                    f"seat {p.get('seat')} {_signed(p.get('delta'))}"
+                    for p in map(_object, _list(paid.get("players")))
+                )
+                + f"; dealer {_signed(paid.get('dealer_delta'))}"
+            )
     lines.append("")
-    lines += [f"  #{event.index:<8} {event.time}  {event.kind}" for event in history.events]
+    lines += [
+        f"  #{event.index:<8} {event.time}  {event.kind}"
+        + (f"  by {event.payload['actor']}" if "actor" in event.payload else "")
+        for event in history.events
+    ]
     return lines
 
 

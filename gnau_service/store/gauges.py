@@ -1,5 +1,5 @@
 """Reads for the service's gauges, made when the gauges are read (a metrics scrape): the log's
-size and the time of its newest checkpoint, and the rounds still open.
+size and the time of its newest checkpoint, the rounds still open, and those past their deadline.
 
 They are read from the database, not counted in memory, so they are the same on every replica
 that shares it and right from the first scrape after a restart. Each is an index lookup.
@@ -50,6 +50,13 @@ def open_rounds_by_state(reader: LogReader) -> dict[str, int]:
     ):
         counts[str(state)] = int(count)
     return counts
+
+
+def overdue_rounds(reader: LogReader, before: str) -> int:
+    """How many open rounds have a deadline earlier than ``before`` (the log's time form): the
+    rounds the service should have completed by then (:mod:`gnau_service.rounds.completion`)."""
+    rows = reader.query("SELECT COUNT(*) FROM round_deadlines WHERE due_at < ?", (before,))
+    return int(rows[0][0])
 
 
 def longest_open_rounds(reader: LogReader, limit: int) -> list[OpenRound]:

@@ -144,12 +144,6 @@ def due_rounds(reader: LogReader, now: str, limit: int) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def count_overdue(reader: LogReader, before: str) -> int:
-    """How many open rounds had a deadline earlier than ``before``."""
-    rows = reader.query("SELECT count(*) FROM round_deadlines WHERE due_at < ?", (before,))
-    return int(rows[0][0])
-
-
 def read_round(reader: LogReader, round_id: str) -> StoredRound | None:
     rows = reader.query(f"SELECT {_COLUMNS} FROM rounds WHERE round_id = ?", (round_id,))
     return _round(rows[0]) if rows else None

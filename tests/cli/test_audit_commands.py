@@ -165,7 +165,7 @@ def test_round_shows_one_round_in_full(gnau: Gnau, database: tuple[str, Store]) 
     assert any(symbol in run.out for symbol in "♣♦♥♠")
     assert "ROUND_COMMITTED" in run.out and "ROUND_SETTLED" in run.out
     voided = gnau("audit", "round", "round-voided", "--database", url)
-    assert "VOIDED in state SHUFFLED: table closed" in voided.out
+    assert "VOIDED in state SHUFFLED: TABLE_CLOSED table closed" in voided.out
 
 
 def bundle_lines(path: Path) -> list[dict[str, object]]:

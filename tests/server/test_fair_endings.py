@@ -12,7 +12,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.round_events import VoidReason
 from gnau_service.audit.signing import LogSigner
+from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.rounds.completion import RoundCompletion
 from gnau_service.rounds.deadlines import Deadlines
 from gnau_service.rounds.dealer import Dealer, Idempotency
@@ -31,6 +32,7 @@ from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.store import Store, open_store
+from gnau_service.store.gauges import overdue_rounds
 from tests.independent.rules import settle as independent_settle
 from tests.postgres import SERVICE_BACKENDS, database_of
 
@@ -271,3 +273,17 @@ def test_every_round_entry_names_its_actor_and_the_deal_its_software(store: Stor
     assert sorted(software) == ["name", "sha256", "version"]
     assert software["name"] == "gnau-service" and len(software["sha256"]) == 64
     assert json.dumps(entries[0]["payload"]).count("software") == 0
+
+
+def test_the_overdue_gauge_counts_open_rounds_past_their_deadline(store: Store) -> None:
+    dealer = Dealer(store, deadlines=Deadlines(deal_seconds=60, settle_seconds=120))
+
+    async def open_two() -> None:
+        await dealer.shuffle("t-1", HouseRules(), fresh(), actor=PLATFORM)
+        await dealt(dealer, "t-2")
+
+    asyncio.run(open_two())
+    now = datetime.now(UTC)
+    assert overdue_rounds(store, format_utc_timestamp(now)) == 0
+    assert overdue_rounds(store, format_utc_timestamp(now + timedelta(seconds=61))) == 1
+    assert overdue_rounds(store, format_utc_timestamp(now + timedelta(seconds=121))) == 2

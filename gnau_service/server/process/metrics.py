@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final
 
 import grpc
@@ -42,17 +42,25 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.audit.timestamps import parse_utc_timestamp
+from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.edge.http import EdgeServer
 from gnau_service.server.grpc.call_observer import CallName, CallWatch, Context
 from gnau_service.server.process.witnessing import Submission, WitnessStatus
 from gnau_service.store import LogReader, Store, StoreError
 from gnau_service.store.batches import CommittedBatch
-from gnau_service.store.gauges import log_gauges, longest_open_rounds, open_rounds_by_state
+from gnau_service.store.gauges import (
+    log_gauges,
+    longest_open_rounds,
+    open_rounds_by_state,
+    overdue_rounds,
+)
 
 #: At most this many tables appear by name on the open-round gauges: those whose open round has
 #: waited longest. ``gnau_rounds_open`` counts every table's.
 MAX_TABLE_SERIES: Final = 100
+#: A round open this long past its deadline counts on ``gnau_rounds_overdue``: well beyond the
+#: completion's slack (a sweep interval and one step), short of a page's patience.
+OVERDUE_SECONDS: Final = 30.0
 #: The round state each round entry moves its round into.
 TRANSITIONS: Final = {
     EntryKind.ROUND_COMMITTED: "SHUFFLED",
@@ -366,6 +374,15 @@ class _StoreGauges(Collector):
         )
         for state, count in open_rounds_by_state(store).items():
             by_state.add_metric((state,), count)
+        overdue = GaugeMetricFamily(
+            "gnau_rounds_overdue",
+            f"Open rounds whose deadline passed more than {OVERDUE_SECONDS:g} s ago: the service"
+            " completes a round within a second or two of its deadline, so any is a fault (the"
+            " completion stopped, or the log is stalled).",
+        )
+        late = datetime.now(UTC) - timedelta(seconds=OVERDUE_SECONDS)
+        overdue.add_metric((), overdue_rounds(store, format_utc_timestamp(late)))
+        found.append(overdue)
         per_table = GaugeMetricFamily(
             "gnau_table_rounds_open",
             f"1 for each table with an unfinished round, by its state; at most "
