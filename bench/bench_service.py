@@ -25,6 +25,9 @@ with ``--workers 1,2``, below, under four minutes).
 6. The other half: the dealer and the store alone, no gRPC (this file, ``--dealer-alone``, in a
    child process): the same tables, seats and four steps, on a fresh SQLite file and a scratch
    PostgreSQL database.
+7. What the actor each entry names costs (issue 37): the bytes it adds to an entry, and the
+   CPU of encoding, signing and hashing a round's four entries with it against without,
+   interleaved in this run.
 
 The machine is shared and noisy, so compare the ratios, not absolute figures across runs. The
 last thing printed is a markdown block for the README.
@@ -77,7 +80,17 @@ from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from gnau_service.audit.entries import EntryKind, encode_entry
+from gnau_service.audit.merkle import leaf_hash
+from gnau_service.audit.round_events import (
+    committed_payload,
+    dealt_payload,
+    revealed_payload,
+    settle_round,
+    settled_payload,
+)
 from gnau_service.audit.signing import LogSigner
+from gnau_service.audit.software import software_identity
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
@@ -676,14 +689,14 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     async def table_loop(table: int) -> None:
         nonlocal rounds
         while time.perf_counter() < deadline:
-            view = await dealer.shuffle(f"alone-{table}", rules, fresh(), actor="token:test")
+            view = await dealer.shuffle(f"alone-{table}", rules, fresh(), actor=BENCH_ACTOR)
             round_id = view.record.round_id
             seats = [
                 SeatRequest(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)
             ]
-            await dealer.deal(round_id, seats, None, fresh(), actor="token:test")
-            await dealer.reveal(round_id, fresh(), actor="token:test")
-            await dealer.settle(round_id, fresh(), actor="token:test")
+            await dealer.deal(round_id, seats, None, fresh(), actor=BENCH_ACTOR)
+            await dealer.reveal(round_id, fresh(), actor=BENCH_ACTOR)
+            await dealer.settle(round_id, fresh(), actor=BENCH_ACTOR)
             rounds += 1
 
     started, cpu = time.perf_counter(), time.process_time()
@@ -693,6 +706,70 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
         store.close()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     return {"rounds_per_second": rounds / wall, "cpu_ms_per_round": cpu * 1000 / max(rounds, 1)}
+
+
+#: The actor the bench's rounds are played by: a token name of a typical length.
+BENCH_ACTOR = "token:casino-a-platform"
+
+
+def actor_cost(rounds: int = 1500) -> dict[str, float]:
+    """What naming the actor adds to a round's four entries: bytes per entry, and the CPU of
+    encoding (RFC 8785), signing (Ed25519) and hashing (the Merkle leaf) them, with the actor
+    against without, interleaved round by round so that both see the same machine. The rest
+    of a step (its SQL, the deal) does not depend on the actor."""
+    signer = LogSigner.from_private_key("bench/actor", Ed25519PrivateKey.generate())
+    committed = CommittedRound.with_fresh_seed("r-bench-actor", HouseRules())
+    seats = [LockedSeat(n, f"p-{n:032x}", 100 * n) for n in range(1, SEATS + 1)]
+    dealt = committed.lock(seats).deal()
+    payloads = [
+        (EntryKind.ROUND_COMMITTED, committed_payload(committed, "t-1")),
+        (EntryKind.ROUND_DEALT, {**dealt_payload(dealt), "software": software_identity()}),
+        (EntryKind.ROUND_REVEALED, revealed_payload(dealt)),
+        (EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal()))),
+    ]
+    with_actor = [(kind, {**payload, "actor": BENCH_ACTOR}) for kind, payload in payloads]
+    time_text = "2026-12-05T12:00:00.000000Z"
+
+    def entries(round_payloads: list[tuple[EntryKind, dict[str, Any]]]) -> list[bytes]:
+        return [
+            encode_entry(
+                signer.signer,
+                index=index,
+                kind=kind,
+                time=time_text,
+                payload=payload,
+                prev_hash="0" * 64,
+                round_id="r-bench-actor",
+            )
+            for index, (kind, payload) in enumerate(round_payloads)
+        ]
+
+    spent = {"with": 0.0, "without": 0.0}
+    for _ in range(rounds):
+        for label, chosen in (("without", payloads), ("with", with_actor)):
+            started = time.process_time()
+            for data in entries(chosen):
+                leaf_hash(data)
+            spent[label] += time.process_time() - started
+    sizes = {
+        label: sum(map(len, entries(chosen)))
+        for label, chosen in (("without", payloads), ("with", with_actor))
+    }
+    return {
+        "bytes_per_entry": (sizes["with"] - sizes["without"]) / len(payloads),
+        "us_per_round_with": spent["with"] * 1e6 / rounds,
+        "us_per_round_without": spent["without"] * 1e6 / rounds,
+    }
+
+
+def _actor_cost_text(figures: dict[str, float]) -> str:
+    added = figures["us_per_round_with"] - figures["us_per_round_without"]
+    return (
+        f"+{figures['bytes_per_entry']:.0f} bytes per entry ({BENCH_ACTOR!r}); encoding, "
+        f"signing and hashing a round's four entries: {figures['us_per_round_with']:.0f} us "
+        f"with the actor, {figures['us_per_round_without']:.0f} us without "
+        f"({added:+.1f} us per round)"
+    )
 
 
 def run_dealer_alone(database: str, arguments: argparse.Namespace) -> dict[str, float] | str:
@@ -1248,6 +1325,9 @@ async def run_benchmark(arguments: argparse.Namespace) -> int:
                     drop_postgres(arguments.postgres_url, scratch[0])
         for label, figures in alone.items():
             print(f"  {label}: {_alone_text(figures)}")
+
+        print("\n7. The actor each entry names (issue 37): what it adds, in this run")
+        print(f"  {_actor_cost_text(actor_cost())}")
 
     print(
         f"\nResults ({time.monotonic() - started:.0f} s in all; "
