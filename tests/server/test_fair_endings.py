@@ -9,15 +9,19 @@ never from the service's own settlement code.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import hashlib
 import json
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from gnau.v1 import dealer_pb2, round_pb2
 
 from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.round_events import VoidReason
@@ -31,10 +35,14 @@ from gnau_service.rounds.refusals import InvalidRequest, WrongState
 from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
+from gnau_service.server.process.app import running
+from gnau_service.server.process.config import Settings
 from gnau_service.store import Store, open_store
 from gnau_service.store.gauges import overdue_rounds
 from tests.independent.rules import settle as independent_settle
 from tests.postgres import SERVICE_BACKENDS, database_of
+from tests.server.conftest import TOKENS, Service
+from tests.server.test_service import deal, play, shuffle
 
 PLATFORM = "token:casino-a-platform"
 SEATS = [SeatRequest(n, f"player-{n}", 100 * n, b"") for n in range(1, 7)]
@@ -287,3 +295,56 @@ def test_the_overdue_gauge_counts_open_rounds_past_their_deadline(store: Store) 
     assert overdue_rounds(store, format_utc_timestamp(now)) == 0
     assert overdue_rounds(store, format_utc_timestamp(now + timedelta(seconds=61))) == 1
     assert overdue_rounds(store, format_utc_timestamp(now + timedelta(seconds=121))) == 2
+
+
+@pytest.fixture
+async def quick(settings: Settings) -> AsyncIterator[Service]:
+    """The server fixture's service with deadlines of a second."""
+    hurried = dataclasses.replace(settings, deal_deadline_seconds=1, settle_deadline_seconds=1)
+    async with (
+        running(hurried) as app,
+        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
+    ):
+        yield Service(app, hurried, channel)
+
+
+async def test_the_platform_reconciles_what_the_service_completed(quick: Service) -> None:
+    """Over gRPC: rounds left shuffled and dealt are completed by the service at their
+    deadlines; the platform finds exactly those with ListRounds(completed_by="service")."""
+    started = datetime.now(UTC)
+    abandoned_shuffle = await shuffle(quick, "t-shuffled")
+    abandoned_deal = await deal(quick, (await shuffle(quick, "t-dealt")).round_id)
+    assert abandoned_deal.due_time.ToDatetime(tzinfo=UTC) > started
+    played = await play(quick, "t-played")
+    operator = "token:legacy-" + hashlib.sha256(TOKENS["operator"].encode()).hexdigest()[:8]
+    assert played.completed_by == operator
+
+    async def completed_by_service() -> set[str]:
+        request = dealer_pb2.ListRoundsRequest(completed_by="service")
+        request.completed_since.FromDatetime(started)
+        answer = await quick.call("dealer", "ListRounds", request)
+        return {round_.round_id for round_ in answer.rounds}
+
+    for _ in range(100):
+        if len(await completed_by_service()) == 2:
+            break
+        await asyncio.sleep(0.1)
+    assert await completed_by_service() == {abandoned_shuffle.round_id, abandoned_deal.round_id}
+
+    later = dealer_pb2.ListRoundsRequest(completed_by="service")
+    later.completed_since.FromDatetime(datetime.now(UTC) + timedelta(hours=1))
+    assert list((await quick.call("dealer", "ListRounds", later)).rounds) == []
+    by_operator = dealer_pb2.ListRoundsRequest(completed_by=operator)
+    listed = (await quick.call("dealer", "ListRounds", by_operator)).rounds
+    assert [round_.round_id for round_ in listed] == [played.round_id]
+
+    got = dealer_pb2.GetRoundRequest(round_id=abandoned_deal.round_id)
+    settled = (await quick.call("dealer", "GetRound", got)).round
+    assert settled.state == round_pb2.ROUND_STATE_SETTLED
+    assert settled.completed_by == "service" and not settled.HasField("due_time")
+    assert settled.complete_time.ToDatetime(tzinfo=UTC) >= abandoned_deal.due_time.ToDatetime(
+        tzinfo=UTC
+    )
+    got = dealer_pb2.GetRoundRequest(round_id=abandoned_shuffle.round_id)
+    voided = (await quick.call("dealer", "GetRound", got)).round
+    assert voided.void_reason_code == round_pb2.VOID_REASON_DEAL_DEADLINE_PASSED
