@@ -314,17 +314,20 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
 
     const reason = 'node contract test: settled too early';
     const voided = await call(dealer, 'VoidRound', {
-      request_id: randomUUID(), round_id: round.round_id, reason,
+      request_id: randomUUID(), round_id: round.round_id, reason_code: 'VOID_REASON_GAME_MALFUNCTION', reason,
     });
     assert.equal(voided.round.state, 'ROUND_STATE_VOIDED');
     assert.equal(voided.round.void_reason, reason);
+    assert.equal(voided.round.void_reason_code, 'VOID_REASON_GAME_MALFUNCTION');
     // docs/fairness.md: a void reveals the seed, so the voided deal can be recomputed.
     const seed = Buffer.from(voided.round.server_seed, 'hex');
     const version = await loggedVersion(round.round_id);
     assert.equal(commitment(round.round_id, rulesText(round.house_rules), seed, version), round.commitment);
     // The table is free again.
     const next = await call(dealer, 'Shuffle', { request_id: randomUUID(), table_id: tableId });
-    await call(dealer, 'VoidRound', { request_id: randomUUID(), round_id: next.round.round_id, reason });
+    await call(dealer, 'VoidRound', {
+      request_id: randomUUID(), round_id: next.round.round_id, reason_code: 'VOID_REASON_TABLE_CLOSED', reason,
+    });
   });
 
   it('tells anyone the return to player of a rule set, and refuses invalid rules by field', async () => {
