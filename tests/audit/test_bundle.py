@@ -40,7 +40,9 @@ def test_an_honest_log_verifies_and_replays_every_round() -> None:
     log = honest_log(rounds=4)
     report = verify(log)
     assert report.ok, report.summary()
-    assert (report.entries, report.checkpoints) == (20, 6)
+    # A start, four settled rounds of four entries, and a void after the deal that reveals the
+    # round first (committed, dealt, revealed, voided): 1 + 16 + 4.
+    assert (report.entries, report.checkpoints) == (21, 6)
     assert (report.rounds_settled, report.rounds_voided, report.rounds_open) == (4, 1, 0)
     assert "result: VALID" in report.summary()
 
@@ -293,7 +295,23 @@ def test_a_commitment_logged_after_its_deal_is_caught() -> None:
     assert "round round-late: ROUND_DEALT before anything else" in str(report.failure)
 
 
-def test_a_void_revealing_another_seed_is_caught() -> None:
+@pytest.mark.parametrize(
+    ("void_after", "reason"),
+    [
+        (
+            EntryKind.ROUND_COMMITTED,
+            "round round-void-cheat: the seed revealed by its void does not match its commitment",
+        ),
+        # After the deal the void comes after its round's reveal, whose seed the commitment
+        # checked: the void's must be that one.
+        (
+            EntryKind.ROUND_DEALT,
+            "round round-void-cheat: the seed of its void is not the seed its reveal published",
+        ),
+    ],
+    ids=["before the deal", "after the deal"],
+)
+def test_a_void_revealing_another_seed_is_caught(void_after: EntryKind, reason: str) -> None:
     log = honest_log(rounds=1)
 
     def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
@@ -301,9 +319,9 @@ def test_a_void_revealing_another_seed_is_caught() -> None:
             payload = {**payload, "server_seed": "11" * 32}
         return log.append(kind, payload, round_id)
 
-    play_round(cheat, "round-void-cheat", void_after=EntryKind.ROUND_DEALT)
+    play_round(cheat, "round-void-cheat", void_after=void_after)
     log.checkpoint()
-    assert "does not match its commitment" in str(verify(log).failure)
+    assert reason in str(verify(log).failure)
 
 
 def test_a_round_settled_twice_is_caught() -> None:
@@ -438,6 +456,24 @@ def test_worker_processes_settle_a_round_whose_hands_fit_no_seat_without_crashin
         return log.append(kind, payload, round_id)
 
     play_round(cheat, "round-stray-hand")
+    log.checkpoint()
+    in_process, in_workers = verify(log, jobs=1), verify(log, jobs=2)
+    assert in_workers.failure == in_process.failure
+    assert "round round-stray-hand: hand of seat 1: no hand is published" in str(in_workers.failure)
+
+
+def test_worker_processes_check_a_void_whose_hands_fit_no_seat_without_crashing() -> None:
+    # As for a settlement: in workers the void's check runs beside the reveal check that fails
+    # first, so it cannot count on that check's having refused hands of no locked seat.
+    log = honest_log(rounds=1)
+
+    def cheat(kind: EntryKind, payload: dict, round_id: str | None) -> bytes:
+        if kind is EntryKind.ROUND_DEALT:
+            payload = json.loads(json.dumps(payload))
+            payload["hands"][0]["seat_number"] = 9
+        return log.append(kind, payload, round_id)
+
+    play_round(cheat, "round-stray-hand", void_after=EntryKind.ROUND_DEALT)
     log.checkpoint()
     in_process, in_workers = verify(log, jobs=1), verify(log, jobs=2)
     assert in_workers.failure == in_process.failure

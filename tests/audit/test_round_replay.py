@@ -45,6 +45,12 @@ def replay(events: list[Event]) -> RoundReplay:
 
 
 def test_the_honest_rounds_replay() -> None:
+    assert [kind for kind, _, _ in VOIDED_AFTER_DEAL] == [
+        EntryKind.ROUND_COMMITTED,
+        EntryKind.ROUND_DEALT,
+        EntryKind.ROUND_REVEALED,
+        EntryKind.ROUND_VOIDED,
+    ]
     assert replay(SETTLED).settled == 1
     assert replay(VOIDED_AFTER_COMMIT).voided == replay(VOIDED_AFTER_DEAL).voided == 1
 
@@ -68,6 +74,8 @@ def set_path(path: tuple[str | int, ...], value: object) -> Callable[[dict[str, 
 
 
 COMMITTED, DEALT, REVEALED, SETTLED_AT = 0, 1, 2, 3
+# Where each void stands: right after its commitment, or after the reveal its step logs first.
+VOID_BEFORE_DEAL, VOID_AFTER_DEAL = 1, 3
 
 
 @pytest.mark.parametrize(
@@ -93,9 +101,24 @@ COMMITTED, DEALT, REVEALED, SETTLED_AT = 0, 1, 2, 3
         (SETTLED, SETTLED_AT, set_path(("dealer", "delta"), "x" * 500), "settlement.dealer.delta"),
         (VOIDED_AFTER_COMMIT, COMMITTED, set_path(("house_rules",), "default"), "house_rules"),
         (VOIDED_AFTER_COMMIT, COMMITTED, set_path(("house_rules",), None), "house_rules"),
-        (VOIDED_AFTER_COMMIT, 1, set_path(("server_seed",), ["ab"]), "must carry a reason"),
-        (VOIDED_AFTER_COMMIT, 1, set_path(("server_seed",), "zz"), "cannot be checked"),
-        (VOIDED_AFTER_DEAL, 2, set_path(("reason",), {}), "must carry a reason and the seed"),
+        (
+            VOIDED_AFTER_COMMIT,
+            VOID_BEFORE_DEAL,
+            set_path(("server_seed",), ["ab"]),
+            "ROUND_VOIDED's reason and server_seed are strings",
+        ),
+        (
+            VOIDED_AFTER_COMMIT,
+            VOID_BEFORE_DEAL,
+            set_path(("server_seed",), "zz"),
+            "cannot be checked",
+        ),
+        (
+            VOIDED_AFTER_DEAL,
+            VOID_AFTER_DEAL,
+            set_path(("reason",), {}),
+            "ROUND_VOIDED's reason and server_seed are strings",
+        ),
     ],
     ids=[
         "stake a string",

@@ -6,7 +6,8 @@ its header line or an argument is unusable; 1 for anything wrong after the heade
 unanchored bundle; 0 valid), and a substring of the reason printed. No run may print a traceback.
 
 The base bundle (``honest()``): line 1 the header, lines 2-7 checkpoints of sizes 1, 5, 9, 13,
-17 and 20, lines 8-27 entries 0 to 19 (a start, four settled rounds, one voided after its deal).
+17 and 21, lines 8-28 entries 0 to 20 (a start, four settled rounds of four entries each, and one
+round voided after its deal: committed, dealt, revealed by the void's step, voided).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tests.audit.logs import MemoryLog, honest_log, new_signer, play_round
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 HEADER, FIRST_CHECKPOINT, LAST_CHECKPOINT, FIRST_ENTRY = 0, 1, 6, 7  # positions in the line list
-SIZE = 20
+SIZE = 21
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,21 @@ def settlement_changed(payload: Payload) -> Payload:
     return payload
 
 
+def void_paying_the_result(payload: Payload) -> Payload:
+    """A void after the deal that pays each seat its result: a losing seat loses instead of
+    getting its stake back. Where the deal made every seat win, paying the result is honest, so
+    seat 1 is made to lose its stake instead."""
+    players = payload["paid"]["players"]
+    result = payload["result"]["players"]
+    losing = [position for position, seat in enumerate(result) if seat["delta"] < 0]
+    for position in losing:
+        players[position]["delta"] = result[position]["delta"]
+    if not losing:  # every seat won: pay seat 1 less than its win, as if it had lost its stake
+        players[0]["delta"] = -players[0]["stake"]
+    payload["paid"]["dealer_delta"] = -sum(player["delta"] for player in players)
+    return payload
+
+
 def commitment_after_deal() -> Tampered:
     log = honest_log(rounds=1)
     held: list[tuple[EntryKind, dict[str, JsonValue], str | None]] = []
@@ -269,7 +285,7 @@ def wrong_index() -> Tampered:
 
 
 def rolled_back() -> Tampered:
-    # The log served again as it was at size 9, to an auditor who saw size 20.
+    # The log served again as it was at size 9, to an auditor who saw size 21.
     return bundle(exported(honest(), 9), pin=honest().notes[-1].encode())
 
 
@@ -401,7 +417,7 @@ CATALOGUE = [
         "index is not the position (validly signed)",
         wrong_index,
         1,
-        "entry 8: the entry says index 99 but stands where 8 belongs",
+        "entry 9: the entry says index 99 but stands where 9 belongs",
     ),
     Tamper(
         "non-canonical entry bytes",
@@ -411,21 +427,21 @@ CATALOGUE = [
     ),
     Tamper(
         "entries cut off the end",
-        lambda: deleted(26, 25),
+        lambda: deleted(27, 26),
         1,
-        "the header announces entries 0 to 19, but the bundle holds entries 0 to 17 (truncated or",
+        "the header announces entries 0 to 20, but the bundle holds entries 0 to 18 (truncated or",
     ),
     Tamper(
         "file cut inside the last line",
         lambda: raw(base_bytes()[:-40]),
         1,
-        "entry 19: line 27 is not JSON",
+        "entry 20: line 28 is not JSON",
     ),
     Tamper(
         "rolled back, against a pinned checkpoint",
         rolled_back,
         1,
-        "the pinned checkpoint covers 20 entries but the log now has 9: the log was truncated",
+        "the pinned checkpoint covers 21 entries but the log now has 9: the log was truncated",
     ),
     Tamper("rewritten history, against a pinned checkpoint", rewritten, 1, "the log was rewritten"),
     Tamper(
@@ -491,14 +507,60 @@ CATALOGUE = [
         "round round-late: ROUND_DEALT before anything else",
     ),
     Tamper(
-        "void revealing another seed",
+        "void before the deal revealing another seed",
+        lambda: cheating(
+            EntryKind.ROUND_VOIDED,
+            lambda p: {**p, "server_seed": "11" * 32},
+            void_after=EntryKind.ROUND_COMMITTED,
+        ),
+        1,
+        "round round-cheat: the seed revealed by its void does not match its commitment",
+    ),
+    Tamper(
+        "void after the deal revealing another seed than its reveal",
         lambda: cheating(
             EntryKind.ROUND_VOIDED,
             lambda p: {**p, "server_seed": "11" * 32},
             void_after=EntryKind.ROUND_DEALT,
         ),
         1,
-        "the seed revealed by its void does not match its commitment",
+        "round round-cheat: the seed of its void is not the seed its reveal published",
+    ),
+    Tamper(
+        "void after the deal paying each seat its result, not the better of it and a refund",
+        lambda: cheating(
+            EntryKind.ROUND_VOIDED, void_paying_the_result, void_after=EntryKind.ROUND_DEALT
+        ),
+        1,
+        "round round-cheat: its void does not pay every seat the better of its result and a "
+        "refund of its stake",
+    ),
+    Tamper(
+        "void after the deal in the form from before reason codes",
+        lambda: cheating(
+            EntryKind.ROUND_VOIDED,
+            lambda p: {"reason": p["reason"], "state": p["state"], "server_seed": p["server_seed"]},
+            void_after=EntryKind.ROUND_DEALT,
+        ),
+        1,
+        "round round-cheat: its void after the deal settles nothing",
+    ),
+    Tamper(
+        "void reason_code a list (validly signed)",
+        lambda: cheating(
+            EntryKind.ROUND_VOIDED,
+            lambda p: {**p, "reason_code": []},
+            void_after=EntryKind.ROUND_COMMITTED,
+        ),
+        1,
+        "round round-cheat: ROUND_VOIDED's reason_code [] is not one of PLATFORM_FAILURE,",
+    ),
+    Tamper(
+        "round event naming an actor of a bad form",
+        lambda: cheating(EntryKind.ROUND_DEALT, lambda p: {**p, "actor": "root"}),
+        1,
+        "round round-cheat: ROUND_DEALT's actor 'root' is not service, console, token:NAME or "
+        "cert:CN",
     ),
     Tamper("round settled twice", settled_twice, 1, "ROUND_SETTLED after ROUND_SETTLED"),
     Tamper(
@@ -575,7 +637,7 @@ CATALOGUE = [
         "nesting of 33 levels in a payload (validly signed)",
         lambda: with_entry('{"x":' + nested(31) + "}"),
         1,
-        "entry 8: nested more than 32 levels deep",
+        "entry 9: nested more than 32 levels deep",
     ),
     Tamper(
         "nesting of 32 levels in a payload (validly signed)",
@@ -587,7 +649,7 @@ CATALOGUE = [
         "deep nesting in a payload (validly signed)",
         lambda: with_entry('{"x":' + nested(100_000) + "}"),
         1,
-        "entry 8: nested more than 32 levels deep",
+        "entry 9: nested more than 32 levels deep",
     ),
     Tamper(
         "lone surrogate as a line's entry",
@@ -706,7 +768,7 @@ CATALOGUE = [
         "no checkpoints",
         no_checkpoints,
         1,
-        "unanchored: no signed root covers entries 0 to 19 (no checkpoint was verified",
+        "unanchored: no signed root covers entries 0 to 20 (no checkpoint was verified",
     ),
     Tamper(
         "no checkpoints, --allow-unanchored",
@@ -718,7 +780,7 @@ CATALOGUE = [
         "last checkpoint removed",
         last_checkpoint_removed,
         1,
-        "no signed root covers entries 17 to 19 (the largest verified checkpoint is of size 17",
+        "no signed root covers entries 17 to 20 (the largest verified checkpoint is of size 17",
     ),
     Tamper(
         "last checkpoint removed, anchored by the pin",
@@ -734,9 +796,9 @@ CATALOGUE = [
     ),
     Tamper(
         "checkpoint moved after the entries",
-        lambda: moved(FIRST_CHECKPOINT, 26),
+        lambda: moved(FIRST_CHECKPOINT, 27),
         1,
-        "line 27: a checkpoint after the first entry",
+        "line 28: a checkpoint after the first entry",
     ),
     Tamper(
         "checkpoint moved among the entries",
@@ -890,14 +952,14 @@ CATALOGUE = [
                 1,
                 "header left_frontier has 0 hashes, but a frontier of 1 entries has 1",
             ),
-            ("size", "20", "header size must be an integer in 1..9,007,199,254,740,992, not '20'"),
-            ("size", 20.0, "not 20.0"),
+            ("size", "21", "header size must be an integer in 1..9,007,199,254,740,992, not '21'"),
+            ("size", 21.0, "not 21.0"),
             ("size", None, "not None"),
             ("size", True, "not True"),
             ("size", 0, "not 0"),
             ("size", 2**53 + 1, "not 9007199254740993"),
             ("size", 10**30, "not 1000000000000000000000000000000"),
-            ("size", [20], "not [20]"),
+            ("size", [21], "not [21]"),
             (
                 "left_frontier",
                 "",
@@ -914,13 +976,13 @@ CATALOGUE = [
     ),
     Tamper(
         "header size of 5000 digits",
-        lambda: header_text('"size": 20', '"size": ' + "9" * 5000),
+        lambda: header_text('"size": 21', '"size": ' + "9" * 5000),
         2,
         "line 1 is not JSON this reader accepts: an integer of over 4300 digits",
     ),
     Tamper(
         "header size 1e400",
-        lambda: header_text('"size": 20', '"size": 1e400'),
+        lambda: header_text('"size": 21', '"size": 1e400'),
         2,
         "header size must be an integer in 1..9,007,199,254,740,992, not inf",
     ),
@@ -928,13 +990,13 @@ CATALOGUE = [
         "header size one more than the entries",
         lambda: header_with(size=SIZE + 1),
         1,
-        "the header announces entries 0 to 20, but the bundle holds entries 0 to 19",
+        "the header announces entries 0 to 21, but the bundle holds entries 0 to 20",
     ),
     Tamper(
         "header size one fewer than the entries",
         lambda: header_with(size=SIZE - 1),
         1,
-        "the header announces entries 0 to 18, but the bundle holds entries 0 to 19",
+        "the header announces entries 0 to 19, but the bundle holds entries 0 to 20",
     ),
     Tamper(
         "header first_index 1, entry 0 still there",
@@ -1006,26 +1068,26 @@ CATALOGUE = [
         "payload integer 2^53 (validly signed)",
         lambda: with_entry(f'{{"n":{MAX + 1}}}'),
         1,
-        "entry 8: holds the number '9007199254740992': every number in an entry must be an "
+        "entry 9: holds the number '9007199254740992': every number in an entry must be an "
         "integer within ±(2**53-1)",
     ),
     Tamper(
         "payload integer -2^53 (validly signed)",
         lambda: with_entry(f'{{"n":-{MAX + 1}}}'),
         1,
-        "entry 8: holds the number '-9007199254740992'",
+        "entry 9: holds the number '-9007199254740992'",
     ),
     Tamper(
         "payload number 1e21 (validly signed)",
         lambda: with_entry('{"n":1e21}'),
         1,
-        "entry 8: holds the number '1e21'",
+        "entry 9: holds the number '1e21'",
     ),
     Tamper(
         "payload number 1.5 (validly signed)",
         lambda: with_entry('{"n":1.5}'),
         1,
-        "entry 8: holds the number '1.5'",
+        "entry 9: holds the number '1.5'",
     ),
     Tamper(
         "payload integer of 5000 digits (validly signed)",
@@ -1040,13 +1102,13 @@ CATALOGUE = [
         "header only",
         lambda: bundle(lines()[:1]),
         1,
-        "the header announces entries 0 to 19, but the bundle holds no entries",
+        "the header announces entries 0 to 20, but the bundle holds no entries",
     ),
     Tamper(
         "header and checkpoints only",
         lambda: bundle(lines()[:FIRST_ENTRY]),
         1,
-        "the header announces entries 0 to 19, but the bundle holds no entries",
+        "the header announces entries 0 to 20, but the bundle holds no entries",
     ),
     Tamper(
         "key that is not a vkey",
@@ -1131,7 +1193,7 @@ def test_entries_are_exactly_what_the_catalogue_base_assumes() -> None:
     text = lines()
     assert json.loads(text[HEADER])["size"] == SIZE
     checkpoints = [json.loads(line)["checkpoint"] for line in text[FIRST_CHECKPOINT:FIRST_ENTRY]]
-    assert [int(note.split("\n")[1]) for note in checkpoints] == [1, 5, 9, 13, 17, 20]
+    assert [int(note.split("\n")[1]) for note in checkpoints] == [1, 5, 9, 13, 17, 21]
     entries = [json.loads(line)["entry"].encode() for line in text[FIRST_ENTRY:]]
     assert entries == honest().entries
     assert [json.loads(data)["index"] for data in entries] == list(range(SIZE))
