@@ -3,6 +3,7 @@ Every rejection: Entries)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,14 +18,27 @@ from tests.independent.common import (
     is_lower_hex,
     read_entry_json,
     read_time,
+    utf8,
 )
 from tests.independent.merkle import leaf_hash
 from tests.independent.notes import Key
 
 ROUND_KINDS = ("ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED")
-OTHER_KINDS = ("SERVICE_STARTED", "CONFIG_CHANGED", "KEY_ROTATED", "PLAYER_FORGOTTEN")
+OTHER_KINDS = (
+    "SERVICE_STARTED",
+    "SERVICE_STOPPED",
+    "CONFIG_CHANGED",
+    "TOKENS_CHANGED",
+    "KEY_ROTATED",
+    "PLAYER_FORGOTTEN",
+)
 MEMBERS = ("index", "key_id", "kind", "payload", "prev_hash", "round_id", "signature", "time")
 GENESIS = "0" * 64
+#: Who made a change, as a payload's ``actor`` names them (docs/audit.md, The actor).
+ACTORS = ("service", "console")
+TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+MAX_ACTOR_BYTES = 256
 
 
 def canonical(value: Any) -> bytes:
@@ -84,6 +98,8 @@ def read_entry(data: bytes) -> Entry:
     else:
         check(round_id is None, f"a {kind} has no round_id")
     check(isinstance(value["payload"], dict), "the payload is not an object")
+    if "actor" in value["payload"]:  # older entries name none
+        check_actor(value["payload"]["actor"])
     check(is_lower_hex(value["prev_hash"], 64), "prev_hash is not 64 lower-case hex digits")
     check(is_lower_hex(value["signature"], 128), "the signature is not 128 lower-case hex digits")
     return Entry(
@@ -97,4 +113,20 @@ def read_entry(data: bytes) -> Entry:
         signature=bytes.fromhex(value["signature"]),
         time=read_time(value["time"]),
         time_text=value["time"],
+    )
+
+
+def check_actor(actor: object) -> None:
+    """``service``, ``console``, ``token:NAME`` (a token file's name) or ``cert:CN`` (a client
+    certificate's common name, not empty): at most 256 bytes of UTF-8, no control character."""
+    check(isinstance(actor, str), "the actor is not a string")
+    assert isinstance(actor, str)
+    check(len(utf8(actor, "the actor")) <= MAX_ACTOR_BYTES, "the actor is over 256 bytes")
+    check(not CONTROL.search(actor), "the actor holds a control character")
+    kind, colon, name = actor.partition(":")
+    check(
+        actor in ACTORS
+        or (colon and kind == "token" and TOKEN_NAME.fullmatch(name))
+        or (colon and kind == "cert" and name),
+        f"the actor {actor!r:.80} is not service, console, token:NAME or cert:CN",
     )

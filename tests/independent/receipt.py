@@ -206,7 +206,7 @@ class _Steps:
             assert self.round is not None  # a settled round was dealt (step round)
             check_settlement(self.round, last.payload)
         elif last.kind == "ROUND_VOIDED":
-            check_void(self.round_id, self.entries[0].payload, last.payload)
+            check_void(self.round_id, self.entries, self.round)
 
     def checkpoint(self) -> tuple[int, bytes]:
         origin = self.keys[0].name

@@ -8,8 +8,15 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from tests.independent.common import VerificationError, check, is_int, read_hex
-from tests.independent.entries import ROUND_KINDS, Entry, canonical
+from tests.independent.common import (
+    VerificationError,
+    check,
+    is_int,
+    is_lower_hex,
+    read_hex,
+    utf8,
+)
+from tests.independent.entries import CONTROL, ROUND_KINDS, Entry, canonical
 from tests.independent.fairness import (
     FORMAT_OF,
     Round,
@@ -20,13 +27,36 @@ from tests.independent.fairness import (
 )
 from tests.independent.rules import settle
 
-#: The members each payload always has; of the others only these may be present.
+#: The members each payload always has; of the others only these may be present: the actor
+#: (entries from before it name none), and what came later to each event.
 EXACT = {
     "ROUND_COMMITTED": {"table_id", "house_rules", "commitment"},
     "ROUND_DEALT": {"seats", "beacon", "transcript_hash", "hands", "dealer_hand"},
     "ROUND_REVEALED": {"server_seed", "deck"},
 }
-OPTIONAL = {"ROUND_COMMITTED": {"return_to_player", "fairness_version"}}
+OPTIONAL = {
+    "ROUND_COMMITTED": {"actor", "return_to_player", "fairness_version"},
+    "ROUND_DEALT": {"actor", "software"},
+    "ROUND_REVEALED": {"actor"},
+}
+#: A void's closed list of reason codes (docs/audit.md, ROUND_VOIDED); the last is the
+#: service's own, for a shuffled round its deal deadline passed.
+REASON_CODES = (
+    "PLATFORM_FAILURE",
+    "STAKE_REJECTED",
+    "GAME_MALFUNCTION",
+    "TABLE_CLOSED",
+    "REGULATOR_ORDER",
+    "DEAL_DEADLINE_PASSED",
+)
+DEADLINE = "DEAL_DEADLINE_PASSED"
+VOID_STATES = ("SHUFFLED", "DEALT", "REVEALED")
+LEGACY_VOID = {"reason", "state", "server_seed"}
+VOID = LEGACY_VOID | {"reason_code"}
+VOID_AFTER_DEAL = VOID | {"result", "paid"}
+AFTER_THE_DEAL = (
+    "a void after the deal must settle every seat at the better of its result and a refund"
+)
 #: What may come after what in one round's life.
 AFTER: dict[str | None, tuple[str, ...]] = {
     None: ("ROUND_COMMITTED",),
@@ -91,6 +121,20 @@ def check_payload(entry: Entry) -> None:
         check(isinstance(seats, list), "seats is not an array")
         for i, seat in enumerate(seats):
             check(not isinstance(seat, dict) or "client_seed" in seat, f"seats[{i}].client_seed")
+        if "software" in payload:
+            check_software(payload["software"])
+
+
+def check_software(software: object) -> None:
+    """The software that dealt the round, as SERVICE_STARTED names it: name, version, sha256."""
+    members = {"name", "version", "sha256"}
+    check(isinstance(software, dict) and set(software) == members, "software's members")
+    assert isinstance(software, dict)
+    check(
+        all(isinstance(software[k], str) and software[k] for k in ("name", "version")),
+        "software's name and version are not non-empty strings",
+    )
+    check(is_lower_hex(software["sha256"], 64), "software.sha256 is not 64 lower-case hex digits")
 
 
 def published(round_id: str, entries: list[Entry], deck: object = None) -> dict[str, Any]:
@@ -110,20 +154,63 @@ def published(round_id: str, entries: list[Entry], deck: object = None) -> dict[
     }
 
 
-def check_void(round_id: str, committed: dict[str, Any], void: dict[str, Any]) -> None:
-    reason = void.get("reason")
-    check(isinstance(reason, str) and reason, "a void needs a non-empty reason")
+def check_void(round_id: str, entries: list[Entry], revealed: Round | None) -> None:
+    """The round's last entry, a ROUND_VOIDED, against the entries before it: its seed gives the
+    commitment; before the deal it settles nothing; after the deal it follows the reveal and
+    pays every seat the better of its result and a refund of its stake (docs/audit.md)."""
+    void, previous = entries[-1].payload, entries[-2]
+    check(void.get("state") in VOID_STATES, "a void's state is not SHUFFLED, DEALT or REVEALED")
     check(isinstance(void.get("server_seed"), str), "a void reveals its server_seed")
     seed = read_hex(void["server_seed"], "server_seed", size=32)
+    committed = entries[0].payload
     rules = read_rules(committed["house_rules"])
     expected = commitment(round_id, rules, seed, fairness_version(committed))
     given = read_hex(committed["commitment"], "commitment", size=32)
     check(expected == given, "the seed the void reveals does not give the commitment")
+    before_deal = previous.kind == "ROUND_COMMITTED"
+    if "reason_code" not in void:  # the form of voids before reason codes: before the deal only
+        check(before_deal, AFTER_THE_DEAL)
+        check(set(void) - {"actor"} == LEGACY_VOID, f"a void carries exactly {sorted(LEGACY_VOID)}")
+        check(isinstance(void["reason"], str) and void["reason"], "a void needs a non-empty reason")
+        check(void["state"] == "SHUFFLED", "a void before the deal is of a SHUFFLED round")
+        return
+    state = void["state"]
+    members = VOID if state == "SHUFFLED" else VOID_AFTER_DEAL
+    check(set(void) - {"actor"} == members, f"a void of a {state} round carries {sorted(members)}")
+    code, reason = void["reason_code"], void["reason"]
+    check(code in REASON_CODES, f"{code!r:.60} is not a reason code")
+    check(isinstance(reason, str), "a void's reason is not a string")
+    check(len(utf8(reason, "reason")) <= 1024, "a void's reason is over 1024 bytes")
+    check(not CONTROL.search(reason), "a void's reason holds a control character")
+    if code == DEADLINE:
+        check(state == "SHUFFLED", f"{DEADLINE} voids only a SHUFFLED round")
+        check(void.get("actor", "service") == "service", f"only the service voids for {DEADLINE}")
+    if state == "SHUFFLED":
+        check(before_deal, "a void of a SHUFFLED round follows its ROUND_COMMITTED")
+        return
+    check(previous.kind == "ROUND_REVEALED", "a void after the deal follows the round's reveal")
+    revealed_seed = read_hex(previous.payload["server_seed"], "server_seed", size=32)
+    check(seed == revealed_seed, "the void's seed is not the revealed seed")
+    assert revealed is not None  # read at the reveal
+    result = settle(
+        revealed["house_rules"], revealed["seats"], revealed["hands"], revealed["dealer_hand"]
+    )
+    check(
+        canonical(void["result"]) == canonical(result),
+        "the void's result is not the settlement of the hands",
+    )
+    players = [
+        {"seat": p["seat"], "stake": p["stake"], "delta": max(p["delta"], 0)}
+        for p in result["players"]
+    ]
+    paid = {"dealer_delta": -sum(p["delta"] for p in players), "players": players}
+    check(canonical(void["paid"]) == canonical(paid), AFTER_THE_DEAL)
 
 
 def check_settlement(r: Round, payload: dict[str, Any]) -> None:
     ours = settle(r["house_rules"], r["seats"], r["hands"], r["dealer_hand"])
-    check(canonical(ours) == canonical(payload), "the settlement is not the rules' settlement")
+    logged = {k: v for k, v in payload.items() if k != "actor"}  # the settlement, and who
+    check(canonical(ours) == canonical(logged), "the settlement is not the rules' settlement")
 
 
 class Replay:
@@ -174,7 +261,7 @@ class Replay:
         elif entry.kind == "ROUND_SETTLED":
             check_settlement(self.rounds[round_id], payload)
         elif entry.kind == "ROUND_VOIDED":
-            check_void(round_id, entries[0].payload, payload)
+            check_void(round_id, entries, self.rounds.get(round_id))
         if entry.kind in ("ROUND_SETTLED", "ROUND_VOIDED"):
             del self.open_at_table[self.table_of[round_id]]
 

@@ -134,8 +134,12 @@ async def _play(live: Live, service: Service) -> None:
         await step("Settle", dealer_pb2.SettleRequest(request_id=_rid(), round_id=round_id))
 
     async def void(round_id: str) -> None:
-        reason = "the shoe was dropped"
-        request = dealer_pb2.VoidRoundRequest(request_id=_rid(), round_id=round_id, reason=reason)
+        request = dealer_pb2.VoidRoundRequest(
+            request_id=_rid(),
+            round_id=round_id,
+            reason="the shoe was dropped",
+            reason_code=round_pb2.VOID_REASON_GAME_MALFUNCTION,
+        )
         await step("VoidRound", request)
 
     async def played(story: str, table: str, rules: Any, seats: Any, beacon: bool = False) -> str:
@@ -285,6 +289,27 @@ def test_the_live_log_verifies_and_holds_both_versions(live: Live) -> None:
     assert versions == {story: version for story, (version, _) in STORIES.items()}
     kinds = {e["kind"] for e in entries}
     assert {"KEY_ROTATED", "PLAYER_FORGOTTEN", "SERVICE_STARTED"} <= kinds
+    # Issue 37: every entry names its actor; a clean stop is logged, and the settings at start.
+    assert {"CONFIG_CHANGED", "SERVICE_STOPPED"} <= kinds
+    assert all("actor" in e["payload"] for e in entries), [e["kind"] for e in entries]
+
+
+@pytest.mark.parametrize(
+    "story", [s for s in STORIES if s.endswith(("voided_dealt", "voided_revealed"))]
+)
+def test_a_void_after_the_deal_is_revealed_and_pays_the_better_of(live: Live, story: str) -> None:
+    """The void of a dealt round follows its reveal, and pays each seat the better of its
+    result and a refund: never less than the result, a loss refunded."""
+    _, _, entries = forge.read_bundle(live.bundle)
+    kinds = [e["kind"] for e in entries if e["round_id"] == live.round_ids[story]]
+    assert kinds[-2:] == ["ROUND_REVEALED", "ROUND_VOIDED"]
+    void = _payload(entries, live.round_ids[story], "ROUND_VOIDED")
+    assert void["reason_code"] == "GAME_MALFUNCTION"
+    assert void["state"] == ("DEALT" if story.endswith("voided_dealt") else "REVEALED")
+    for paid, result in zip(void["paid"]["players"], void["result"]["players"], strict=True):
+        assert paid == {"seat": result["seat"], "stake": result["stake"]} | {
+            "delta": max(result["delta"], 0)
+        }
 
 
 @pytest.mark.parametrize("story", STORIES)
@@ -359,6 +384,20 @@ def bundle_cases(live: Live) -> dict[str, Case]:
     def void_seed(entries: list[dict[str, Any]]) -> None:
         _payload(entries, ids["voided_dealt"], "ROUND_VOIDED")["server_seed"] = "00" * 32
 
+    def void_pays_less(entries: list[dict[str, Any]]) -> None:
+        paid = _payload(entries, ids["voided_revealed"], "ROUND_VOIDED")["paid"]
+        paid["players"][0]["delta"] -= 1
+        paid["dealer_delta"] += 1
+
+    def void_as_before(entries: list[dict[str, Any]]) -> None:
+        # The old form after the deal: a void that settles nothing.
+        void = _payload(entries, ids["v1_voided_revealed"], "ROUND_VOIDED")
+        for name in ("reason_code", "result", "paid"):
+            del void[name]
+
+    def bad_actor(entries: list[dict[str, Any]]) -> None:
+        _payload(entries, ids["settled"], "ROUND_DEALT")["actor"] = "token:"
+
     def as_v1(entries: list[dict[str, Any]]) -> None:
         del _payload(entries, ids["voided_shuffled"], "ROUND_COMMITTED")["fairness_version"]
 
@@ -391,6 +430,9 @@ def bundle_cases(live: Live) -> dict[str, Case]:
         "re-signed, a card": Case(resigned(card), 1),
         "re-signed, a delta": Case(resigned(delta), 1),
         "re-signed, a void's seed": Case(resigned(void_seed), 1),
+        "re-signed, a void paying a seat less": Case(resigned(void_pays_less), 1),
+        "re-signed, a void after the deal of the old form": Case(resigned(void_as_before), 1),
+        "re-signed, an actor of no form": Case(resigned(bad_actor), 1),
         "re-signed, a v2 round read as v1": Case(resigned(as_v1), 1),
         "re-signed, a forget naming a player": Case(resigned(naming_a_player), 1),
         "two entries swapped": Case("".join(swapped).encode(), 1),

@@ -1,7 +1,7 @@
 // Round receipts (docs/receipts.md): reading one, and its seven checks in their order. Also the
 // bare revealed round (gnau round verify), for which only the fairness step applies.
 
-import { HEX_PAIRS, bytesOfHex, hexOf, quoted, utf8 } from "./bytes.js";
+import { HEX_PAIRS, bytesOfHex, hexOf, quoted, utf8, utf8Length } from "./bytes.js";
 import { cosigners, parseWitnessVkey } from "./cosignature.js";
 import { ed25519Verify } from "./crypto.js";
 import {
@@ -112,8 +112,30 @@ export function readReceipt(value) {
 // -- entries (docs/audit.md, "Entries") ---------------------------------------------------------
 
 const ENTRY_MEMBERS = ["index", "key_id", "kind", "payload", "prev_hash", "round_id", "signature", "time"];
-const KINDS = ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED", "SERVICE_STARTED", "CONFIG_CHANGED", "KEY_ROTATED", "PLAYER_FORGOTTEN"];
+const KINDS = [
+  "ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED",
+  "SERVICE_STARTED", "SERVICE_STOPPED", "CONFIG_CHANGED", "TOKENS_CHANGED", "KEY_ROTATED", "PLAYER_FORGOTTEN",
+];
 const MAX_NESTING = 32;
+const MAX_ACTOR_BYTES = 256;
+const TOKEN_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const CONTROL_CHARACTER = /[\u0000-\u001f\u007f]/;
+
+/**
+ * Why a payload's `actor` is not one (docs/audit.md, the actor), or null when it is: "service",
+ * "console", "token:NAME" (a token file's name) or "cert:CN" (a client certificate's common
+ * name), at most 256 bytes of UTF-8 and no control character. Entries from before actors were
+ * logged have none, and need none.
+ */
+export function actorProblem(actor) {
+  if (!isString(actor)) return `actor must be a string, not ${jsonType(actor)}`;
+  if (utf8Length(actor) > MAX_ACTOR_BYTES) return `actor is longer than ${MAX_ACTOR_BYTES} bytes of UTF-8`;
+  if (CONTROL_CHARACTER.test(actor)) return `actor ${quoted(actor)} holds a control character`;
+  if (actor === "service" || actor === "console") return null;
+  if (actor.startsWith("token:")) return TOKEN_NAME.test(actor.slice(6)) ? null : `actor ${quoted(actor)} names a token by something that is not a token name`;
+  if (actor.startsWith("cert:")) return actor.length > 5 ? null : `actor ${quoted(actor)} names no certificate`;
+  return `actor ${quoted(actor)} is not service, console, token:NAME or cert:CN`;
+}
 
 /** Parse, check and verify one entry's text against the trusted keys; throws with the rule it
  * breaks, without naming the entry: the caller names it, once. */
@@ -151,6 +173,10 @@ async function decodeEntry(text, keys) {
     throw new Error(`a ${kind} entry must have round_id null`);
   }
   if (!isObject(payload)) throw new Error(`payload must be a JSON object`);
+  if (Object.hasOwn(payload, "actor")) {
+    const problem = actorProblem(payload.actor);
+    if (problem) throw new Error(problem);
+  }
   if (!isString(entry.prev_hash) || !/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`prev_hash must be 64 lower-case hex digits`);
   if (!isString(entry.key_id) || !/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`key_id must be 8 lower-case hex digits`);
   if (!isString(entry.signature) || !/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`signature must be 128 lower-case hex digits`);
@@ -180,9 +206,20 @@ const EVENT_FIELDS = {
   ROUND_DEALT: ["seats", "beacon", "transcript_hash", "hands", "dealer_hand"],
   ROUND_REVEALED: ["server_seed", "deck"],
 };
-/** Members an event may carry besides: the rule set's disclosed return to player (docs/audit.md),
- *  and a v2 round's fairness version (docs/fairness.md; absent means v1). */
-const OPTIONAL_FIELDS = { ROUND_COMMITTED: ["return_to_player", "fairness_version"] };
+/** Members an event may carry besides: who acted (absent from entries logged before actors), the
+ *  rule set's disclosed return to player (docs/audit.md), a v2 round's fairness version
+ *  (docs/fairness.md; absent means v1), and the software that dealt the round. */
+const OPTIONAL_FIELDS = {
+  ROUND_COMMITTED: ["actor", "return_to_player", "fairness_version"],
+  ROUND_DEALT: ["actor", "software"],
+  ROUND_REVEALED: ["actor"],
+};
+/** A void's closed list of reason codes; the last is the service's own (docs/audit.md). */
+export const VOID_REASON_CODES = ["PLATFORM_FAILURE", "STAKE_REJECTED", "GAME_MALFUNCTION", "TABLE_CLOSED", "REGULATOR_ORDER", "DEAL_DEADLINE_PASSED"];
+const VOID_MEMBERS = ["reason", "reason_code", "server_seed", "state"];
+const VOID_AFTER_DEAL_MEMBERS = [...VOID_MEMBERS, "paid", "result"].sort();
+const LEGACY_VOID_MEMBERS = ["reason", "server_seed", "state"];
+const AFTER_THE_DEAL = "a void after the deal must settle every seat at the better of its result and a refund";
 const DISCLOSED_MEMBERS = ["house_edge", "house_edge_decimal", "rtp", "rtp_decimal"];
 /** The fields of each event that the round merges: the commitment's table_id is not one. */
 const MERGED_FIELDS = { ...EVENT_FIELDS, ROUND_COMMITTED: ["house_rules", "commitment"], ROUND_VOIDED: ["server_seed"] };
@@ -320,6 +357,13 @@ function requireOneForm(entry, roundId) {
     const index = seats.findIndex((seat) => isObject(seat) && !Object.hasOwn(seat, "client_seed"));
     if (index !== -1) throw new StepFailure("entries", `round ${roundId}: ROUND_DEALT's seats[${index}].client_seed is missing: a logged seat always carries it ("" for none)`);
   }
+  if (entry.kind === "ROUND_DEALT" && Object.hasOwn(entry.payload, "software")) {
+    const software = entry.payload.software;
+    const wellFormed = isObject(software) && same(Object.keys(software).sort(), ["name", "sha256", "version"])
+      && isString(software.name) && software.name !== "" && isString(software.version) && software.version !== ""
+      && isString(software.sha256) && HASH_HEX.test(software.sha256);
+    if (!wellFormed) throw new StepFailure("entries", `round ${roundId}: ROUND_DEALT's software must be {name, version, sha256 (64 lower-case hex digits)}, got ${quoted(software)}`);
+  }
 }
 
 /**
@@ -398,7 +442,75 @@ function roundStep(receipt, round, merged) {
   }
 }
 
-/** Step 4, in log order: the reveal's chain, the settlement's deltas, a void's seed. */
+/** The settlement the rules give for the logged round's hands. */
+function settleLogged(round, fail) {
+  const seats = round.seats.map((seat) => seat.seat_number);
+  if (!same(round.hands.map((hand) => hand.seat_number), seats)) fail(`its hands are not one for each locked seat [${seats.join(", ")}]`);
+  const stakes = new Map(round.seats.map((seat) => [seat.seat_number, seat.stake]));
+  try {
+    return settle(round.dealer_hand, round.hands.map((hand) => ({ seat: hand.seat_number, cards: hand.cards, stake: stakes.get(hand.seat_number) })), round.rules);
+  } catch (error) {
+    if (error instanceof RulesError) fail(`its hands cannot be settled: ${error.message}`);
+    throw error;
+  }
+}
+
+/** What a void after the deal pays: each seat the better of its result and a refund of its
+ *  stake (a delta of 0), the dealer minus their sum; evaluations and outcomes are the result's. */
+export function paidAfterTheDeal(settlement) {
+  const seats = settlement.seats.map((seat) => ({ ...seat, delta: seat.delta > 0n ? seat.delta : 0n }));
+  const dealerDelta = -seats.reduce((sum, seat) => sum + seat.delta, 0n);
+  const json = { dealer_delta: dealerDelta, players: seats.map((seat) => ({ seat: seat.seat, stake: seat.stake, delta: seat.delta })) };
+  return { dealer: settlement.dealer, dealerDelta, seats, json };
+}
+
+/** A ROUND_VOIDED payload against the entry before it (docs/audit.md, ROUND_VOIDED): its reason
+ *  code and state; before the deal it pays nothing; after it, it follows the reveal, its result
+ *  is the settlement of the hands and it pays each seat the better of its result and a refund.
+ *  Returns what it paid (null before the deal). */
+function checkVoid(payload, previous, document, roundId, fail) {
+  const has = (name) => Object.hasOwn(payload, name);
+  const members = Object.keys(payload).filter((name) => name !== "actor").sort();
+  const beforeDeal = previous.kind === "ROUND_COMMITTED";
+  if (!has("reason_code")) {
+    // The form of voids logged before reason codes: valid before the deal only.
+    if (!beforeDeal) fail(AFTER_THE_DEAL);
+    if (!same(members, LEGACY_VOID_MEMBERS)) fail(`ROUND_VOIDED must carry exactly ${LEGACY_VOID_MEMBERS.join(", ")}, got ${quoted(members, 120)}`);
+    if (!isString(payload.reason) || !payload.reason) fail("ROUND_VOIDED must carry a non-empty reason");
+    if (payload.state !== "SHUFFLED") fail(`a void before the deal is of a SHUFFLED round, not ${quoted(payload.state)}`);
+    return null;
+  }
+  const state = payload.state;
+  if (!["SHUFFLED", "DEALT", "REVEALED"].includes(state)) fail(`a void's state must be SHUFFLED, DEALT or REVEALED, not ${quoted(state)}`);
+  const expected = state === "SHUFFLED" ? VOID_MEMBERS : VOID_AFTER_DEAL_MEMBERS;
+  if (!same(members, expected)) fail(`a void of a ${state} round must carry exactly ${expected.join(", ")}, got ${quoted(members, 120)}`);
+  const code = payload.reason_code;
+  if (!VOID_REASON_CODES.includes(code)) fail(`${quoted(code)} is not a void reason code (${VOID_REASON_CODES.join(", ")})`);
+  const reason = payload.reason;
+  if (!isString(reason) || utf8Length(reason) > 1024 || CONTROL_CHARACTER.test(reason)) fail("a void's reason must be text of at most 1024 bytes of UTF-8 without control characters");
+  if (code === "DEAL_DEADLINE_PASSED") {
+    if (state !== "SHUFFLED") fail("DEAL_DEADLINE_PASSED voids only a SHUFFLED round");
+    if (has("actor") && payload.actor !== "service") fail("only the service voids for DEAL_DEADLINE_PASSED");
+  }
+  if (state === "SHUFFLED") {
+    if (!beforeDeal) fail(`a void of a SHUFFLED round follows its ROUND_COMMITTED, not ${previous.kind}`);
+    return null;
+  }
+  if (previous.kind !== "ROUND_REVEALED") fail(`a void after the deal follows the round's ROUND_REVEALED, not ${previous.kind}`);
+  if (!isString(payload.server_seed) || payload.server_seed.toLowerCase() !== String(previous.payload.server_seed).toLowerCase()) {
+    fail("the seed of its void is not the seed its reveal published");
+  }
+  const result = settleLogged(readLogged(document, roundId, fail), fail);
+  if (!same(result.json, payload.result)) {
+    fail(`the void's result does not follow from the dealt hands (${firstDifference(result.json, payload.result, "result")})`);
+  }
+  const paid = paidAfterTheDeal(result);
+  if (!same(paid.json, payload.paid)) fail(`${AFTER_THE_DEAL} (${firstDifference(paid.json, payload.paid, "paid")})`);
+  return paid;
+}
+
+/** Step 4, in log order: the reveal's chain, the settlement's deltas, a void's seed and what
+ *  it pays. */
 async function outcomeStep(receipt, entries) {
   const roundId = receipt.roundId;
   const fail = (reason) => {
@@ -408,7 +520,7 @@ async function outcomeStep(receipt, entries) {
   const document = Object.create(null);
   document.format = REVEALED_ROUND_FORMATS[version];
   let settlement = null;
-  for (const entry of entries) {
+  for (const [position, entry] of entries.entries()) {
     const payload = entry.payload;
     if (entry.kind === "ROUND_COMMITTED" || entry.kind === "ROUND_DEALT") {
       for (const key of MERGED_FIELDS[entry.kind]) document[key] = payload[key];
@@ -419,24 +531,14 @@ async function outcomeStep(receipt, entries) {
       const { failures } = await verifyRevealedRound(readLogged(document, roundId, fail));
       if (failures.length) fail(failureText(failures[0]));
     } else if (entry.kind === "ROUND_SETTLED") {
-      const round = readLogged(document, roundId, fail);
-      const seats = round.seats.map((seat) => seat.seat_number);
-      if (!same(round.hands.map((hand) => hand.seat_number), seats)) fail(`its hands are not one for each locked seat [${seats.join(", ")}]`);
-      const stakes = new Map(round.seats.map((seat) => [seat.seat_number, seat.stake]));
-      let expected;
-      try {
-        settlement = settle(round.dealer_hand, round.hands.map((hand) => ({ seat: hand.seat_number, cards: hand.cards, stake: stakes.get(hand.seat_number) })), round.rules);
-        expected = settlement.json;
-      } catch (error) {
-        if (error instanceof RulesError) fail(`its hands cannot be settled: ${error.message}`);
-        throw error;
-      }
-      if (!same(expected, payload)) {
-        fail(`the logged settlement does not follow from the dealt hands (${firstDifference(expected, payload, "settlement")})`);
+      settlement = settleLogged(readLogged(document, roundId, fail), fail);
+      const { actor, ...logged } = payload; // the settlement, and who settled it
+      if (!same(settlement.json, logged)) {
+        fail(`the logged settlement does not follow from the dealt hands (${firstDifference(settlement.json, logged, "settlement")})`);
       }
     } else if (entry.kind === "ROUND_VOIDED") {
       const seed = payload.server_seed;
-      if (!isString(seed) || !isString(payload.reason) || !payload.reason) fail("ROUND_VOIDED must carry a reason and the seed");
+      if (!isString(seed)) fail("ROUND_VOIDED must carry the seed");
       if (!isObject(document.house_rules)) fail(`its void cannot be checked: the committed house_rules are ${quoted(document.house_rules)}, not a JSON object`);
       let commitment;
       try {
@@ -447,6 +549,8 @@ async function outcomeStep(receipt, entries) {
         throw error;
       }
       if (hexOf(commitment) !== document.commitment) fail("the seed revealed by its void does not match its commitment");
+      if (position === 0) fail("ROUND_VOIDED before anything else");
+      settlement = checkVoid(payload, entries[position - 1], document, roundId, fail);
     }
   }
   return settlement;
@@ -548,7 +652,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witn
     report.passed.push("round");
     report.settlement = await outcomeStep(receipt, entries);
     report.state = entries.at(-1).kind.replace("ROUND_", "").toLowerCase();
-    report.voidReason = entries.at(-1).kind === "ROUND_VOIDED" ? String(entries.at(-1).payload.reason) : null;
+    report.voidReason = entries.at(-1).kind === "ROUND_VOIDED" ? voidReasonText(entries.at(-1).payload) : null;
     report.passed.push("outcome");
     const checkpoint = await checkpointStep(receipt, keys, pins, witnessing);
     report.checkpointSize = checkpoint.size;
@@ -629,6 +733,13 @@ export async function verifyDocument(text, { vkeys = [], pinnedCheckpoint = null
     throw new UnreadableError(`the quorum must be a whole number from 0 to the ${witnesses.length} witness keys, not ${quoted(String(quorum))}`);
   }
   return { kind: "receipt", ...(await verifyReceipt(receipt, pins, pinnedCheckpoint, { witnesses, quorum: required })) };
+}
+
+/** A void's reason as the page shows it: its code, then the free text that came with it. */
+function voidReasonText(payload) {
+  const text = String(payload.reason ?? "");
+  if (!Object.hasOwn(payload, "reason_code")) return text;
+  return text ? `${payload.reason_code}: ${text}` : String(payload.reason_code);
 }
 
 async function readableRound(value) {

@@ -1,0 +1,70 @@
+"""The independent verifiers on the logs of issue 37 written out by hand (handmade_cases.py):
+voids after the deal that pay every seat the better of its result and a refund, and nothing
+else; voids of the old form, valid before the deal only; actors of every form, and of none;
+the new entry kinds. Each verdict, and each failing step, is written in the case."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.independent.bundle import verify_bundle
+from tests.independent.handmade import DEALT_ROUND, VKEY, VOID_RESULT
+from tests.independent.handmade_cases import (
+    CASES,
+    FAIR_PAID,
+    RESULT_DELTAS,
+    Case,
+    find,
+    round_document,
+    story,
+)
+from tests.independent.receipt import verify_receipt
+
+
+def test_the_void_result_is_the_settlement_of_the_vector() -> None:
+    """The handmade result is the vector's round settled: the deltas the cases are written
+    from, and the hands of the dealt round."""
+    deltas = [p["delta"] for p in VOID_RESULT["players"]], VOID_RESULT["dealer"]["delta"]
+    assert deltas == RESULT_DELTAS
+    hands = {h["seat_number"]: h["cards"] for h in DEALT_ROUND["hands"]}
+    assert {p["seat"]: p["cards"] for p in VOID_RESULT["players"]} == hands
+    assert VOID_RESULT["dealer"]["cards"] == DEALT_ROUND["dealer_hand"]
+    assert [p["stake"] for p in FAIR_PAID["players"]] == [s["stake"] for s in DEALT_ROUND["seats"]]
+
+
+def test_the_story_holds_every_new_form() -> None:
+    listed = story()
+    kinds = {kind for kind, _, _ in listed}
+    assert {"SERVICE_STOPPED", "TOKENS_CHANGED", "PLAYER_FORGOTTEN", "CONFIG_CHANGED"} <= kinds
+    assert "software" in find(listed, "ROUND_DEALT", DEALT_ROUND["round_id"])
+    assert all(
+        "actor" in payload
+        for kind, round_id, payload in listed
+        if round_id != "table-1/round-000001"
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_the_bundle_verifier(case: Case) -> None:
+    verdict = verify_bundle(case.log().bundle, VKEY)
+    assert verdict.status == case.bundle, verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("case", "round_id"),
+    [(case, round_id) for case in CASES for round_id in case.receipts],
+    ids=[f"{case.name}, {round_id}" for case in CASES for round_id in case.receipts],
+)
+def test_the_receipt_verifier(case: Case, round_id: str) -> None:
+    receipt = case.log().receipt(round_id, round_document(round_id))
+    verdict = verify_receipt(receipt, [VKEY])
+    assert (verdict.status, verdict.step) == case.receipts[round_id], verdict.reason
+
+
+def test_a_void_after_the_deal_has_its_receipt_of_four_entries() -> None:
+    round_id = DEALT_ROUND["round_id"]
+    receipt = json.loads(CASES[0].log().receipt(round_id, round_document(round_id)))
+    kinds = [json.loads(item["entry"])["kind"] for item in receipt["entries"]]
+    assert kinds == ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_VOIDED"]
