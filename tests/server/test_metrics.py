@@ -176,7 +176,7 @@ async def test_a_metrics_port_serves_only_metrics(tmp_path: Path, settings: Sett
     async with running(alone) as app:
         assert app.http_port is None and app.metrics_port is not None
         samples = await scrape(app.metrics_port)
-        assert value(samples, "gnau_log_size") == 1  # the SERVICE_STARTED entry
+        assert value(samples, "gnau_log_size") == 2  # SERVICE_STARTED, CONFIG_CHANGED
         async with (
             aiohttp.ClientSession() as session,
             session.get(f"http://127.0.0.1:{app.metrics_port}/") as response,

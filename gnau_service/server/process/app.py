@@ -21,6 +21,7 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from time import monotonic
 from typing import TYPE_CHECKING, Final
 
 import grpc
@@ -30,11 +31,13 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from gnau_service import __version__
-from gnau_service.audit.entries import EntryKind
+from gnau_service.audit.actors import SERVICE
+from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.software import software_identity
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.edge.http import connection_cap, descriptor_limit
 from gnau_service.edge.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
+from gnau_service.rounds.completion import RoundCompletion
 from gnau_service.rounds.dealer import Dealer
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
@@ -57,7 +60,14 @@ from gnau_service.server.process.witness_endpoints import WitnessEndpoint
 from gnau_service.server.process.witnessing import Witnessing
 from gnau_service.server.process.worker_metrics import WorkerCollector, WorkerMetrics
 from gnau_service.server.process.workers import WorkerRole
-from gnau_service.store import LogTail, Store, StoreUnavailable, open_store, redacted_url
+from gnau_service.store import (
+    LogTail,
+    Store,
+    StoreError,
+    StoreUnavailable,
+    open_store,
+    redacted_url,
+)
 from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
 
 if TYPE_CHECKING:
@@ -66,6 +76,8 @@ if TYPE_CHECKING:
 DEALER_SERVICE: Final = dealer_pb2.DESCRIPTOR.services_by_name["DealerService"].full_name
 AUDIT_SERVICE: Final = audit_pb2.DESCRIPTOR.services_by_name["AuditService"].full_name
 SERVICE_NAMES: Final = (DEALER_SERVICE, AUDIT_SERVICE)
+#: The longest a clean stop waits for its SERVICE_STOPPED entry (docs/api.md, *Shutdown*).
+STOP_ENTRY_SECONDS: Final = 2.0
 
 log = structlog.get_logger("gnau.server")
 
@@ -213,14 +225,24 @@ async def start(
         ]
         interceptor.observers = tuple(observers)
         interceptor.on_storage_failure = _on_storage_failure(storage, metrics)
+        started: dict[str, JsonValue] = {
+            "actor": SERVICE,
+            "software": software_identity(),
+            "origin": signer.origin,
+            "key": signer.vkey,
+        }
+        # Game settings change only by a restart, so each start records the ones in force, in
+        # the same step: the log reads them right after the start they belong to.
+        configured: dict[str, JsonValue] = {"actor": SERVICE, "settings": settings.game_settings()}
         await store.run_async(
-            lambda tx: tx.append(
-                EntryKind.SERVICE_STARTED,
-                {"software": software_identity(), "origin": signer.origin, "key": signer.vkey},
-            )
+            lambda tx: [
+                tx.append(EntryKind.SERVICE_STARTED, started),
+                tx.append(EntryKind.CONFIG_CHANGED, configured),
+            ]
         )
         await tail.start()
-        dealer = Dealer(store, max_stake=settings.max_stake)
+        dealer = Dealer(store, max_stake=settings.max_stake, deadlines=settings.deadlines)
+        completion = RoundCompletion(dealer)
         # Reads the shipped table of every rule set's figures now: a damaged install fails to
         # start rather than refusing its first Shuffle.
         ReturnToPlayer.of_rules(HouseRules())
@@ -243,11 +265,17 @@ async def start(
             reflection.enable_server_reflection(
                 (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
             )
+
+        async def record_tokens_changed(changes: dict[str, JsonValue]) -> None:
+            await _append_or_warn(store, EntryKind.TOKENS_CHANGED, changes, seconds=None)
+
         tokens = TokenReload(
             settings.tokens_path,
             dict(settings.mtls_roles),
             lambda credentials: setattr(interceptor, "credentials", credentials),
             read=tokens_version,
+            in_force=interceptor.credentials,
+            record=record_tokens_changed,
         )
         retention = RequestRetention(store, settings.request_retention_days)
         retention.start()
@@ -256,6 +284,20 @@ async def start(
         parts.push_async_callback(storage.stop)
         parts.push_async_callback(retention.stop)
         await server.start()
+        completion.start()
+
+        async def record_stop() -> None:
+            # Only a stop that App.stop began: a start that failed half-way records no stop.
+            if shutdown.begun:
+                payload: dict[str, JsonValue] = {"actor": SERVICE}
+                await _append_or_warn(
+                    store, EntryKind.SERVICE_STOPPED, payload, seconds=STOP_ENTRY_SECONDS
+                )
+
+        # Once the ports have drained (stop_serving, below): the rounds' completion stops, then
+        # the stop is recorded, before the background tasks and the store.
+        parts.push_async_callback(record_stop)
+        parts.push_async_callback(completion.stop)
         webs = [bound for bound in (web, metrics_web) if bound is not None]
         # Each HTTP port gets an equal share of the descriptors the gRPC port does not need.
         descriptors = descriptor_limit()
@@ -310,6 +352,8 @@ async def start(
             mtls=settings.tls_client_ca is not None,
             reflection=settings.reflection,
             public_round_listing=settings.public_round_listing,
+            deal_deadline_seconds=settings.deal_deadline_seconds,
+            settle_deadline_seconds=settings.settle_deadline_seconds,
             http_listen=settings.http_listen or None,
             http_port=None if web is None else web.port,
             metrics_listen=settings.metrics_listen or None,
@@ -339,6 +383,30 @@ async def start(
             metrics_web=metrics_web,
             tracing=tracing,
             witnessing=witnessing,
+        )
+
+
+async def _append_or_warn(
+    store: Store, kind: EntryKind, payload: dict[str, JsonValue], *, seconds: float | None
+) -> None:
+    """Append an event of the service's own, waiting at most ``seconds`` (None: until the store
+    answers, at the log's stall bound at the latest); if it cannot be written in that time, one
+    WARNING says so and nothing else happens: the event must not stop what the service does."""
+    try:
+        if seconds is None:
+            await store.run_async(lambda tx: tx.append(kind, payload))
+            return
+        # The deadline lets a stalled log answer early; the timeout bounds a step still running.
+        async with asyncio.timeout(seconds):
+            await store.run_async(
+                lambda tx: tx.append(kind, payload), deadline=monotonic() + seconds
+            )
+    except (StoreError, TimeoutError) as error:
+        log.warning(
+            "audit entry not written",
+            kind=str(kind),
+            error=str(error) or type(error).__name__,
+            waited_seconds=seconds,
         )
 
 

@@ -18,8 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from gnau_service.audit.entries import JsonValue
 from gnau_service.common.quoting import quoted
 from gnau_service.edge.addresses import split_host_port
+from gnau_service.rounds.deadlines import (
+    DEFAULT_DEAL_DEADLINE_SECONDS,
+    DEFAULT_SETTLE_DEADLINE_SECONDS,
+    MAX_DEADLINE_SECONDS,
+    MIN_DEADLINE_SECONDS,
+    Deadlines,
+)
 from gnau_service.rounds.limits import (
     DEFAULT_MAX_STAKE,
     DEFAULT_MAX_STREAMS,
@@ -100,6 +108,20 @@ def _positive_number(value: object) -> float:
 
 def _retention_days(value: object) -> int:
     return int(_within(_number(value, whole=True), RETENTION_DAYS_RANGE, "days"))
+
+
+def _deadline_seconds(value: object) -> int:
+    """A round's deal or settle deadline: whole seconds, 1 second to 7 days.
+
+    >>> _deadline_seconds("600"), _deadline_seconds(604800)
+    (600, 604800)
+    >>> _deadline_seconds("0")
+    Traceback (most recent call last):
+    ...
+    ValueError: must be 1 to 604800 seconds, not 0
+    """
+    bounds = (MIN_DEADLINE_SECONDS, MAX_DEADLINE_SECONDS)
+    return int(_within(_number(value, whole=True), bounds, "seconds"))
 
 
 def _lease_seconds(value: object) -> float:
@@ -400,6 +422,26 @@ class Settings:
             _positive_whole,
         ),
     )
+    deal_deadline_seconds: int = field(
+        default=DEFAULT_DEAL_DEADLINE_SECONDS,
+        metadata=_about(
+            "--deal-deadline",
+            "GNAU_DEAL_DEADLINE",
+            "seconds a round may stay shuffled and not dealt before the service voids it"
+            f" (DEAL_DEADLINE_PASSED), {MIN_DEADLINE_SECONDS} to {MAX_DEADLINE_SECONDS}",
+            _deadline_seconds,
+        ),
+    )
+    settle_deadline_seconds: int = field(
+        default=DEFAULT_SETTLE_DEADLINE_SECONDS,
+        metadata=_about(
+            "--settle-deadline",
+            "GNAU_SETTLE_DEADLINE",
+            "seconds a round may stay dealt and not settled before the service reveals it and"
+            f" settles it at its result, {MIN_DEADLINE_SECONDS} to {MAX_DEADLINE_SECONDS}",
+            _deadline_seconds,
+        ),
+    )
     request_retention_days: int = field(
         default=DEFAULT_RETENTION_DAYS,
         metadata=_about(
@@ -494,6 +536,23 @@ class Settings:
             _positive_whole,
         ),
     )
+
+    def game_settings(self) -> dict[str, JsonValue]:
+        """The settings in force that change games or who sees them, as a CONFIG_CHANGED entry
+        records them at each start."""
+        return {
+            "max_stake": self.max_stake,
+            "deal_deadline_seconds": self.deal_deadline_seconds,
+            "settle_deadline_seconds": self.settle_deadline_seconds,
+            "public_round_listing": self.public_round_listing,
+        }
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """The rounds' deal and settle deadlines, for the dealer and its completion."""
+        return Deadlines(
+            deal_seconds=self.deal_deadline_seconds, settle_seconds=self.settle_deadline_seconds
+        )
 
     @property
     def database_url(self) -> str:

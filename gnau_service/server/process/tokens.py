@@ -168,8 +168,11 @@ def token_changes(
 
     >>> old = TokenRecord("ci-audit", Role.AUDITOR, "ab" * 32, None)
     >>> new = TokenRecord("ci-audit", Role.OPERATOR, "cd" * 32, "2026-12-01T00:00:00Z")
-    >>> token_changes([old], [new])
-    {'actor': 'console', 'added': [{'name': 'ci-audit', 'role': 'operator'}], 'revoked': [{'name': 'ci-audit', 'role': 'auditor'}]}
+    >>> changes = token_changes([old], [new])
+    >>> changes["actor"]
+    'console'
+    >>> changes["added"], changes["revoked"]
+    ([{'name': 'ci-audit', 'role': 'operator'}], [{'name': 'ci-audit', 'role': 'auditor'}])
     >>> token_changes([old], [old]) is None
     True
     """
