@@ -286,7 +286,7 @@ def _verify_void_with_code(
 ) -> None:
     fields = {key: value for key, value in payload.items() if key != ACTOR_FIELD}
     code, reason, state, seed = (fields.get(name) for name in VOIDED_FIELDS)
-    if code not in set(VoidReason):
+    if not isinstance(code, str) or code not in set(VoidReason):
         raise ReplayError(
             f"round {round_id}: ROUND_VOIDED's reason_code {quoted(code)} is not one of "
             f"{', '.join(VoidReason)}"
@@ -319,6 +319,7 @@ def _verify_void_with_code(
             f"round {round_id}: the seed of its void is not the seed its reveal published"
         )
     revealed = _read(round_id, document)
+    _require_hand_per_seat(round_id, revealed)
     try:
         result = settle_round(revealed)
     except RulesError as error:
@@ -326,13 +327,13 @@ def _verify_void_with_code(
             f"round {round_id}: its hands cannot be settled: {clip(str(error))}"
         ) from None
     expected_result = settled_payload(result)
-    if fields["result"] != expected_result:
+    if not _same_json(fields["result"], expected_result):
         raise ReplayError(
             f"round {round_id}: its void's result does not follow from the dealt hands "
             f"({_first_difference(expected_result, fields['result'], 'result')})"
         )
     expected_paid = paid_payload(settle_interrupted(result))
-    if fields["paid"] != expected_paid:
+    if not _same_json(fields["paid"], expected_paid):
         raise ReplayError(
             f"round {round_id}: its void does not pay every seat the better of its result and a "
             f"refund of its stake ({_first_difference(expected_paid, fields['paid'], 'paid')})"
@@ -370,22 +371,32 @@ def _check_software(round_id: str, software: JsonValue) -> None:
 def _verify_settlement(
     round_id: str, revealed: RevealedRound, payload: dict[str, JsonValue]
 ) -> None:
-    # The reveal's check refuses a round whose hands are not one per locked seat, but it may run
-    # in another worker at the same time as this one, so settling must not assume it passed.
-    seats = [seat.seat_number for seat in revealed.seats]
-    if [hand.seat_number for hand in revealed.seat_hands] != seats:
-        raise ReplayError(f"round {round_id}: its hands are not one for each locked seat {seats}")
+    _require_hand_per_seat(round_id, revealed)
     try:
         expected = settle_round(revealed).to_json()
     except RulesError as error:
         raise ReplayError(
             f"round {round_id}: its hands cannot be settled: {clip(str(error))}"
         ) from None
-    if payload != expected:
+    if not _same_json(payload, expected):
         raise ReplayError(
             f"round {round_id}: the logged settlement does not follow from the dealt hands "
             f"({_first_difference(expected, payload)})"
         )
+
+
+def _require_hand_per_seat(round_id: str, revealed: RevealedRound) -> None:
+    """The reveal's check refuses a round whose hands are not one per locked seat, but it may
+    run in another worker at the same time as a settlement's or a void's, so neither may
+    assume it passed."""
+    seats = [seat.seat_number for seat in revealed.seats]
+    if [hand.seat_number for hand in revealed.seat_hands] != seats:
+        raise ReplayError(f"round {round_id}: its hands are not one for each locked seat {seats}")
+
+
+def _same_json(logged: object, expected: object) -> bool:
+    """Equal as JSON: Python's ``==`` would take a logged ``false`` for ``0``, ``true`` for 1."""
+    return json.dumps(logged, sort_keys=True) == json.dumps(expected, sort_keys=True)
 
 
 def _check_disclosed(round_id: str, figures: JsonValue) -> None:
