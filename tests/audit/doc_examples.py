@@ -1,7 +1,8 @@
 """The example log of docs/audit.md, rebuilt from today's code: a service start and one round
 (committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
 The round is what the service shuffles today: a fairness v2 round, its rule set's return to
-player disclosed in its ``ROUND_COMMITTED`` entry.
+player disclosed in its ``ROUND_COMMITTED`` entry, each entry naming its actor and the deal the
+software that dealt it.
 
 Every payload comes from the builders the service itself uses (``gnau_service.audit.round_events``,
 ``software_identity``), so the page shows what the service writes; only the software hash is a
@@ -17,16 +18,19 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from gnau_service.audit.actors import SERVICE
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import LogAppender
 from gnau_service.audit.merkle import MemoryTree, leaf_hash
 from gnau_service.audit.receipts import Receipt, ReceiptEntry
 from gnau_service.audit.round_events import (
+    SOFTWARE_FIELD,
     committed_payload,
     dealt_payload,
     revealed_payload,
     settle_round,
     settled_payload,
+    with_actor,
 )
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.software import software_identity
@@ -42,6 +46,8 @@ PRIVATE_KEY = bytes(range(32))
 #: Stands for the SHA-256 of the installed package's source in the example.
 SOFTWARE_SHA256 = "ab" * 32
 ROUND_ID = "r-5e1f0c9a2b7d4e3f8a6b0c1d"
+#: The platform's token, by its name: the actor of the example round's steps.
+PLATFORM = "token:table-service"
 TIMES = [
     "2025-03-01T12:00:00.000000Z",
     "2025-03-01T12:00:01.250000Z",
@@ -72,6 +78,7 @@ def example_log() -> ExampleLog:
         "software": {**software_identity(), "sha256": SOFTWARE_SHA256},
         "origin": ORIGIN,
         "key": log_signer.vkey,
+        "actor": SERVICE,
     }
     committed = CommittedRound(ROUND_ID, HouseRules(), server_seed=bytes(range(32, 64)))
     # The service keeps a random key per player; the page's are fixed so that its bytes are.
@@ -81,17 +88,30 @@ def example_log() -> ExampleLog:
         LockedSeat(2, player_ref(bob, ROUND_ID, 2), 250),
     ]
     dealt = committed.lock(seats).deal()
+    # As the Deal writes it: with the software that dealt the round.
+    software: dict[str, JsonValue] = {**software_identity(), "sha256": SOFTWARE_SHA256}
     events: list[tuple[EntryKind, dict[str, JsonValue], str | None]] = [
         (EntryKind.SERVICE_STARTED, started, None),
         (
             EntryKind.ROUND_COMMITTED,
             # As the Shuffle writes it: with the rule set's figures (gnau_service.rounds.dealer).
-            committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules)),
+            with_actor(
+                committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules)),
+                PLATFORM,
+            ),
             ROUND_ID,
         ),
-        (EntryKind.ROUND_DEALT, dealt_payload(dealt), ROUND_ID),
-        (EntryKind.ROUND_REVEALED, revealed_payload(dealt), ROUND_ID),
-        (EntryKind.ROUND_SETTLED, settled_payload(settle_round(dealt.reveal())), ROUND_ID),
+        (
+            EntryKind.ROUND_DEALT,
+            with_actor({**dealt_payload(dealt), SOFTWARE_FIELD: software}, PLATFORM),
+            ROUND_ID,
+        ),
+        (EntryKind.ROUND_REVEALED, with_actor(revealed_payload(dealt), PLATFORM), ROUND_ID),
+        (
+            EntryKind.ROUND_SETTLED,
+            with_actor(settled_payload(settle_round(dealt.reveal())), PLATFORM),
+            ROUND_ID,
+        ),
     ]
     entries = [
         log.append(kind, payload, time=time, round_id=round_id).data
