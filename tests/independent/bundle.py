@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tests.independent.common import SAFE, VerificationError, check, is_int, read_json
-from tests.independent.entries import GENESIS, Entry, read_entry
+from tests.independent.entries import GENESIS, TOKEN_NAME, Entry, read_entry
 from tests.independent.merkle import Frontier
 from tests.independent.notes import (
     ORIGIN,
@@ -29,6 +29,7 @@ FORMAT = "gnau-dealer/audit-bundle/v1"
 HEADER = {"format", "origin", "public_keys", "first_index", "size", "left_frontier"}
 BLANK = re.compile(rb"[ \t]*")
 HASH = re.compile(r"[0-9a-f]{64}")
+ROLE = re.compile(r"[a-z]+")  # public, auditor, operator
 
 VALID, INVALID, UNANCHORED, CANNOT_VERIFY = "VALID", "INVALID", "UNANCHORED", "CANNOT_VERIFY"
 EXIT_STATUS = {VALID: 0, INVALID: 1, UNANCHORED: 1, CANNOT_VERIFY: 2}
@@ -168,6 +169,12 @@ def _verify(data: bytes, key: str | None, pinned: str | None) -> Verdict:
                 entry.kind != "PLAYER_FORGOTTEN" or set(entry.payload) <= {"actor"},
                 f"entry {index}: a PLAYER_FORGOTTEN payload names nothing but its actor",
             )
+            check(
+                entry.kind != "SERVICE_STOPPED" or set(entry.payload) <= {"actor"},
+                f"entry {index}: a SERVICE_STOPPED payload holds its actor alone",
+            )
+            if entry.kind == "TOKENS_CHANGED":
+                check_token_change(entry.payload)
             replay.feed(entry)
             frontier.append(entry.leaf)
             count += 1
@@ -209,6 +216,25 @@ def _verify(data: bytes, key: str | None, pinned: str | None) -> Verdict:
         reason = "no verified checkpoint has the bundle's size"
         return Verdict(UNANCHORED, reason, None, summary, warnings)
     return Verdict(VALID, "", None, summary, warnings)
+
+
+def check_token_change(payload: dict[str, Any]) -> None:
+    """The tokens a changed token file added and revoked, each by its name and role only: an
+    entry never holds a token or its hash."""
+    check(set(payload) == {"actor", "added", "revoked"}, "a TOKENS_CHANGED's members")
+    for member in ("added", "revoked"):
+        tokens = payload[member]
+        check(isinstance(tokens, list), f"TOKENS_CHANGED's {member} is not an array")
+        for token in tokens:
+            check(
+                isinstance(token, dict)
+                and set(token) == {"name", "role"}
+                and isinstance(token["name"], str)
+                and TOKEN_NAME.fullmatch(token["name"])
+                and isinstance(token["role"], str)
+                and ROLE.fullmatch(token["role"]),
+                f"TOKENS_CHANGED's {member} holds more than a token's name and role",
+            )
 
 
 @dataclass

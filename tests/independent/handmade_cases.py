@@ -128,8 +128,10 @@ def _void_b(payload: Payload) -> Callable[[list[Listed]], None]:
 
 
 def _no_actors(listed: list[Listed]) -> None:
-    for _, _, payload in listed:
-        payload.pop("actor", None)
+    """Every entry as logged before actors; the kinds that came with them always name one."""
+    for kind, _, payload in listed:
+        if kind not in ("SERVICE_STOPPED", "TOKENS_CHANGED"):
+            payload.pop("actor", None)
 
 
 def _settled_instead(listed: list[Listed]) -> None:
@@ -413,6 +415,17 @@ CASES = [
         _edit("ROUND_DEALT", A, software={**SOFTWARE, "sha256": "5E" * 32}),
         INVALID,
         {A: at_entries()},
+    ),
+    Case("a stop holding more", _edit("SERVICE_STOPPED", None, grace=1), INVALID, {A: OK}),
+    Case(
+        "a token change holding a hash",
+        _edit("TOKENS_CHANGED", None, added=[{"name": "x", "role": "operator", "sha256": "ab"}]),
+        INVALID,
+    ),
+    Case(
+        "a token change naming a person",
+        _edit("TOKENS_CHANGED", None, revoked=[{"name": "Jane Doe", "role": "operator"}]),
+        INVALID,
     ),
     Case("an entry of an unknown kind", _rename("SERVICE_STOPPED", "SERVICE_PAUSED"), INVALID),
 ]

@@ -6,6 +6,7 @@ the new entry kinds. Each verdict, and each failing step, is written in the case
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from tests.independent.handmade_cases import (
     story,
 )
 from tests.independent.receipt import verify_receipt
+from tests.independent.test_live_rounds import commands
 
 
 def test_the_void_result_is_the_settlement_of_the_vector() -> None:
@@ -68,3 +70,28 @@ def test_a_void_after_the_deal_has_its_receipt_of_four_entries() -> None:
     receipt = json.loads(CASES[0].log().receipt(round_id, round_document(round_id)))
     kinds = [json.loads(item["entry"])["kind"] for item in receipt["entries"]]
     assert kinds == ["ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_VOIDED"]
+
+
+def test_the_services_commands_give_the_same_verdicts(tmp_path: Path) -> None:
+    """``gnau audit verify`` and ``gnau receipt verify`` (the service's readers) on the same
+    hand-made logs: the written verdicts, and the same failing step of a receipt."""
+    calls, expected = [], []
+    for n, case in enumerate(CASES):
+        log = case.log()
+        bundle = tmp_path / f"bundle-{n}.jsonl"
+        bundle.write_bytes(log.bundle)
+        calls.append(["audit", "verify", str(bundle), "--key", VKEY, "--jobs", "1"])
+        expected.append((case.name, 0 if case.bundle == "VALID" else 1, ""))
+        for round_id, (status, step) in case.receipts.items():
+            receipt = tmp_path / f"receipt-{n}-{len(calls)}.json"
+            receipt.write_text(log.receipt(round_id, round_document(round_id)), "utf-8")
+            calls.append(["receipt", "verify", str(receipt), "--key", VKEY])
+            failing = f"INVALID at step {step}:" if step else ""
+            expected.append((f"{case.name}, {round_id}", 0 if status == "VALID" else 1, failing))
+    found = commands(calls)
+    wrong = [
+        (name, status, output.strip()[-300:])
+        for (name, status, failing), (got, output) in zip(expected, found, strict=True)
+        if got != status or failing not in output
+    ]
+    assert not wrong, wrong

@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator
 
 from gnau_service.audit.entries import EntryKind
 from tests.fairness.conftest import FAIRNESS_VECTORS, load_json
+from tests.independent import handmade_cases
 from tests.schemas.served import Served
 from tests.schemas.validation import BASE, error_paths, errors, load, registry, schema_files
 
@@ -28,7 +29,9 @@ PAYLOAD_SCHEMAS = {
     "ROUND_SETTLED": "payload-round-settled.schema.json",
     "ROUND_VOIDED": "payload-round-voided.schema.json",
     "SERVICE_STARTED": "payload-service-started.schema.json",
+    "SERVICE_STOPPED": "payload-service-stopped.schema.json",
     "CONFIG_CHANGED": "payload-config-changed.schema.json",
+    "TOKENS_CHANGED": "payload-tokens-changed.schema.json",
     "KEY_ROTATED": "payload-key-rotated.schema.json",
     "PLAYER_FORGOTTEN": "payload-player-forgotten.schema.json",
 }
@@ -167,9 +170,10 @@ def test_each_payload_kind_the_service_writes_validates_on_its_own(served: Serve
         if "entry" in line:
             entry = json.loads(line["entry"])
             payloads.setdefault(entry["kind"], []).append(entry["payload"])
-    # Everything but CONFIG_CHANGED, which nothing in the service writes (nor, until the served
-    # stories forget a player, PLAYER_FORGOTTEN: test_a_player_forgotten_entry_names_no_one).
-    written = set(PAYLOAD_SCHEMAS) - {"CONFIG_CHANGED"}
+    # Everything but what the served stories do not do: forget a player
+    # (test_a_player_forgotten_entry_names_no_one), change the token file, stop (the bundle is
+    # exported while the service runs); the hand-made log below holds all three.
+    written = set(PAYLOAD_SCHEMAS) - {"TOKENS_CHANGED", "SERVICE_STOPPED"}
     assert set(payloads) - SCHEMA_BEFORE_KIND == written - SCHEMA_BEFORE_KIND
     assert {payload["state"] for payload in payloads["ROUND_VOIDED"]} == {
         "SHUFFLED",
@@ -184,6 +188,10 @@ def test_each_payload_kind_the_service_writes_validates_on_its_own(served: Serve
                 assert errors(name, found[0]), f"a {kind} payload passes for {other}"
     for payload in payloads["KEY_ROTATED"]:
         assert errors("key-rotation.schema.json", payload["rotation"]) == []
+    # Issue 37: every entry names its actor, and a void after the deal pays.
+    assert all("actor" in payload for found in payloads.values() for payload in found)
+    paying = [v for v in payloads["ROUND_VOIDED"] if v["state"] != "SHUFFLED"]
+    assert paying and all({"result", "paid"} <= set(v) for v in paying)
 
 
 def test_a_dealt_stake_is_bounded_by_the_entry_limit_in_the_payload_schema_too(
@@ -211,6 +219,10 @@ def test_config_changed_takes_any_object_within_the_entry_limits() -> None:
     assert errors("log-entry.schema.json", entry) == []
     for payload in ({"ratio": 0.5}, {"nested": [{"big": 2**53}]}, {"low": -(2**53)}):
         assert errors("log-entry.schema.json", {**entry, "payload": payload}), payload
+    # An actor, where there is one, is one (issue 37); the settings the service writes.
+    assert errors("log-entry.schema.json", {**entry, "payload": {"actor": "root"}})
+    settings = {"max_stake": 0, "deal_deadline_seconds": 600, "settle_deadline_seconds": 3600}
+    assert errors("log-entry.schema.json", {**entry, "payload": {"settings": settings}})
 
 
 def test_a_player_forgotten_entry_names_no_one() -> None:
@@ -225,7 +237,14 @@ def test_a_player_forgotten_entry_names_no_one() -> None:
         "time": "2026-12-02T08:00:00.000000Z",
     }
     assert errors("log-entry.schema.json", entry) == []
-    for payload in ({"player_id": "alice"}, {"player_ref": "p-" + "0" * 32}, {"count": 2}):
+    assert errors("log-entry.schema.json", {**entry, "payload": {"actor": "console"}}) == []
+    for payload in (
+        {"player_id": "alice"},
+        {"player_ref": "p-" + "0" * 32},
+        {"count": 2},
+        {"actor": "console", "player_id": "alice"},
+        {"actor": "alice"},
+    ):
         assert errors("log-entry.schema.json", {**entry, "payload": payload}), payload
     assert errors("log-entry.schema.json", {**entry, "round_id": "r-1"})
     for name in set(PAYLOAD_SCHEMAS.values()) - {"payload-player-forgotten.schema.json"}:
@@ -483,7 +502,17 @@ ENTRY_REFUSALS: list[tuple[str, str, str, object]] = [
     ("a strength of 27", "ROUND_SETTLED", "payload.dealer.strength", 27),
     ("a description of another form", "ROUND_SETTLED", "payload.dealer.description", "Ox!"),
     ("a void without a reason", "ROUND_VOIDED", "payload.reason", ...),
-    ("a void with a blank reason", "ROUND_VOIDED", "payload.reason", "   "),
+    ("a void with a control character", "ROUND_VOIDED", "payload.reason", "a\u0007b"),
+    ("a void with a reason code of no list", "ROUND_VOIDED", "payload.reason_code", "WHIM"),
+    (
+        "a void before the deal that pays",
+        "ROUND_VOIDED",
+        "payload.paid",
+        {"dealer_delta": 0, "players": [{"seat": 1, "stake": 1, "delta": 0}]},
+    ),
+    ("an actor of no form", "ROUND_DEALT", "payload.actor", "token:"),
+    ("a start by a token", "SERVICE_STARTED", "payload.actor", "token:ops"),
+    ("a deal's software of no digest", "ROUND_DEALT", "payload.software.sha256", "5E" * 32),
     ("a void from a state that cannot be voided", "ROUND_VOIDED", "payload.state", "SETTLED"),
     ("a start without its key", "SERVICE_STARTED", "payload.key", ...),
     ("a start of other software", "SERVICE_STARTED", "payload.software.name", "other"),
@@ -607,3 +636,59 @@ def test_a_dealt_payload_holds_seats_of_one_version(served: Served) -> None:
     assert errors("payload-round-dealt.schema.json", {**dealt, "seats": mixed})
     committed = _entry(served, "ROUND_COMMITTED")["payload"]
     assert errors("payload-round-committed.schema.json", {**committed, "fairness_version": 2}) == []
+
+
+# -- the forms of issue 37, on the hand-made log ------------------------------------------------
+
+
+def test_every_entry_of_the_hand_made_log_validates() -> None:
+    """tests/independent/handmade_cases.py: a start, its settings, an old void before the deal,
+    a void after the reveal that pays, a forget, a change of tokens, a stop."""
+    for kind, round_id, payload in handmade_cases.story():
+        assert errors(PAYLOAD_SCHEMAS[kind], payload) == [], kind
+        entry = {
+            "index": 3,
+            "key_id": "0c787b25",
+            "kind": kind,
+            "payload": payload,
+            "prev_hash": "ab" * 32,
+            "round_id": round_id,
+            "signature": "cd" * 64,
+            "time": "2026-12-01T10:00:00.000000Z",
+        }
+        assert errors("log-entry.schema.json", entry) == [], kind
+
+
+VOID = "payload-round-voided.schema.json"
+VOID_REFUSALS: list[tuple[str, str, object]] = [
+    ("a seat paid less than nothing", "paid.players.2.delta", -75),
+    ("the dealer winning from a void", "paid.dealer_delta", 75),
+    ("no result", "result", ...),
+    ("no paid", "paid", ...),
+    ("no reason code", "reason_code", ...),
+    ("a result naming its actor", "result.actor", "service"),
+    ("a paid seat with its outcome", "paid.players.0.outcome", "WIN"),
+    ("the deadline code after the deal", "reason_code", "DEAL_DEADLINE_PASSED"),
+    ("a reason of 1025 characters", "reason", "x" * 1025),
+    ("an actor of no form", "actor", "casino"),
+]
+
+
+@pytest.mark.parametrize(("why", "path", "value"), VOID_REFUSALS, ids=[r[0] for r in VOID_REFUSALS])
+def test_the_void_schema_refuses_after_the_deal(why: str, path: str, value: object) -> None:
+    assert errors(VOID, handmade_cases.FAIR_VOID) == []
+    assert errors(VOID, {**handmade_cases.FAIR_VOID, "state": "DEALT"}) == []
+    # One change to a valid void: whatever the schema refuses, it refuses for that change.
+    assert errors(VOID, _set(handmade_cases.FAIR_VOID, path, value)), why
+
+
+def test_the_void_schema_takes_the_old_form_before_the_deal_only() -> None:
+    listed = handmade_cases.story()
+    old = next(p for k, r, p in listed if k == "ROUND_VOIDED" and r == handmade_cases.B)
+    assert "reason_code" not in old and errors(VOID, old) == []
+    assert errors(VOID, {**old, "state": "REVEALED"})
+    assert errors(VOID, {**old, "reason": " "})
+    deadline = {**old, "reason_code": "DEAL_DEADLINE_PASSED", "reason": ""}
+    assert errors(VOID, deadline) == []
+    assert errors(VOID, {**deadline, "actor": "service"}) == []
+    assert errors(VOID, {**deadline, "actor": "token:casino-a-platform"})
