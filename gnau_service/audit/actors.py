@@ -42,7 +42,8 @@ MAX_ACTOR_BYTES: Final = 256
 # The token file's name rule (gnau_service.server.process.tokens.NAME_PATTERN): the audit layer
 # reads logs on machines without the server, so it keeps its own copy; a test holds them equal.
 TOKEN_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]")
+#: The control characters no actor, and no reason of a void, may hold (C0 and DEL).
+CONTROL_CHARACTER: Final = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def check_actor(value: object) -> str | None:
@@ -68,7 +69,7 @@ def check_actor(value: object) -> str | None:
         return f"actor {quoted(value)} is not valid Unicode (a lone surrogate)"
     if size > MAX_ACTOR_BYTES:
         return f"actor {quoted(value)} is longer than {MAX_ACTOR_BYTES} bytes of UTF-8"
-    if _CONTROL.search(value):
+    if CONTROL_CHARACTER.search(value):
         return f"actor {quoted(value)} holds a control character"
     if value in (SERVICE, CONSOLE):
         return None

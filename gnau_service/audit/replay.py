@@ -34,13 +34,14 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from gnau_service.audit.actors import SERVICE, check_actor
-from gnau_service.audit.entries import EntryKind, JsonValue, clip
+from gnau_service.audit.actors import CONTROL_CHARACTER, SERVICE, check_actor
+from gnau_service.audit.entries import EntryKind, JsonValue, clip, is_hash_hex
 from gnau_service.audit.round_events import (
     ACTOR_FIELD,
     COMMITTED_FIELDS,
     DEALT_FIELDS,
     DISCLOSED_FIELD,
+    MAX_VOID_REASON_BYTES,
     REVEALED_FIELDS,
     SETTLING_VOID_FIELDS,
     SOFTWARE_FIELD,
@@ -294,6 +295,13 @@ def _verify_void_with_code(
     reason_code = VoidReason(str(code))
     if not isinstance(reason, str) or not isinstance(seed, str):
         raise ReplayError(f"round {round_id}: ROUND_VOIDED's reason and server_seed are strings")
+    if len(reason.encode("utf-8", "surrogatepass")) > MAX_VOID_REASON_BYTES or (
+        CONTROL_CHARACTER.search(reason)
+    ):
+        raise ReplayError(
+            f"round {round_id}: ROUND_VOIDED's reason must be at most {MAX_VOID_REASON_BYTES} "
+            "bytes of UTF-8 without control characters"
+        )
     if reason_code is VoidReason.DEAL_DEADLINE_PASSED and (
         state != "SHUFFLED" or payload.get(ACTOR_FIELD, SERVICE) != SERVICE
     ):
@@ -356,15 +364,17 @@ def _without_actor(
 
 
 def _check_software(round_id: str, software: JsonValue) -> None:
-    """A dealt event's software: its name, version and package digest, each a string."""
+    """A dealt event's software, as SERVICE_STARTED names it: a non-empty name and version, and
+    the package's SHA-256 in 64 lower-case hex digits."""
     if not (
         isinstance(software, dict)
         and set(software) == {"name", "version", "sha256"}
-        and all(isinstance(value, str) for value in software.values())
+        and all(isinstance(software[key], str) and software[key] for key in ("name", "version"))
+        and is_hash_hex(software["sha256"])
     ):
         raise ReplayError(
-            f"round {round_id}: ROUND_DEALT's software must be an object of the strings name, "
-            "version and sha256"
+            f"round {round_id}: ROUND_DEALT's software must be an object of a non-empty name and "
+            "version and a sha256 of 64 lower-case hex digits"
         )
 
 

@@ -66,6 +66,9 @@ SOFTWARE_FIELD: Final = "software"
 #: The members of every void; a void after the deal adds :data:`SETTLING_VOID_FIELDS`.
 VOIDED_FIELDS: Final = ("reason_code", "reason", "state", "server_seed")
 SETTLING_VOID_FIELDS: Final = ("result", "paid")
+#: The most bytes of UTF-8 a void's free-text reason holds (the request's limit,
+#: :data:`gnau_service.rounds.limits.MAX_VOID_REASON_BYTES`, is this one).
+MAX_VOID_REASON_BYTES: Final = 1024
 
 
 class VoidReason(StrEnum):

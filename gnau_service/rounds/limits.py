@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 from gnau_service.audit.entries import MAX_INDEX
+from gnau_service.audit.round_events import MAX_VOID_REASON_BYTES as LOGGED_VOID_REASON_BYTES
 from gnau_service.fairness.commitment import MAX_ROUND_ID_BYTES
 from gnau_service.fairness.deal import max_seats
 from gnau_service.fairness.transcript import (
@@ -38,8 +39,9 @@ MAX_REQUEST_ID_HEADER_CHARS: Final = 64
 
 # -- rounds ----------------------------------------------------------------------------------------
 
-#: ``VoidRound.reason``: 0 to this many bytes of UTF-8, no control character.
-MAX_VOID_REASON_BYTES: Final = 1024
+#: ``VoidRound.reason``: 0 to this many bytes of UTF-8, no control character (what the log's
+#: readers take, :data:`gnau_service.audit.round_events.MAX_VOID_REASON_BYTES`).
+MAX_VOID_REASON_BYTES: Final = LOGGED_VOID_REASON_BYTES
 #: ``ListRounds.completed_by``: at most this many bytes of UTF-8, as an actor is
 #: (:data:`gnau_service.audit.actors.MAX_ACTOR_BYTES`).
 MAX_COMPLETED_BY_BYTES: Final = 256
