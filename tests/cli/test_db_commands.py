@@ -4,6 +4,7 @@ backups taken while a real server plays rounds, restored, served again and verif
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import stat
@@ -184,7 +185,10 @@ def test_a_new_database_is_created_at_start_without_migrate(tmp_path: Path) -> N
         pass
     assert "migrated the database schema" not in service.output()
     assert '"event": "created the database schema"' in service.output()
-    assert open_reader(service.database).size() == 1  # its SERVICE_STARTED entry
+    # Its start, its settings and its clean stop.
+    reader = open_reader(service.database)
+    kinds = [json.loads(data)["kind"] for data in reader.entries(0, reader.size())]
+    assert kinds == ["SERVICE_STARTED", "CONFIG_CHANGED", "SERVICE_STOPPED"]
 
 
 # -- backup and restore: refusals ---------------------------------------------------------------
