@@ -43,8 +43,10 @@ from gnau_service.audit.entries import LogEntry
 from tests.failover_drill import start_players
 from tests.frozen_leader import lease
 from tests.independent.rules import settle as independent_settle
+from tests.independent.test_live_rounds import EVERY_RULE, PUSH
 from tests.log_checks import verified_log
 from tests.postgres import fresh_database
+from tests.server.test_workers import PATIENCE_SECONDS, until
 from tests.serving import Served, served, worker_pids
 
 # make test-system: worker and replica processes, killed and restarted, on real timers.
@@ -54,20 +56,9 @@ BACKENDS: Final = ["sqlite-workers", "postgresql-replicas"]
 #: The token a first start makes (docs/configuration.md), as the log names its holder.
 OPERATOR: Final = "token:local-operator"
 SEATS: Final = [Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n) for n in range(1, 7)]
-#: House rules the rounds cycle through: the defaults, and two that change every payout.
-RULES: Final = [
-    types_pb2.HouseRules(),
-    types_pb2.HouseRules(tie=types_pb2.TIE_RULE_PUSH, payout=types_pb2.PAYOUT_TABLE_MULTIPLIER),
-    types_pb2.HouseRules(
-        ten_is_duke=True,
-        three_six_pair=True,
-        trips_make_ox=False,
-        five_small=False,
-        tie=types_pb2.TIE_RULE_HIGH_CARD,
-        suited_double=True,
-        decks=2,
-    ),
-]
+#: House rules the rounds cycle through: the defaults, and two that change how hands rank, tie
+#: and pay.
+RULES: Final = [types_pb2.HouseRules(), PUSH, EVERY_RULE]
 OPERATOR_CODES: Final = [
     round_pb2.VOID_REASON_PLATFORM_FAILURE,
     round_pb2.VOID_REASON_STAKE_REJECTED,
@@ -91,16 +82,7 @@ SWEEP_SECONDS: Final = 1.0
 #: another, on a machine of two cores running the service's processes, the database and the
 #: test.
 STEP_SLACK_SECONDS: Final = 2.0
-#: How long a test waits for what takes a fraction of a second when all is well.
-PATIENCE_SECONDS: Final = 30.0
 CALL_SECONDS: Final = 10.0
-
-
-def until(condition: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.05)
 
 
 # -- the deployments ------------------------------------------------------------------------------
@@ -179,10 +161,11 @@ class Deployment:
         victim.expected_status = victim.process.wait(timeout=10)
         assert victim.expected_status == -signal.SIGKILL
         self.killed.append("sequencer" if leading else "replica")
-        self.processes[1] = self._replica(f"replica-b{len(self.killed)}")
+        self.processes[1] = self.start_replica(f"replica-b{len(self.killed)}")
 
-    def _replica(self, name: str) -> Served:
-        """A PostgreSQL replica sharing the first one's key and token file."""
+    def start_replica(self, name: str) -> Served:
+        """Another PostgreSQL replica, in data directory ``name``, with the key, the token file
+        and the operator's token of the first replica started (``replica-b``)."""
         first = self.work / "replica-b"
         started = self.stack.enter_context(
             served(
@@ -215,7 +198,7 @@ def deployment(backend: str, work: Path, *flags: str) -> Iterator[Deployment]:
             else:
                 # The first start makes the key, the token file and the operator's token.
                 victim = stack.enter_context(served(work / "replica-b", "--database", url, *flags))
-                deployed.processes += [deployed._replica("replica-a"), victim]
+                deployed.processes += [deployed.start_replica("replica-a"), victim]
             yield deployed
 
 
@@ -245,6 +228,9 @@ def fair_settlement(entries: list[LogEntry], dealt: round_pb2.Round) -> dict[str
     log."""
     rules = payload(entries, "ROUND_COMMITTED")["house_rules"]
     hands = {hand.seat_number: list(hand.cards) for hand in dealt.hands}
+    logged = payload(entries, "ROUND_DEALT")
+    assert {hand["seat_number"]: hand["cards"] for hand in logged["hands"]} == hands
+    assert logged["dealer_hand"] == list(dealt.dealer_hand)
     seats = [{"seat_number": seat.seat_number, "stake": seat.stake} for seat in SEATS]
     return independent_settle(rules, seats, hands, list(dealt.dealer_hand))
 
@@ -259,7 +245,8 @@ def deltas(settlement: round_pb2.Settlement) -> dict[int, int]:
 
 
 def logged_deltas(settled: dict[str, Any]) -> dict[int, int]:
-    """A ROUND_SETTLED payload's (or a void's ``result``'s) seat deltas."""
+    """The seat deltas of a settlement in the log's form: a ROUND_SETTLED payload, a void's
+    ``result``, or :func:`fair_settlement`."""
     return {player["seat"]: player["delta"] for player in settled["players"]}
 
 
@@ -295,6 +282,8 @@ def seconds(timestamp: Timestamp) -> float:
 
 
 def lateness_figures(late: list[float]) -> str:
+    if not late:
+        return "no rounds"
     return f"max {max(late):.3f} s, median {statistics.median(late):.3f} s over {len(late)} rounds"
 
 
@@ -443,6 +432,8 @@ def test_abandoned_rounds_expire_under_load_while_processes_are_killed(
         log = verified_log(deployed.url, tmp_path, deployed.vkey, players)
     assert sum(player.rounds_settled() for player in players) > 0
     assert len(deployed.killed) == WAVES - 1
+    if backend == "postgresql-replicas":
+        assert "sequencer" in deployed.killed, "the log's sequencer was never killed"
     # Exactly the abandoned rounds were completed by the service: none the players played.
     assert sorted(r.round_id for r in listed) == sorted(abandoned)
     assert log.report.rounds_open == 0
@@ -498,11 +489,13 @@ class Raced:
     dealt: round_pb2.Round
     due: float
     answers: list[round_pb2.Round | tuple[grpc.StatusCode, str, str]] = field(default_factory=list)
+    #: The platform's VoidRound after its Settle: refused, the round being settled.
+    void: round_pb2.Round | tuple[grpc.StatusCode, str, str] | None = None
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_settle_racing_the_services_completion_answers_the_one_settlement(
-    backend: str, tmp_path: Path
+    backend: str, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     raced: dict[str, Raced] = {}
     with deployment(backend, tmp_path, *DEADLINE_FLAGS) as deployed:
@@ -529,6 +522,11 @@ def test_settle_racing_the_services_completion_answers_the_one_settlement(
                         race.answers.append(platform.settle(round_id, request_id=request_id))
                     except grpc.RpcError as error:
                         race.answers.append(refusal_of(error))
+                code = round_pb2.VOID_REASON_PLATFORM_FAILURE
+                try:
+                    race.void = platform.void_round(round_id, code, "after the settle")
+                except grpc.RpcError as error:
+                    race.void = refusal_of(error)
 
         with ThreadPoolExecutor(RACED_ROUNDS) as pool:
             list(pool.map(settle, range(RACED_ROUNDS), raced))
@@ -537,6 +535,7 @@ def test_settle_racing_the_services_completion_answers_the_one_settlement(
     assert log.report.rounds_open == 0
     rounds = by_round(log.entries)
     winners: dict[str, int] = {}
+    late: list[float] = []
     for round_id, race in raced.items():
         entries = rounds[round_id]
         # Never two settlements, nor two reveals.
@@ -558,6 +557,15 @@ def test_settle_racing_the_services_completion_answers_the_one_settlement(
         assert deltas(first.settlement) == result
         assert first.settlement.dealer_delta == settled["dealer"]["delta"]
         assert retried == first
-    print(f"\n{backend}: {RACED_ROUNDS} Settles raced the service; settled by {winners}")
+        assert race.void == (grpc.StatusCode.FAILED_PRECONDITION, "ROUND_STATE", "SETTLED")
+        if settled_by == "service":
+            lateness = seconds(first.complete_time) - race.due
+            assert 0 <= lateness <= SWEEP_SECONDS + STEP_SLACK_SECONDS, (round_id, lateness)
+            late.append(lateness)
+    record_property("lateness_max_seconds", round(max(late, default=0.0), 3))
+    print(
+        f"\n{backend}: {RACED_ROUNDS} Settles raced the service; settled by {winners};"
+        f" the service's past the deadline by {lateness_figures(late)}"
+    )
     # The offsets put the Settles on both sides of the service's completions.
     assert set(winners) == {"service", OPERATOR}, winners
