@@ -15,8 +15,10 @@ the round as it was, due, for the next sweep. Processes take the due rounds in a
 so those sweeping together spread over them rather than queue on the same row.
 
 A round is therefore completed within its deadline plus the *slack*: one sweep interval, plus
-the time its step takes, plus any time the log is stalled (a stalled step is committed and
-integrated once a sequencer runs again). docs/integration.md, *Deadlines*, gives the figures.
+the steps of the rounds that fell due before it (a sweep reads again while its batches come
+back full, so a crowd of rounds due at once is worked through without waiting for the next
+sweep), plus any time the log is stalled (a stalled step is committed and integrated once a
+sequencer runs again). docs/integration.md, *Deadlines*, gives the figures.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from gnau_service.store.transaction import utc_now
 
 #: How often each process looks for due rounds.
 SWEEP_SECONDS: Final = 1.0
-#: The most due rounds one sweep takes; the next sweep takes the rest.
+#: The most due rounds one read takes; a sweep reads again while its reads come back full.
 SWEEP_BATCH: Final = 64
 #: How long one completion waits for its entries to be logged before the sweep moves on (the
 #: step is committed by then; a stalled log integrates it later).
@@ -66,23 +68,32 @@ class RoundCompletion:
                 await self._task
 
     async def sweep(self) -> int:
-        """Complete the rounds due now; how many this process completed."""
-        due = await asyncio.to_thread(due_rounds, self._dealer.store, utc_now(), SWEEP_BATCH)
-        _ORDER.shuffle(due)
+        """Complete the rounds due now, batch after batch while batches come back full; how
+        many this process completed."""
         completed = 0
-        for round_id in due:
-            try:
-                state = await self._dealer.complete_due(
-                    round_id, deadline=monotonic() + STEP_SECONDS
-                )
-            except (DealerError, RulesError) as error:
-                # A round its own rules cannot settle would be a bug; it must not stop the rest.
-                log.error("round cannot be completed", round_id=round_id, error=str(error))
-                continue
-            if state is not None:
-                completed += 1
-                log.info("round completed at its deadline", round_id=round_id, state=str(state))
-        return completed
+        while True:
+            due = await asyncio.to_thread(due_rounds, self._dealer.store, utc_now(), SWEEP_BATCH)
+            _ORDER.shuffle(due)
+            batch = 0
+            for round_id in due:
+                batch += await self._complete(round_id)
+            completed += batch
+            # A full batch may have left more due rounds; one that completed nothing holds
+            # only rounds that cannot be completed now (logged), which the next sweep retries.
+            if len(due) < SWEEP_BATCH or batch == 0:
+                return completed
+
+    async def _complete(self, round_id: str) -> int:
+        try:
+            state = await self._dealer.complete_due(round_id, deadline=monotonic() + STEP_SECONDS)
+        except (DealerError, RulesError) as error:
+            # A round its own rules cannot settle would be a bug; it must not stop the rest.
+            log.error("round cannot be completed", round_id=round_id, error=str(error))
+            return 0
+        if state is None:
+            return 0  # another process completed it, or a step of its own moved it on
+        log.info("round completed at its deadline", round_id=round_id, state=str(state))
+        return 1
 
     async def _run(self) -> None:
         while True:

@@ -27,7 +27,7 @@ from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.round_events import VoidReason
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
-from gnau_service.rounds.completion import RoundCompletion
+from gnau_service.rounds.completion import SWEEP_BATCH, RoundCompletion
 from gnau_service.rounds.deadlines import Deadlines
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.record import RoundState
@@ -348,3 +348,20 @@ async def test_the_platform_reconciles_what_the_service_completed(quick: Service
     got = dealer_pb2.GetRoundRequest(round_id=abandoned_shuffle.round_id)
     voided = (await quick.call("dealer", "GetRound", got)).round
     assert voided.void_reason_code == round_pb2.VOID_REASON_DEAL_DEADLINE_PASSED
+
+
+def test_one_sweep_works_through_a_crowd_of_due_rounds(store: Store) -> None:
+    """More rounds due at once than one read takes are all completed by the same sweep, not
+    one batch a sweep interval."""
+    dealer = Dealer(store, deadlines=Deadlines(deal_seconds=1, settle_seconds=60))
+    crowd = SWEEP_BATCH + 6
+
+    async def abandon_and_sweep() -> int:
+        for table in range(crowd):
+            await dealer.shuffle(f"t-{table}", HouseRules(), fresh(), actor=PLATFORM)
+        await asyncio.sleep(1.1)
+        return await RoundCompletion(dealer).sweep()
+
+    assert asyncio.run(abandon_and_sweep()) == crowd
+    listed, _ = dealer.list("", 1000, "", completed_by="service")
+    assert len(listed) == crowd
