@@ -708,6 +708,8 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     return {"rounds_per_second": rounds / wall, "cpu_ms_per_round": cpu * 1000 / max(rounds, 1)}
 
 
+#: The entries each process of the service logs of itself: its start, its settings, its stop.
+PROCESS_ENTRIES: Final = 3
 #: The actor the bench's rounds are played by: a token name of a typical length.
 BENCH_ACTOR = "token:casino-a-platform"
 
@@ -821,7 +823,8 @@ def verify_log(
     database: str, vkey: str, bundle: Path, rounds_played: int, starts: int = 1
 ) -> Verification:
     """Export the log and verify it offline with the log's key pinned. ``starts``: the
-    processes that served it, each of which logged SERVICE_STARTED."""
+    processes that served it, each of which logged SERVICE_STARTED, CONFIG_CHANGED and, as it
+    stopped cleanly before the export, SERVICE_STOPPED."""
     export = subprocess.run(
         [GNAU, "audit", "export", "--database", database, "--out", str(bundle)],
         capture_output=True,
@@ -843,7 +846,7 @@ def verify_log(
         check=False,
     )
     summary = check.stdout.strip().splitlines()
-    expected = starts + 4 * rounds_played  # SERVICE_STARTED per start, four entries per round
+    expected = PROCESS_ENTRIES * starts + 4 * rounds_played  # four entries per round
     settled = 0
     rounds = re.search(
         r"rounds: ([\d,]+) settled and replayed, ([\d,]+) voided, ([\d,]+) still", check.stdout
@@ -1445,9 +1448,9 @@ def report_backend(result: BackendResult) -> None:
         )
     if verified is None:
         return
-    starts = verified.expected_entries - 4 * verified.rounds_played
+    processes = verified.expected_entries - 4 * verified.rounds_played
     print(
-        f"  log: {verified.entries:,} entries written (expected {starts} + 4 x "
+        f"  log: {verified.entries:,} entries written (expected {processes} + 4 x "
         f"{verified.rounds_played:,} = {verified.expected_entries:,})"
     )
     print("  gnau audit verify --key <log key>:")
