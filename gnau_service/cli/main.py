@@ -49,6 +49,11 @@ COMMANDS: Final = (
     ),
     Command("audit", "export, verify and read the audit log", "audit_commands:add_audit_arguments"),
     Command(
+        "report",
+        "rounds, stakes, payouts and actual against exact RTP per table, rule set and period",
+        "report_commands:add_report_arguments",
+    ),
+    Command(
         "player",
         "forget a player: delete their key and seat links (crypto-shredding)",
         "player_commands:add_player_arguments",
