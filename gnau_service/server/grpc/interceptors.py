@@ -72,6 +72,12 @@ current_role: contextvars.ContextVar[Role] = contextvars.ContextVar(
 #: (:mod:`gnau_service.audit.actors`): ``token:NAME`` or ``cert:CN``; empty for the public, whose
 #: calls change nothing.
 current_actor: contextvars.ContextVar[str] = contextvars.ContextVar("current_actor", default="")
+#: The operator the caller belongs to (:mod:`gnau_service.audit.operators`): the one operator
+#: whose tables, rounds and players it may reach, or None for an auditor of every operator and
+#: for the public (who reach only what is public).
+current_operator: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "current_operator", default=None
+)
 
 log = structlog.get_logger("gnau.rpc")
 
