@@ -44,6 +44,7 @@ from gnau_service.audit.cosignature import WitnessKey, cosigners
 from gnau_service.audit.entries import GENESIS_PREV_HASH, EntryKind, JsonValue, LogEntry, clip
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
+from gnau_service.audit.operators import OPERATOR_FIELD, check_operator
 from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
@@ -295,19 +296,19 @@ class _Verification:
                 self.keys.rotate(note)
             except (NoteError, RotationError) as error:
                 return f"key rotation refused: {error}"
-            return _actor_failure(entry)
+            return _who_failure(entry)
         round_id = entry.round_id
         if not entry.kind.is_round_event or round_id is None:
             return _log_event_failure(entry)
         if round_id in self.partial_rounds:
-            return _actor_failure(entry)  # replay, which checks it, does not see this round
+            return _who_failure(entry)  # replay, which checks them, does not see this round
         if (
             self.first_index
             and entry.kind is not EntryKind.ROUND_COMMITTED
             and not self.replay.knows(round_id)
         ):
             self.partial_rounds.add(round_id)
-            return _actor_failure(entry)
+            return _who_failure(entry)
         try:
             check = self.replay.stage(entry.kind, round_id, entry.payload)
         except ReplayError as error:
@@ -395,12 +396,15 @@ class _Verification:
 _ACTOR: Final = "actor"
 
 
-def _actor_failure(entry: LogEntry) -> str | None:
-    """Why the entry's ``actor`` (optional: older logs have none) is not one, or None."""
-    if _ACTOR not in entry.payload:
-        return None
-    problem = check_actor(entry.payload[_ACTOR])
-    return None if problem is None else f"{entry.kind}'s {clip(problem)}"
+def _who_failure(entry: LogEntry) -> str | None:
+    """Why the entry's ``actor`` or ``operator`` (each optional: older logs have neither) is not
+    one, or None."""
+    for member, check in ((_ACTOR, check_actor), (OPERATOR_FIELD, check_operator)):
+        if member in entry.payload:
+            problem = check(entry.payload[member])
+            if problem is not None:
+                return f"{entry.kind}'s {clip(problem)}"
+    return None
 
 
 def _log_event_failure(entry: LogEntry) -> str | None:
@@ -408,10 +412,11 @@ def _log_event_failure(entry: LogEntry) -> str | None:
     that could name someone they must not are held to a form: a forgotten player's, a stop's, a
     token change's (which names tokens by name and role, never by the token or its hash)."""
     payload, kind = entry.payload, entry.kind
-    if kind is EntryKind.PLAYER_FORGOTTEN and set(payload) - {_ACTOR}:
+    if kind is EntryKind.PLAYER_FORGOTTEN and set(payload) - {_ACTOR, OPERATOR_FIELD}:
         # The event names no one: a member here could only be a player or a reference.
         return (
-            "PLAYER_FORGOTTEN's payload must be empty or hold only its actor (it names no player)"
+            "PLAYER_FORGOTTEN's payload must be empty or hold only its actor and operator (it "
+            "names no player)"
         )
     if kind is EntryKind.SERVICE_STOPPED and set(payload) - {_ACTOR}:
         return "SERVICE_STOPPED's payload must hold only its actor"
@@ -419,7 +424,7 @@ def _log_event_failure(entry: LogEntry) -> str | None:
         problem = _tokens_changed_failure(payload)
         if problem is not None:
             return f"TOKENS_CHANGED {problem}"
-    return _actor_failure(entry)
+    return _who_failure(entry)
 
 
 def _tokens_changed_failure(payload: dict[str, JsonValue]) -> str | None:

@@ -36,6 +36,7 @@ from gnau_service.audit.cosignature import QuorumError, WitnessKey, require_quor
 from gnau_service.audit.entries import EntryError, EntryKind, LogEntry, decode_entry, is_hash_hex
 from gnau_service.audit.merkle import ProofError, leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import NoteError, Verifier
+from gnau_service.audit.operators import OPERATOR_FIELD
 from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay
 from gnau_service.audit.round_events import (
     DEALT_FIELDS,
@@ -207,6 +208,9 @@ class ReceiptReport:
     #: The rule set's return to player its ROUND_COMMITTED entry disclosed (None before the
     #: figures were logged).
     return_to_player: ReturnToPlayer | None = None
+    #: The operator the round's entries name (replay has held them to one); None for a round
+    #: logged before operators, which is the default operator's.
+    operator: str | None = None
     #: A step that could not be checked because the receipt lacks what it needs (a consistency
     #: proof from the pinned size): not evidence of tampering. Every step before it passed.
     unchecked: StepFailure | None = None
@@ -238,10 +242,11 @@ class ReceiptReport:
             if self.return_to_player is None
             else f"; disclosed return to player {self.return_to_player.to_json()['rtp_decimal']}"
         )
+        operator = "" if self.operator is None else f"; operator {self.operator}"
         return (
             f"round {self.round_id}: VALID ({self.state}): {', '.join(self.passed)} all hold; "
             f"in the log's signed tree of {self.checkpoint_size:,} entries{cosigned}{pinned}"
-            f"{disclosed}"
+            f"{disclosed}{operator}"
         )
 
 
@@ -290,6 +295,8 @@ def _verify(
     entries, checks = _entries(receipt, chain)
     report.passed.append(Step.ENTRIES)
     report.return_to_player = _disclosed(entries)
+    operator = entries[0].payload.get(OPERATOR_FIELD)
+    report.operator = operator if isinstance(operator, str) else None
     _same_round(receipt, revealed, _published(entries))
     report.passed.append(Step.ROUND)
     for check in checks:

@@ -5,7 +5,10 @@ revealed-round JSON, so replaying is merging the first three payloads into a rev
 running the fairness verifier on it, and re-settling the dealt hands under the committed house
 rules; a void's seed is checked against the commitment, and a void after the deal must pay every
 seat exactly the better of its result and a refund of its stake. Each event's ``actor``, where it
-has one, must be one (:func:`~gnau_service.audit.actors.check_actor`).
+has one, must be one (:func:`~gnau_service.audit.actors.check_actor`). Each event's ``operator``
+(:mod:`gnau_service.audit.operators`), where it has one, must be an operator id, and a round's
+events all name the same operator or none does (logs from before operators name none: those
+rounds are the default operator's). A table has at most one unfinished round per operator.
 
 >>> from gnau_service.audit.round_events import (
 ...     committed_payload, dealt_payload, revealed_payload, settle_round, settled_payload,
@@ -36,6 +39,7 @@ from typing import Any, Final
 
 from gnau_service.audit.actors import CONTROL_CHARACTER, SERVICE, check_actor
 from gnau_service.audit.entries import EntryKind, JsonValue, clip, is_hash_hex
+from gnau_service.audit.operators import DEFAULT_OPERATOR, OPERATOR_FIELD, check_operator
 from gnau_service.audit.round_events import (
     ACTOR_FIELD,
     COMMITTED_FIELDS,
@@ -85,8 +89,10 @@ class ReplayError(ValueError):
 class _RoundState:
     last: EntryKind
     document: dict[str, Any]
-    #: The round's table_id as canonical JSON (any JSON value is signed as logged).
+    #: The round's operator and table_id as canonical JSON (any JSON value is signed as logged).
     table: str = ""
+    #: The operator its ROUND_COMMITTED names; None for a round logged before operators.
+    operator: str | None = None
 
 
 @dataclass(frozen=True)
@@ -129,8 +135,9 @@ class RoundReplay:
     settled: int = 0
     voided: int = 0
     _rounds: dict[str, _RoundState] = field(default_factory=dict)
-    #: Each table's unfinished round, by the table's canonical JSON: a table has at most one
-    #: (docs/integration.md), so a commitment for a table in this map is refused.
+    #: Each table's unfinished round, by the operator and table as canonical JSON: an operator's
+    #: table has at most one (docs/integration.md), so a commitment for a table in this map is
+    #: refused. Two operators may each have a table of the same id.
     _unfinished_by_table: dict[str, str] = field(default_factory=dict)
 
     def knows(self, round_id: str) -> bool:
@@ -162,6 +169,13 @@ class RoundReplay:
         if last not in _ALLOWED_AFTER[kind]:
             after = "before anything else" if last is None else f"after {last}"
             raise ReplayError(f"round {round_id}: {kind} {after}")
+        operator, payload = _without_operator(round_id, kind, payload)
+        if state is not None and operator != state.operator:
+            raise ReplayError(
+                f"round {round_id}: {kind} names {_named(operator)}, its ROUND_COMMITTED "
+                f"{_named(state.operator)}: every entry of a round names the same operator, or "
+                "none does"
+            )
         payload = _without_actor(round_id, kind, payload)
         if kind is EntryKind.ROUND_COMMITTED:
             # Exactly its own fields: a payload member must not stand in for the round id or
@@ -180,15 +194,16 @@ class RoundReplay:
                 "round_id": round_id,
             }
             document |= {key: fields[key] for key in ("house_rules", "commitment")}
-            table = json.dumps(fields["table_id"], sort_keys=True)
+            table = json.dumps([operator or DEFAULT_OPERATOR, fields["table_id"]], sort_keys=True)
             previous = self._unfinished_by_table.get(table)
             if previous is not None:
+                of_operator = "" if operator is None else f" of operator {quoted(operator)}"
                 raise ReplayError(
                     f"round {round_id}: ROUND_COMMITTED for table {quoted(fields['table_id'])}"
-                    f" while its round {previous} is neither settled nor voided"
+                    f"{of_operator} while its round {previous} is neither settled nor voided"
                 )
             self._unfinished_by_table[table] = round_id
-            self._rounds[round_id] = _RoundState(kind, document, table)
+            self._rounds[round_id] = _RoundState(kind, document, table, operator)
             return None
         assert state is not None
         state.last = kind
@@ -346,6 +361,26 @@ def _verify_void_with_code(
             f"round {round_id}: its void does not pay every seat the better of its result and a "
             f"refund of its stake ({_first_difference(expected_paid, fields['paid'], 'paid')})"
         )
+
+
+def _without_operator(
+    round_id: str, kind: EntryKind, payload: dict[str, JsonValue]
+) -> tuple[str | None, dict[str, JsonValue]]:
+    """The operator ``payload`` names (None where it names none, as in logs from before
+    operators), once checked, and ``payload`` without it: the operator says whose round it is,
+    and is no field of the round."""
+    if OPERATOR_FIELD not in payload:
+        return None, payload
+    operator = payload[OPERATOR_FIELD]
+    problem = check_operator(operator)
+    if problem is not None:
+        raise ReplayError(f"round {round_id}: {kind}'s {clip(problem)}")
+    assert isinstance(operator, str)
+    return operator, {key: value for key, value in payload.items() if key != OPERATOR_FIELD}
+
+
+def _named(operator: str | None) -> str:
+    return "no operator" if operator is None else f"operator {quoted(operator)}"
 
 
 def _without_actor(

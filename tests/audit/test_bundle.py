@@ -495,7 +495,7 @@ def test_a_player_forgotten_entry_names_no_one_and_changes_no_proof() -> None:
     named = honest_log(rounds=1)
     named.append(EntryKind.PLAYER_FORGOTTEN, {"player_id": "alice@example.com"})
     named.checkpoint()
-    assert "PLAYER_FORGOTTEN's payload must be empty or hold only its actor" in str(
+    assert "PLAYER_FORGOTTEN's payload must be empty or hold only its actor and operator" in str(
         verify(named).failure
     )
 
@@ -511,7 +511,7 @@ def test_a_player_forgotten_entry_may_name_who_asked_and_nothing_more() -> None:
         EntryKind.PLAYER_FORGOTTEN, {"actor": "console", "player_id": "alice@example.com"}
     )
     beside.checkpoint()
-    assert "PLAYER_FORGOTTEN's payload must be empty or hold only its actor" in str(
+    assert "PLAYER_FORGOTTEN's payload must be empty or hold only its actor and operator" in str(
         verify(beside).failure
     )
 
@@ -532,6 +532,8 @@ GOOD_LOG_EVENTS = [
         },
     ),
     (EntryKind.PLAYER_FORGOTTEN, {"actor": "cert:platform.casino-a.example"}),
+    (EntryKind.PLAYER_FORGOTTEN, {"actor": "token:casino-a-platform", "operator": "casino-a"}),
+    (EntryKind.PLAYER_FORGOTTEN, {"actor": "console", "operator": "default"}),
 ]
 
 
@@ -576,6 +578,22 @@ BAD_LOG_EVENTS = [
         "TOKENS_CHANGED's actor 'operator' is not",
     ),
     (EntryKind.KEY_ROTATED, {"actor": ""}, "KEY_ROTATED must carry the signed rotation note"),
+    (
+        EntryKind.PLAYER_FORGOTTEN,
+        {"actor": "console", "operator": "Casino A"},
+        "PLAYER_FORGOTTEN's operator 'Casino A' is not 1 to 64 of a-z",
+    ),
+    (
+        EntryKind.PLAYER_FORGOTTEN,
+        {"actor": "console", "operator": "*"},
+        "PLAYER_FORGOTTEN's operator '*' is not 1 to 64 of a-z",
+    ),
+    (
+        EntryKind.PLAYER_FORGOTTEN,
+        {"operator": "casino-a", "player_ref": "p-" + "ab" * 16},
+        "PLAYER_FORGOTTEN's payload must be empty or hold only its actor and operator",
+    ),
+    (EntryKind.SERVICE_STOPPED, {"actor": "service", "operator": "x"}, "must hold only its actor"),
 ]
 
 
@@ -588,3 +606,67 @@ def test_an_event_of_the_log_out_of_form_is_refused(
     log.checkpoint()
     failure = verify(log).failure
     assert failure is not None and says in str(failure), failure
+
+
+# -- the operator (issue 38) ------------------------------------------------------------------
+
+
+def operators_round(log: MemoryLog, round_id: str, *operators: object) -> None:
+    """Play an honest round into ``log``, its entries naming these operators in turn (``...``:
+    none)."""
+    named = iter(operators)
+
+    def append(kind: EntryKind, payload: dict, logged_id: str | None) -> None:
+        operator = next(named)
+        log.append(
+            kind, payload if operator is ... else {**payload, "operator": operator}, logged_id
+        )
+
+    play_round(append, round_id)
+
+
+def test_rounds_with_and_without_their_operator_verify() -> None:
+    log = honest_log(rounds=1)  # rounds from before operators
+    operators_round(log, "round-a", "casino-a", "casino-a", "casino-a", "casino-a")
+    operators_round(log, "round-b", "casino-b", "casino-b", "casino-b", "casino-b")
+    log.checkpoint()
+    report = verify(log)
+    assert report.ok, report.summary()
+    assert report.rounds_settled == 3
+
+
+OPERATOR_TAMPERING = [
+    (("casino-a", "casino-a", "casino-b", "casino-a"), "ROUND_REVEALED names operator 'casino-b'"),
+    (("casino-a", ..., "casino-a", "casino-a"), "ROUND_DEALT names no operator"),
+    (
+        (..., ..., ..., "casino-a"),
+        "ROUND_SETTLED names operator 'casino-a', its ROUND_COMMITTED no",
+    ),
+    (("casino_A",) * 4, "ROUND_COMMITTED's operator 'casino_A' is not 1 to 64"),
+]
+
+
+@pytest.mark.parametrize(
+    ("operators", "says"),
+    OPERATOR_TAMPERING,
+    ids=["changed mid-round", "missing from one entry", "on one entry only", "not an id"],
+)
+def test_a_round_whose_operator_changes_is_missing_or_malformed_fails(
+    operators: tuple[object, ...], says: str
+) -> None:
+    log = honest_log(rounds=1)
+    operators_round(log, "round-x", *operators)
+    log.checkpoint()
+    failure = verify(log).failure
+    assert failure is not None and f"round round-x: {says}" in str(failure), failure
+
+
+def test_a_bundle_starting_mid_round_still_checks_the_operators_it_holds() -> None:
+    log = honest_log(rounds=1)
+    operators_round(log, "round-x", "casino-a", "casino-a", "Casino-A", "casino-a")
+    log.checkpoint()
+    # From the deal on: replay does not see the round, but each operator must still be an id.
+    start = len(log.entries) - 3
+    report = verify(log, log.bundle_lines(first_index=start))
+    assert report.failure is not None
+    assert "ROUND_REVEALED's operator 'Casino-A' is not 1 to 64" in str(report.failure)

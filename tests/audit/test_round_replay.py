@@ -313,3 +313,122 @@ def test_tables_are_told_apart_by_their_logged_json() -> None:
     number[0][1]["table_id"] = 1
     done = replay([number[0], text[0]])
     assert sorted(done.open_rounds) == ["r-number", "r-text"]
+
+
+# -- the operator (issue 38) ------------------------------------------------------------------
+
+
+def of_operator(events: list[Event], *operators: object) -> list[Event]:
+    """``events`` with the operator of each (by position) set as given; ``...`` leaves the
+    entry without one."""
+    named = copy.deepcopy(events)
+    for (_, payload, _), operator in zip(named, operators, strict=True):
+        if operator is not ...:
+            payload["operator"] = operator  # type: ignore[assignment]
+    return named
+
+
+@pytest.mark.parametrize(
+    "events",
+    [SETTLED, VOIDED_AFTER_COMMIT, VOIDED_AFTER_DEAL],
+    ids=["settled", "shuffled", "dealt"],
+)
+def test_a_round_naming_its_operator_in_every_entry_or_in_none_replays(events: list[Event]) -> None:
+    assert replay(events).settled + replay(events).voided == 1
+    named = of_operator(events, *["casino-a"] * len(events))
+    assert replay(named).settled + replay(named).voided == 1
+
+
+OPERATOR_TAMPERING = [
+    (
+        "changed at the reveal",
+        ("casino-a", "casino-a", "casino-b", "casino-a"),
+        "round round-1: ROUND_REVEALED names operator 'casino-b', its ROUND_COMMITTED operator "
+        "'casino-a': every entry of a round names the same operator, or none does",
+    ),
+    (
+        "changed at the settlement",
+        ("casino-a", "casino-a", "casino-a", "default"),
+        "round round-1: ROUND_SETTLED names operator 'default', its ROUND_COMMITTED operator "
+        "'casino-a'",
+    ),
+    (
+        "missing from the deal",
+        ("casino-a", ..., "casino-a", "casino-a"),
+        "round round-1: ROUND_DEALT names no operator, its ROUND_COMMITTED operator 'casino-a'",
+    ),
+    (
+        "only on the settlement",
+        (..., ..., ..., "casino-a"),
+        "round round-1: ROUND_SETTLED names operator 'casino-a', its ROUND_COMMITTED no operator",
+    ),
+    (
+        "not an operator id",
+        ("Casino-A", "Casino-A", "Casino-A", "Casino-A"),
+        "round round-1: ROUND_COMMITTED's operator 'Casino-A' is not 1 to 64 of a-z, 0-9",
+    ),
+    (
+        "every operator, as a token file says it",
+        ("*", "*", "*", "*"),
+        "round round-1: ROUND_COMMITTED's operator '*' is not 1 to 64",
+    ),
+    ("empty", ("", "", "", ""), "round round-1: ROUND_COMMITTED's operator '' is not 1 to 64"),
+    (
+        "65 characters",
+        ("a" * 65,) * 4,
+        "round round-1: ROUND_COMMITTED's operator 'aaaa",
+    ),
+    (
+        "a number",
+        ("casino-a", "casino-a", 7, "casino-a"),
+        "round round-1: ROUND_REVEALED's operator 7 is not a string",
+    ),
+    ("null", (None, None, None, None), "round round-1: ROUND_COMMITTED's operator None is not"),
+]
+
+
+@pytest.mark.parametrize(
+    ("operators", "says"),
+    [(operators, says) for _, operators, says in OPERATOR_TAMPERING],
+    ids=[name for name, _, _ in OPERATOR_TAMPERING],
+)
+def test_a_round_whose_operator_changes_is_missing_or_malformed_is_refused(
+    operators: tuple[object, ...], says: str
+) -> None:
+    with pytest.raises(ReplayError) as refused:
+        replay(of_operator(SETTLED, *operators))
+    assert str(refused.value).startswith(says), refused.value
+
+
+def test_an_operators_void_names_its_operator_like_the_rest_of_the_round() -> None:
+    after_deal = ("casino-a",) * 3
+    assert replay(of_operator(VOIDED_AFTER_DEAL, *after_deal, "casino-a")).voided == 1
+    with pytest.raises(ReplayError, match="ROUND_VOIDED names no operator"):
+        replay(of_operator(VOIDED_AFTER_DEAL, *after_deal, ...))
+    with pytest.raises(ReplayError, match="ROUND_VOIDED names operator 'casino-b'"):
+        replay(of_operator(VOIDED_AFTER_COMMIT, "casino-a", "casino-b"))
+
+
+def test_two_operators_each_have_an_unfinished_round_at_a_table_of_one_id() -> None:
+    first = of_operator(round_events("r-a", "shared1"), *["casino-a"] * 4)
+    second = of_operator(round_events("r-b", "shared1"), *["casino-b"] * 4)
+    done = replay([*first[:-1], *second[:-1], first[-1], second[-1]])
+    assert done.settled == 2
+    third = of_operator(round_events("r-a2", "shared1"), *["casino-a"] * 4)
+    with pytest.raises(ReplayError) as refused:
+        replay([*first[:-1], third[0]])
+    assert str(refused.value) == (
+        "round r-a2: ROUND_COMMITTED for table 'shared1' of operator 'casino-a' while its round "
+        "r-a is neither settled nor voided"
+    )
+
+
+def test_a_round_logged_before_operators_is_the_default_operators() -> None:
+    """A round that names no operator holds its table for the default operator: a round of
+    ``default`` at the same table waits for it, one of another operator does not."""
+    old = round_events("r-old", "shared1")
+    of_default = of_operator(round_events("r-new", "shared1"), *["default"] * 4)
+    with pytest.raises(ReplayError, match="while its round r-old is neither settled nor voided"):
+        replay([*old[:-1], of_default[0]])
+    other = of_operator(round_events("r-other", "shared1"), *["casino-a"] * 4)
+    assert replay([*old[:-1], *other, old[-1]]).settled == 2
