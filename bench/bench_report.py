@@ -10,7 +10,7 @@ runs.
    for 1M rounds and at three smaller sizes, beside the baseline of building the same entries
    and dropping them. The entries are made in memory (no signing: the report's core takes
    decoded entries), four per round (committed, dealt, revealed, settled), with the payloads of
-   real rounds of three seats.
+   real rounds of three seats, at 32 tables of 4 operators.
 2. The whole path from a bundle (each entry's canonical bytes and signature checked, worker
    processes as ``gnau audit verify`` uses, then the report), on signed bundles of real-shaped
    rounds at three sizes, beside the baseline of reading and checking the same entries without
@@ -33,6 +33,7 @@ from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.entries import EntryKind, JsonValue, LogEntry
 from gnau_service.audit.log import LogAppender
 from gnau_service.audit.merkle import Frontier, MemoryTree, leaf_hash
+from gnau_service.audit.operators import OPERATOR_FIELD
 from gnau_service.audit.report import LogReport, Period
 from gnau_service.audit.report_reading import bundle_entries
 from gnau_service.audit.round_events import (
@@ -55,6 +56,7 @@ KINDS = (
 )
 TEMPLATES = 64  # real rounds whose payloads are reused, round ids and times varying
 TABLES = 32
+OPERATORS = 4
 
 
 def template_rounds() -> list[tuple[dict[str, JsonValue], ...]]:
@@ -63,14 +65,14 @@ def template_rounds() -> list[tuple[dict[str, JsonValue], ...]]:
         committed = CommittedRound.with_fresh_seed(f"template-{number}", HouseRules())
         seats = [LockedSeat(n, "p-" + f"{n:02x}" * 16, 10 * n) for n in range(1, 4)]
         dealt = committed.lock(seats).deal()
-        rounds.append(
-            (
-                committed_payload(committed, f"table-{number % TABLES}"),
-                dealt_payload(dealt),
-                revealed_payload(dealt),
-                settled_payload(settle_round(dealt.reveal())),
-            )
+        payloads = (
+            committed_payload(committed, f"table-{number % TABLES}"),
+            dealt_payload(dealt),
+            revealed_payload(dealt),
+            settled_payload(settle_round(dealt.reveal())),
         )
+        operator = f"operator-{number % OPERATORS}"
+        rounds.append(tuple({**payload, OPERATOR_FIELD: operator} for payload in payloads))
     return rounds
 
 

@@ -1,6 +1,6 @@
 """Reports from the log: rounds, seats, stakes, payouts and the actual return to player, per
-table, rule set and period, computed from decoded log entries alone (docs/reports.md says how
-each figure is computed, so that an auditor can recompute it by hand).
+operator, table, rule set and period, computed from decoded log entries alone (docs/reports.md
+says how each figure is computed, so that an auditor can recompute it by hand).
 
 :class:`LogReport` takes entries in log order (:meth:`LogReport.add`) and keeps, per
 :class:`RowKey`, integer sums only (:class:`RowSums`); :meth:`LogReport.rows` turns them into
@@ -8,16 +8,18 @@ each figure is computed, so that an auditor can recompute it by hand).
 (:class:`ExactFigures`). Decimals appear only in the output forms, :func:`csv_text` and
 :func:`json_document`.
 
-A round is counted once, in the row of its table, its committed rule set and the period (UTC
-day, month or year) of its *final* entry, its ``ROUND_SETTLED`` or ``ROUND_VOIDED``. The key is
-a tuple that today is ``(table_id, rule set, period)``: when round entries carry an operator and
-a currency (issue 38, parts 1 and 3) they join the key, and a row's amounts stay in the one
+A round is counted once, in the row of its operator, its table, its committed rule set and the
+period (UTC day, month or year) of its *final* entry, its ``ROUND_SETTLED`` or ``ROUND_VOIDED``.
+The operator is the ``operator`` member of the round's entries (issue 38, part 1), or
+:data:`~gnau_service.audit.operators.DEFAULT_OPERATOR` for entries written before operators
+existed, so that no row mixes operators. The key is a tuple: when round entries carry their
+table's currency (issue 38, part 3) it joins the key, and a row's amounts stay in the one
 currency of its key.
 
 This module reads what it counts and checks only what counting needs (each round's events in a
-possible order, the members it reads); the entries' signatures and chain are its reader's to
-check (:mod:`gnau_service.audit.report_reading`), and the fairness and settlement of each round
-are ``gnau audit verify``'s.
+possible order, the members it reads, one operator for all of a round's entries); the entries'
+signatures and chain are its reader's to check (:mod:`gnau_service.audit.report_reading`), and
+the fairness and settlement of each round are ``gnau audit verify``'s.
 
 >>> from gnau_service.audit.entries import LogEntry
 >>> def entry(index, kind, payload, time="2026-12-01T10:00:00Z"):
@@ -27,8 +29,9 @@ are ``gnau audit verify``'s.
 ...     {"table_id": "t-1", "house_rules": HouseRules().as_dict()}))
 >>> report.add(entry(1, EntryKind.ROUND_SETTLED, {"players": [
 ...     {"seat": 1, "stake": 10, "delta": 20}, {"seat": 2, "stake": 5, "delta": -5}]}))
->>> [(key.table_id, key.period, sums.stakes, sums.returned) for key, sums in report.sums.items()]
-[('t-1', '2026-12', 15, 30)]
+>>> [(key.operator, key.table_id, key.period, sums.stakes, sums.returned)
+...  for key, sums in report.sums.items()]
+[('default', 't-1', '2026-12', 15, 30)]
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from fractions import Fraction
 from typing import Final, Protocol
 
 from gnau_service.audit.entries import EntryKind, JsonValue, LogEntry
+from gnau_service.audit.operators import DEFAULT_OPERATOR, OPERATOR_FIELD, check_operator
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.common.quoting import quoted
 from gnau_service.rules.errors import RulesError
@@ -90,10 +94,11 @@ _PERIOD_FORMATS: Final = {Period.DAY: "%Y-%m-%d", Period.MONTH: "%Y-%m", Period.
 
 @dataclass(frozen=True, order=True)
 class RowKey:
-    """What a row of the report groups by. Issue 38 adds the operator and the currency here
-    once round entries carry them; nothing else about a row changes."""
+    """What a row of the report groups by. Issue 38, part 3 adds the currency here once round
+    entries carry it; nothing else about a row changes."""
 
     period: str
+    operator: str
     table_id: str
     #: The rule set's ``as_text()`` values, in declaration order (so that keys sort).
     rules_text: tuple[str, ...]
@@ -202,6 +207,7 @@ class RowFigures:
 class _Open:
     """A round committed and not yet finished, as far as the report needs it."""
 
+    operator: str
     table_id: str
     rules: HouseRules
     dealt: bool = False
@@ -212,13 +218,15 @@ class LogReport:
     """Rows of sums from entries added in log order.
 
     ``since`` and ``until`` (UTC dates, both included) keep only the rounds whose final entry
-    falls on or between them; ``tables`` (if given) only those rounds' tables. ``partial``: the
+    falls on or between them; ``operators`` (if given) only those operators' rounds; ``tables``
+    (if given) only the rounds of those tables, at whichever operator. ``partial``: the
     entries start after the log's first, so a round's final entry may come without its
     commitment; such rounds are counted in :attr:`rounds_outside` rather than refused."""
 
     period: Period
     since: date | None = None
     until: date | None = None
+    operators: frozenset[str] | None = None
     tables: frozenset[str] | None = None
     partial: bool = False
     sums: dict[RowKey, RowSums] = field(default_factory=dict)
@@ -254,6 +262,13 @@ class LogReport:
                     self._finished.add(round_id)
                 return
             raise ReportError(f"round {round_id}: {kind} without an open round", entry.index)
+        operator = _operator_of(entry, round_id)
+        if operator != state.operator:
+            raise ReportError(
+                f"round {round_id}: {kind} names operator {quoted(operator)}, but the round's"
+                f" commitment names {quoted(state.operator)}",
+                entry.index,
+            )
         if kind is EntryKind.ROUND_DEALT:
             state.dealt = True
         elif kind in _FINAL_KINDS:
@@ -276,7 +291,7 @@ class LogReport:
             rules = _rules_of(json.dumps(house_rules, sort_keys=True))
         except RulesError as error:
             raise ReportError(f"round {round_id}: {error}", entry.index) from None
-        self._open[round_id] = _Open(table_id, rules)
+        self._open[round_id] = _Open(_operator_of(entry, round_id), table_id, rules)
 
     def _finish(self, entry: LogEntry, round_id: str, state: _Open) -> None:
         moment = parse_utc_timestamp(entry.time)
@@ -285,10 +300,13 @@ class LogReport:
             self.until is not None and day > self.until
         ):
             return
+        if self.operators is not None and state.operator not in self.operators:
+            return
         if self.tables is not None and state.table_id not in self.tables:
             return
         key = RowKey(
             moment.strftime(_PERIOD_FORMATS[self.period]),
+            state.operator,
             state.table_id,
             _rules_text(state.rules),
             state.rules,
@@ -315,12 +333,23 @@ class LogReport:
         _add_seats(sums, hands, paid)
 
     def rows(self, figures: ExactFigures | None = None) -> list[RowFigures]:
-        """Every row, sorted by period, table and rule set, with its figures."""
+        """Every row, sorted by period, operator, table and rule set, with its figures."""
         figures = figures or ParSheetFigures()
         return [row_figures(key, self.sums[key], figures) for key in sorted(self.sums)]
 
 
 _FINAL_KINDS: Final = (EntryKind.ROUND_SETTLED, EntryKind.ROUND_VOIDED)
+
+
+def _operator_of(entry: LogEntry, round_id: str) -> str:
+    """The operator a round entry names, :data:`DEFAULT_OPERATOR` when it names none (an entry
+    written before operators existed)."""
+    operator = entry.payload.get(OPERATOR_FIELD, DEFAULT_OPERATOR)
+    problem = check_operator(operator)
+    if problem is not None:
+        raise ReportError(f"round {round_id}: {problem}", entry.index)
+    assert isinstance(operator, str)
+    return operator
 
 
 @functools.lru_cache(maxsize=4096)
@@ -430,6 +459,7 @@ def _sqrt(value: Fraction) -> Decimal:
 #: The CSV columns, in order (docs/reports.md describes each).
 CSV_COLUMNS: Final = (
     "period",
+    "operator",
     "table_id",
     *HouseRules().as_dict(),
     "rounds_settled",
@@ -445,6 +475,9 @@ CSV_COLUMNS: Final = (
     "standard_error",
     "z_score",
 )
+
+#: The columns after the key's: a row's figures.
+_FIGURE_COLUMNS: Final = CSV_COLUMNS[CSV_COLUMNS.index("rounds_settled") :]
 
 
 def rate_text(value: Fraction | Decimal | None, places: int = DECIMAL_PLACES) -> str | None:
@@ -488,9 +521,10 @@ def csv_text(rows: Iterable[RowFigures]) -> str:
         writer.writerow(
             [
                 row.key.period,
+                row.key.operator,
                 row.key.table_id,
                 *row.key.rules_text,
-                *("" if values[name] is None else values[name] for name in CSV_COLUMNS[10:]),
+                *("" if values[name] is None else values[name] for name in _FIGURE_COLUMNS),
             ]
         )
     return out.getvalue()
@@ -504,6 +538,9 @@ def json_document(report: LogReport, rows: Iterable[RowFigures]) -> dict[str, Js
         "period": str(report.period),
         "since": None if report.since is None else report.since.isoformat(),
         "until": None if report.until is None else report.until.isoformat(),
+        "operators": (
+            None if report.operators is None else list[JsonValue](sorted(report.operators))
+        ),
         "tables": None if report.tables is None else list[JsonValue](sorted(report.tables)),
         "entries": report.entries,
         "rounds_open": report.rounds_open,
@@ -521,6 +558,7 @@ def _row_json(row: RowFigures) -> dict[str, JsonValue]:
     }
     return {
         "period": row.key.period,
+        "operator": row.key.operator,
         "table_id": row.key.table_id,
         "house_rules": dict(row.key.rules.as_dict()),
         **_row_values(row),

@@ -1,12 +1,13 @@
 """``gnau report``: rounds, stakes, payouts and the actual return to player against the PAR
-sheet's, per table, rule set and period, computed from the log alone.
+sheet's, per operator, table, rule set and period, computed from the log alone.
 
 - ``gnau report BUNDLE [options]``: from a bundle (``gnau audit export``), so an auditor
   recomputes the operator's report from an export with the same command;
 - ``gnau report --database URL [options]``: from the service's database (default
   ``sqlite:///gnau-data/gnau.db``, the store's).
 
-Options: ``--period day|month|year`` (default ``month``), ``--table T`` (repeatable),
+Options: ``--period day|month|year`` (default ``month``), ``--operator ID`` (repeatable),
+``--table T`` (repeatable, at whichever operator),
 ``--since DATE`` and ``--until DATE`` (UTC dates, both included, of each round's final entry),
 ``--format csv|json`` (default ``csv``), ``--out FILE`` (default standard output), ``--key VKEY``
 (the log's public key to trust, repeatable: without one, the source's own first key is trusted
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from gnau_service.audit.entries import clip
+from gnau_service.audit.operators import DEFAULT_OPERATOR, check_operator
 from gnau_service.cli.failing import fail
 from gnau_service.cli.file_errors import problem
 
@@ -58,7 +60,17 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--period", default="month", help="day, month or year (default month)")
     parser.add_argument(
-        "--table", action="append", metavar="TABLE_ID", help="only this table; repeatable"
+        "--operator",
+        action="append",
+        metavar="OPERATOR_ID",
+        help=f"only this operator's rounds (those from before operators are"
+        f" {DEFAULT_OPERATOR!r}'s); repeatable",
+    )
+    parser.add_argument(
+        "--table",
+        action="append",
+        metavar="TABLE_ID",
+        help="only this table (at whichever operator); repeatable",
     )
     parser.add_argument("--since", metavar="YYYY-MM-DD", help="first UTC day counted")
     parser.add_argument("--until", metavar="YYYY-MM-DD", help="last UTC day counted")
@@ -94,6 +106,7 @@ def run_report(args: argparse.Namespace) -> int:
             Period(period),
             since=since,
             until=until,
+            operators=None if args.operator is None else frozenset(args.operator),
             tables=None if args.table is None else frozenset(args.table),
         )
         with _entries(args, keys) as checked:
@@ -129,6 +142,10 @@ def _arguments(args: argparse.Namespace) -> tuple[str, date | None, date | None,
         raise _UnusableError(f"--period must be day, month or year, not {args.period!r}")
     if args.format not in FORMATS:
         raise _UnusableError(f"--format must be csv or json, not {args.format!r}")
+    for operator in args.operator or ():
+        problem = check_operator(operator)
+        if problem is not None:
+            raise _UnusableError(f"--operator: {problem}")
     if args.jobs is not None and args.jobs < 1:
         raise _UnusableError(f"--jobs must be a whole number from 1, not {args.jobs}")
     since, until = _date(args.since, "--since"), _date(args.until, "--until")

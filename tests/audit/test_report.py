@@ -1,13 +1,14 @@
-"""The report from the log (issue 38, part 4): its figures against a hand computation, voids
-before and after the deal, period boundaries, filters, the output forms, additivity, and the
-entries its reader refuses. The hand-built log and its hand-computed figures are in
-tests/audit/report_logs.py."""
+"""The report from the log (issue 38, parts 4 and 1): its figures against a hand computation,
+voids before and after the deal, period boundaries, operators (old entries without the member
+included), filters, the output forms, additivity, and the entries its reader refuses. The
+hand-built logs and their hand-computed figures are in tests/audit/report_logs.py."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import re
 from datetime import date
 from decimal import Decimal
 from fractions import Fraction
@@ -41,6 +42,8 @@ from tests.audit.report_logs import (
     committed,
     dealt,
     hand_log,
+    of,
+    operators_log,
     settled,
     voided_after,
     voided_before,
@@ -57,7 +60,16 @@ def report_of(log: MemoryLog, period: Period, **options: object) -> LogReport:
 
 
 def rows_by(report: LogReport) -> dict[tuple[str, str], RowFigures]:
-    return {(row.key.period, row.key.table_id): row for row in report.rows(HandFigures())}
+    rows = report.rows(HandFigures())
+    assert {row.key.operator for row in rows} <= {"default"}
+    return {(row.key.period, row.key.table_id): row for row in rows}
+
+
+def operator_rows(report: LogReport) -> dict[tuple[str, str, str], RowFigures]:
+    return {
+        (row.key.period, row.key.operator, row.key.table_id): row
+        for row in report.rows(HandFigures())
+    }
 
 
 def test_monthly_figures_are_the_hand_computation() -> None:
@@ -190,6 +202,81 @@ def test_the_sheets_figures_for_single_seat_rounds() -> None:
     assert abs(row.standard_error - Decimal("2.289993442").sqrt()) < Decimal("1e-9")
 
 
+# -- operators -------------------------------------------------------------------------------------
+
+
+def test_each_operator_has_its_own_rows_and_old_entries_are_the_defaults() -> None:
+    rows = operator_rows(report_of(operators_log(), Period.MONTH))
+    # Sorted by period, then operator: casino-a before default.
+    assert list(rows) == [
+        ("2026-12", "casino-a", "t-1"),
+        ("2026-12", "casino-a", "t-2"),
+        ("2026-12", "default", "t-1"),
+    ]
+
+    casino = rows["2026-12", "casino-a", "t-1"]
+    assert (casino.sums.rounds_settled, casino.sums.seats, casino.sums.stakes) == (1, 2, 40)
+    assert (casino.sums.returned, casino.sums.stake_squares, casino.sums.stake_pairs) == (
+        40,
+        1000,
+        600,
+    )
+    assert casino.actual_rtp == 1
+    assert casino.variance_of_hands_rtp == Fraction(13, 8)
+    assert casino.standard_error is not None and casino.z_score is not None
+    assert round(casino.standard_error, 6) == Decimal("1.274755")
+    assert round(casino.z_score, 3) == Decimal("0.039")
+
+    voided = rows["2026-12", "casino-a", "t-2"]
+    assert (voided.sums.rounds_voided_before_deal, voided.sums.stakes) == (1, 0)
+    assert voided.actual_rtp is None and voided.z_score is None
+
+    # Round E (no operator member) and round F ("default") share a row.
+    default = rows["2026-12", "default", "t-1"]
+    assert (default.sums.rounds_settled, default.sums.seats, default.sums.stakes) == (2, 2, 30)
+    assert (default.sums.returned, default.sums.stake_squares, default.sums.stake_pairs) == (
+        20,
+        500,
+        0,
+    )
+    assert default.actual_rtp == Fraction(2, 3)
+    assert default.variance_of_hands_rtp == Fraction(10, 9)
+    assert default.standard_error is not None and default.z_score is not None
+    assert round(default.standard_error, 6) == Decimal("1.054093")
+    assert round(default.z_score, 3) == Decimal("-0.269")
+
+
+@pytest.mark.parametrize(
+    ("operators", "tables", "expected"),
+    [
+        ({"default"}, None, [("2026-12", "default", "t-1")]),
+        ({"casino-a"}, None, [("2026-12", "casino-a", "t-1"), ("2026-12", "casino-a", "t-2")]),
+        ({"casino-a"}, {"t-1"}, [("2026-12", "casino-a", "t-1")]),
+        (None, {"t-1"}, [("2026-12", "casino-a", "t-1"), ("2026-12", "default", "t-1")]),
+        ({"casino-b"}, None, []),
+    ],
+)
+def test_the_operator_filter(
+    operators: set[str] | None, tables: set[str] | None, expected: list[tuple[str, str, str]]
+) -> None:
+    report = report_of(
+        operators_log(),
+        Period.MONTH,
+        operators=None if operators is None else frozenset(operators),
+        tables=None if tables is None else frozenset(tables),
+    )
+    assert list(operator_rows(report)) == expected
+
+
+def test_the_default_operators_rows_are_the_old_logs_alone() -> None:
+    # hand_log's entries carry no operator member: all its rows are default's, and asking for
+    # default's rounds leaves them as they are.
+    every = report_of(hand_log(), Period.MONTH).sums
+    default = report_of(hand_log(), Period.MONTH, operators=frozenset({"default"})).sums
+    assert default == every
+    assert {key.operator for key in every} == {"default"}
+
+
 # -- output forms ----------------------------------------------------------------------------------
 
 
@@ -199,6 +286,7 @@ def test_csv_shape() -> None:
     lines = list(csv.reader(io.StringIO(text)))
     assert lines[0] == [
         "period",
+        "operator",
         "table_id",
         "ten_is_duke",
         "three_six_pair",
@@ -225,6 +313,7 @@ def test_csv_shape() -> None:
     assert lines[1:] == [
         [
             "2026-11",
+            "default",
             "t-1",
             *DEFAULT_RULES,
             "1",
@@ -242,6 +331,7 @@ def test_csv_shape() -> None:
         ],
         [
             "2026-11",
+            "default",
             "t-2",
             *DEFAULT_RULES,
             "0",
@@ -259,6 +349,7 @@ def test_csv_shape() -> None:
         ],
         [
             "2026-12",
+            "default",
             "t-1",
             *DEFAULT_RULES,
             "1",
@@ -286,7 +377,7 @@ def test_csv_row_without_stakes_has_empty_rates() -> None:
     lines = list(
         csv.reader(io.StringIO(csv_text(report_of(log, Period.MONTH).rows(HandFigures()))))
     )
-    assert lines[1][10:] == ["0", "1", "0", "0", "0", "0", "", "0", "", "0.950000", "", ""]
+    assert lines[1][11:] == ["0", "1", "0", "0", "0", "0", "", "0", "", "0.950000", "", ""]
 
 
 def test_json_shape() -> None:
@@ -298,6 +389,7 @@ def test_json_shape() -> None:
         "period": "month",
         "since": None,
         "until": None,
+        "operators": None,
         "tables": ["t-1", "t-2"],
         "entries": 13,
         "rounds_open": 0,
@@ -306,6 +398,7 @@ def test_json_shape() -> None:
     row = document["rows"][1]
     assert row == {
         "period": "2026-11",
+        "operator": "default",
         "table_id": "t-2",
         "house_rules": {
             "ten_is_duke": False,
@@ -336,6 +429,54 @@ def test_json_shape() -> None:
             "variance_of_hands_rtp": "3/2",
         },
     }
+
+
+def test_csv_and_json_name_each_rows_operator() -> None:
+    report = report_of(operators_log(), Period.MONTH, operators=frozenset({"default", "casino-a"}))
+    rows = report.rows(HandFigures())
+    lines = list(csv.reader(io.StringIO(csv_text(rows))))
+    assert [line[:3] for line in lines] == [
+        ["period", "operator", "table_id"],
+        ["2026-12", "casino-a", "t-1"],
+        ["2026-12", "casino-a", "t-2"],
+        ["2026-12", "default", "t-1"],
+    ]
+    assert lines[1][11:] == [
+        "1",
+        "0",
+        "0",
+        "2",
+        "40",
+        "40",
+        "1.000000",
+        "40",
+        "1.000000",
+        "0.950000",
+        "1.274755",
+        "0.039",
+    ]
+    assert lines[3][11:] == [
+        "2",
+        "0",
+        "0",
+        "2",
+        "30",
+        "20",
+        "0.666667",
+        "20",
+        "0.666667",
+        "0.950000",
+        "1.054093",
+        "-0.269",
+    ]
+    document = json.loads(json.dumps(json_document(report, rows)))
+    assert document["operators"] == ["casino-a", "default"]
+    assert [(row["operator"], row["table_id"], row["stakes"]) for row in document["rows"]] == [
+        ("casino-a", "t-1", 40),
+        ("casino-a", "t-2", 0),
+        ("default", "t-1", 30),
+    ]
+    assert document["rows"][2]["exact"]["variance_of_hands_rtp"] == "10/9"
 
 
 # -- additivity ------------------------------------------------------------------------------------
@@ -458,16 +599,63 @@ def _entry(index: int, kind: EntryKind, payload: dict[str, JsonValue]) -> LogEnt
             ],
             "must carry its result and paid",
         ),
+        (
+            [(EntryKind.ROUND_COMMITTED, of("Casino-A", committed("t")))],
+            "operator 'Casino-A' is not 1 to 64 of a-z",
+        ),
+        (
+            [(EntryKind.ROUND_COMMITTED, {**committed("t"), "operator": 7})],
+            "operator 7 is not a string",
+        ),
+        (
+            [
+                (EntryKind.ROUND_COMMITTED, of("casino-a", committed("t"))),
+                (EntryKind.ROUND_DEALT, of("casino-b", dealt())),
+            ],
+            "ROUND_DEALT names operator 'casino-b', but the round's commitment names 'casino-a'",
+        ),
+        (
+            [
+                (EntryKind.ROUND_COMMITTED, of("casino-a", committed("t"))),
+                (EntryKind.ROUND_DEALT, of("casino-a", dealt())),
+                (EntryKind.ROUND_SETTLED, settled((1, 1, 1))),
+            ],
+            "ROUND_SETTLED names operator 'default', but the round's commitment names 'casino-a'",
+        ),
+        (
+            [
+                (EntryKind.ROUND_COMMITTED, committed("t")),
+                (EntryKind.ROUND_VOIDED, of("casino-a", voided_before())),
+            ],
+            "names operator 'casino-a', but the round's commitment names 'default'",
+        ),
     ],
 )
 def test_entries_the_report_cannot_count_are_refused(
     entries: list[tuple[EntryKind, dict[str, JsonValue]]], reason: str
 ) -> None:
     report = LogReport(Period.MONTH)
-    with pytest.raises(ReportError, match=reason) as raised:
+    with pytest.raises(ReportError, match=re.escape(reason)) as raised:
         for index, (kind, payload) in enumerate(entries):
             report.add(_entry(index, kind, payload))
     assert raised.value.index == len(entries) - 1
+    assert report.sums == {}
+
+
+def test_an_old_round_named_default_by_its_later_entries_is_counted() -> None:
+    # A round committed before operators and finished after names "default" only later: the
+    # same operator as none, so the report counts it (gnau audit verify judges such a round).
+    report = LogReport(Period.MONTH)
+    entries = [
+        (EntryKind.ROUND_COMMITTED, committed("t")),
+        (EntryKind.ROUND_DEALT, of("default", dealt())),
+        (EntryKind.ROUND_SETTLED, of("default", settled((1, 4, -4)))),
+    ]
+    for index, (kind, payload) in enumerate(entries):
+        report.add(_entry(index, kind, payload))
+    assert [(key.operator, sums.stakes, sums.returned) for key, sums in report.sums.items()] == [
+        ("default", 4, 0)
+    ]
 
 
 # -- the reader ------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""``gnau report``: from a bundle and from a database, its output forms, and its refusals as one
-line with the documented exit status (docs/reports.md). The figures themselves are held to a
-hand computation in tests/audit/test_report.py; here the PAR sheet's figures are replaced by the
-same hand-chosen ones, since computing a rule set's seat covariance takes seconds."""
+"""``gnau report``: from a bundle and from a database, its output forms, the operator filter,
+and its refusals as one line with the documented exit status (docs/reports.md). The figures
+themselves are held to a hand computation in tests/audit/test_report.py; here the PAR sheet's
+figures are replaced by the same hand-chosen ones, since computing a rule set's seat covariance
+takes seconds."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.cli import report_commands
 from gnau_service.store import DEFAULT_DATABASE_URL, open_store
 from tests.audit.logs import MemoryLog, new_signer, play_round
-from tests.audit.report_logs import HandFigures, hand_log
+from tests.audit.report_logs import HandFigures, hand_log, operators_log
 from tests.conftest import Run
 from tests.steps import append
 
@@ -53,11 +54,11 @@ def test_csv_from_a_bundle(gnau: Gnau, bundle: Path, key: str) -> None:
     run = gnau("report", str(bundle), "--key", key)
     assert (run.status, run.err) == (0, "")
     lines = list(csv.reader(io.StringIO(run.out)))
-    assert [line[:2] for line in lines] == [
-        ["period", "table_id"],
-        ["2026-11", "t-1"],
-        ["2026-11", "t-2"],
-        ["2026-12", "t-1"],
+    assert [line[:3] for line in lines] == [
+        ["period", "operator", "table_id"],
+        ["2026-11", "default", "t-1"],
+        ["2026-11", "default", "t-2"],
+        ["2026-12", "default", "t-1"],
     ]
     assert lines[1][-8:] == [
         "30",
@@ -105,7 +106,7 @@ def test_without_a_key_it_warns_on_stderr(gnau: Gnau, bundle: Path) -> None:
     run = gnau("report", str(bundle))
     assert run.status == 0
     assert run.err.startswith("gnau report: warning: no key was pinned (--key)")
-    assert run.out.startswith("period,table_id,")
+    assert run.out.startswith("period,operator,table_id,")
 
 
 def test_out_writes_a_file(gnau: Gnau, bundle: Path, key: str, tmp_path: Path) -> None:
@@ -140,6 +141,11 @@ def test_open_rounds_are_said(gnau: Gnau, tmp_path: Path) -> None:
         (["--key", "nonsense+key"], "--key:"),
         (["--database", "sqlite:///x.db"], "give a bundle or --database, not both"),
         (["--jobs", "0"], "--jobs must be a whole number from 1, not 0"),
+        (
+            ["--operator", "casino-a", "--operator", "Casino-B"],
+            "--operator: operator 'Casino-B' is not 1 to 64 of a-z, 0-9, '.', '_', '-', starting"
+            " with a letter or digit",
+        ),
     ],
 )
 def test_unusable_arguments_exit_2_with_one_line(
@@ -149,6 +155,46 @@ def test_unusable_arguments_exit_2_with_one_line(
     assert (run.status, run.out) == (2, "")
     assert run.err.startswith(f"gnau report: {message}")
     assert run.err.count("\n") == 1
+
+
+def test_operator_filters_a_log_of_two_operators(gnau: Gnau, tmp_path: Path) -> None:
+    log = operators_log()
+    path = tmp_path / "operators.bundle"
+    path.write_text("".join(log.bundle_lines()), encoding="utf-8", newline="\n")
+    every = gnau("report", str(path), "--key", log.signer.vkey)
+    assert (every.status, every.err) == (0, "")
+    assert [line[:3] for line in csv.reader(io.StringIO(every.out))][1:] == [
+        ["2026-12", "casino-a", "t-1"],
+        ["2026-12", "casino-a", "t-2"],
+        ["2026-12", "default", "t-1"],
+    ]
+    # The old round E (no operator member) and F ("default"): stakes 10 + 20, returned 20 + 0.
+    default = gnau(
+        "report", str(path), "--key", log.signer.vkey, "--operator", "default", "--format", "json"
+    )
+    assert default.status == 0, default.err
+    document = json.loads(default.out)
+    assert document["operators"] == ["default"]
+    assert [
+        (row["operator"], row["table_id"], row["rounds_settled"], row["stakes"], row["returned"])
+        for row in document["rows"]
+    ] == [("default", "t-1", 2, 30, 20)]
+    both = gnau(
+        "report",
+        str(path),
+        "--key",
+        log.signer.vkey,
+        "--operator",
+        "casino-a",
+        "--operator",
+        "default",
+        "--table",
+        "t-2",
+    )
+    assert both.status == 0, both.err
+    assert [line[:3] for line in csv.reader(io.StringIO(both.out))][1:] == [
+        ["2026-12", "casino-a", "t-2"]
+    ]
 
 
 def test_unreadable_bundle_exits_2(gnau: Gnau, tmp_path: Path) -> None:
