@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from gnau.v1 import dealer_pb2, dealer_pb2_grpc
 
-from gnau_service.server.grpc.auth import AuthConfigError, Role
+from gnau_service.server.grpc.auth import AuthConfigError, Caller, Role
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import ConfigError, Settings, load_settings
 from gnau_service.server.process.tokens import read_token_file
@@ -104,7 +104,7 @@ async def test_mutual_tls_identities_map_to_roles(tmp_path: Path) -> None:
         tls_cert=tmp_path / "server.pem",
         tls_key=tmp_path / "server.key",
         tls_client_ca=tmp_path / "ca.pem",
-        mtls_roles={"audit-bot": Role.AUDITOR},
+        mtls_roles={"audit-bot": Caller(Role.AUDITOR, "cert:audit-bot", None)},
     )
     async with running(settings) as app:
         credentials = grpc.ssl_channel_credentials(

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gnau_service.server.grpc.auth import AuthConfigError, Credentials, Role
+from gnau_service.server.grpc.auth import AuthConfigError, Caller, Credentials, Role
 from gnau_service.server.process.token_reload import TokenReload, file_version
 from gnau_service.server.process.tokens import (
     TokenNotFound,
@@ -28,6 +28,11 @@ from tests.server.conftest import TOKENS, write_tokens
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def role_of(credentials: Credentials, token: str) -> Role | None:
+    caller = credentials.identify_token(token)
+    return None if caller is None else caller.role
 
 
 def test_the_older_format_is_read_as_hashes_named_after_them(tmp_path: Path) -> None:
@@ -56,7 +61,7 @@ def test_added_tokens_are_kept_only_as_hashes(tmp_path: Path) -> None:
         ]
     }
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    assert Credentials(read_token_file(path).hashes, {}).role_of_token(token) is Role.AUDITOR
+    assert role_of(Credentials(read_token_file(path).callers, {}), token) is Role.AUDITOR
 
 
 def test_a_name_is_unique_and_revoking_removes_only_that_token(tmp_path: Path) -> None:
@@ -68,9 +73,9 @@ def test_a_name_is_unique_and_revoking_removes_only_that_token(tmp_path: Path) -
     assert revoke_token(path, "site").role is Role.PUBLIC
     with pytest.raises(TokenNotFound):
         revoke_token(path, "site")
-    credentials = Credentials(read_token_file(path).hashes, {})
-    assert credentials.role_of_token(kept) is Role.OPERATOR
-    assert credentials.role_of_token(gone) is None
+    credentials = Credentials(read_token_file(path).callers, {})
+    assert role_of(credentials, kept) is Role.OPERATOR
+    assert role_of(credentials, gone) is None
 
 
 def test_a_failed_hand_over_adds_nothing(tmp_path: Path) -> None:
@@ -142,10 +147,13 @@ def test_no_refusal_quotes_the_file(
 def test_a_token_has_the_role_of_its_hash_and_no_other(
     known: dict[str, Role], presented: str
 ) -> None:
-    credentials = Credentials({sha256_hex(token): role for token, role in known.items()}, {})
+    credentials = Credentials(
+        {sha256_hex(token): Caller(role, f"token:{role}", None) for token, role in known.items()},
+        {},
+    )
     for token, role in known.items():
-        assert credentials.role_of_token(token) is role
-    assert credentials.role_of_token(presented) is known.get(presented)
+        assert role_of(credentials, token) is role
+    assert role_of(credentials, presented) is known.get(presented)
 
 
 async def test_a_change_between_the_start_s_read_and_the_watch_is_reread(tmp_path: Path) -> None:
@@ -165,7 +173,7 @@ async def test_a_change_between_the_start_s_read_and_the_watch_is_reread(tmp_pat
     finally:
         await reload.stop()
     assert applied, "the change made before the watch began was never reread"
-    assert applied[-1].token_hashes[sha256_hex(late)] == Role.AUDITOR
+    assert applied[-1].tokens[sha256_hex(late)] == Caller(Role.AUDITOR, "token:late", None)
 
 
 def test_no_new_token_starts_with_a_dash() -> None:

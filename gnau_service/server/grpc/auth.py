@@ -24,11 +24,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
-from gnau_service.audit.actors import token_actor
+from gnau_service.audit.operators import ALL_OPERATORS, DEFAULT_OPERATOR, check_operator
 
 
 class Role(StrEnum):
@@ -83,32 +83,75 @@ def hash_token(token: str) -> str:
 
 
 @dataclass(frozen=True)
+class Caller:
+    """Who a call comes from: its role, the actor the log names for what its call changes
+    (:mod:`gnau_service.audit.actors`; empty for the public), and the operator whose tables,
+    rounds and players it reaches (:mod:`gnau_service.audit.operators`), or None for every
+    operator: an auditor of all of them, or the public (who reach only what is public)."""
+
+    role: Role
+    actor: str
+    operator: str | None
+
+
+#: A call without credentials.
+PUBLIC_CALLER: Final = Caller(Role.PUBLIC, "", None)
+
+
+def caller_of(role: Role, actor: str, stated: str | None) -> Caller:
+    """The caller a credential makes. ``stated`` is the operator its token record or mTLS
+    mapping names: an operator id, or :data:`~gnau_service.audit.operators.ALL_OPERATORS` (an
+    auditor's only), or None where it names none (a file or mapping from before operators):
+    then an operator's credential belongs to the default operator and an auditor's to every
+    operator, as each saw before operators existed. A public token reaches only what is public,
+    whatever it states.
+
+    >>> caller_of(Role.OPERATOR, "token:ops", None).operator
+    'default'
+    >>> caller_of(Role.AUDITOR, "token:audit", None).operator is None
+    True
+    >>> caller_of(Role.AUDITOR, "token:audit", "casino-a").operator
+    'casino-a'
+    >>> caller_of(Role.OPERATOR, "token:ops", "*")
+    Traceback (most recent call last):
+    ...
+    gnau_service.server.grpc.auth.AuthConfigError: only an auditor may be of all operators ('*')
+    """
+    if role is Role.PUBLIC:
+        return Caller(role, actor, None)
+    if stated is None:
+        return Caller(role, actor, DEFAULT_OPERATOR if role is Role.OPERATOR else None)
+    if stated == ALL_OPERATORS:
+        if role is Role.OPERATOR:
+            raise AuthConfigError(f"only an auditor may be of all operators ({ALL_OPERATORS!r})")
+        return Caller(role, actor, None)
+    problem = check_operator(stated)
+    if problem is not None:
+        raise AuthConfigError(problem)
+    return Caller(role, actor, stated)
+
+
+@dataclass(frozen=True)
 class Credentials:
     """Known bearer tokens (by SHA-256 hex, see :func:`hash_token`) and mTLS common names, each
-    with its role."""
+    with its caller."""
 
-    token_hashes: Mapping[str, Role]
-    mtls_names: Mapping[str, Role]
-    #: Each token hash's name in the token file: the actor the log names for its calls.
-    token_names: Mapping[str, str] = field(default_factory=dict)
+    tokens: Mapping[str, Caller]
+    common_names: Mapping[str, Caller]
 
-    def role_of_token(self, token: str) -> Role | None:
-        found = self.identify_token(token)
-        return None if found is None else found[0]
-
-    def identify_token(self, token: str) -> tuple[Role, str] | None:
-        """The token's role and its actor (``token:NAME``), or None for an unknown token."""
+    def identify_token(self, token: str) -> Caller | None:
+        """The token's caller, or None for an unknown token."""
         # Compare with every known hash, in constant time, so timing reveals nothing of them.
         presented = hash_token(token).encode()
         found = None
-        for known, role in self.token_hashes.items():
+        for known, caller in self.tokens.items():
             if hmac.compare_digest(known.encode(), presented):
-                found = role, known
-        if found is None:
-            return None
-        role, known = found
-        # A token file without names (tests, the first start's) still gives a checkable actor.
-        return role, token_actor(self.token_names.get(known, f"unnamed-{known[:8]}"))
+                found = caller
+        return found
+
+    def identify_common_name(self, common_name: str) -> Caller | None:
+        """The caller of a client certificate's common name, or None for one not mapped."""
+        return self.common_names.get(common_name)
 
 
 def allowed(method: str, role: Role) -> bool:

@@ -14,7 +14,9 @@ included) propagate: values set in ``intercept_service`` itself do not reach the
    most one warning per peer per minute: the deserializer never raises (grpc would answer
    UNKNOWN and log a traceback), it hands over :data:`UNDECODABLE` instead.
 3. During shutdown, every call but a health check is refused (UNAVAILABLE).
-4. The caller's role, from a bearer token or an mTLS name, must be allowed the method.
+4. The caller (:class:`~gnau_service.server.grpc.auth.Caller`), from a bearer token or an mTLS
+   name, must have a role allowed the method; its role, actor and operator are set for the
+   servicers (:data:`current_role`, :data:`current_actor`, :data:`current_operator`).
 5. A stream takes a slot (:mod:`~gnau_service.server.grpc.streams`); a unary call is counted so that
    shutdown can wait for it.
 6. Refusals become statuses with details (:mod:`~gnau_service.server.grpc.statuses`); anything else
@@ -37,13 +39,12 @@ from typing import Any, Final
 import grpc
 import structlog
 
-from gnau_service.audit.actors import cert_actor
 from gnau_service.edge.peers import PeerWarnings, peer_address
 from gnau_service.edge.shutdown import Shutdown
 from gnau_service.rounds.limits import MAX_REQUEST_ID_HEADER_CHARS
 from gnau_service.rounds.refusals import DealerError
 from gnau_service.rules.errors import RulesError
-from gnau_service.server.grpc.auth import Credentials, Role, allowed
+from gnau_service.server.grpc.auth import PUBLIC_CALLER, Caller, Credentials, Role, allowed
 from gnau_service.server.grpc.call_observer import CallName, CallObserver, RpcType
 from gnau_service.server.grpc.statuses import (
     EdgeRefusal,
@@ -259,9 +260,10 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 raise Undecodable()
             if self._shutdown.begun and not method.startswith(HEALTH_PREFIX):
                 raise ShuttingDown()
-            role, actor = self._caller(method, context)
-            current_role.set(role)
-            current_actor.set(actor)
+            caller = self._caller(method, context)
+            current_role.set(caller.role)
+            current_actor.set(caller.actor)
+            current_operator.set(caller.operator)
             if streaming:
                 async with self._streams.slot(peer_address(context.peer())):
                     response = await self._streams.run(body)
@@ -302,15 +304,15 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
             self.on_storage_failure(error)
         await _abort(context, status)
 
-    def _caller(self, method: str, context: Context) -> tuple[Role, str]:
-        """The caller's role, checked against the method, and its actor."""
+    def _caller(self, method: str, context: Context) -> Caller:
+        """The caller, its role checked against the method."""
         metadata = dict(context.invocation_metadata() or ())
-        role, actor = self._authenticate(str(metadata.get("authorization", "")), context)
-        if not allowed(method, role):
-            raise PermissionDenied(str(role), method)
-        return role, actor
+        caller = self._authenticate(str(metadata.get("authorization", "")), context)
+        if not allowed(method, caller.role):
+            raise PermissionDenied(str(caller.role), method)
+        return caller
 
-    def _authenticate(self, header: str, context: Context) -> tuple[Role, str]:
+    def _authenticate(self, header: str, context: Context) -> Caller:
         if header:
             scheme, _, token = header.partition(" ")
             found = (
@@ -322,11 +324,10 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 raise Unauthenticated()
             return found
         for name in context.auth_context().get("x509_common_name", []):
-            common_name = name.decode("utf-8", "replace")
-            role = self.credentials.mtls_names.get(common_name)
-            if role is not None:
-                return role, cert_actor(common_name)
-        return Role.PUBLIC, ""
+            caller = self.credentials.identify_common_name(name.decode("utf-8", "replace"))
+            if caller is not None:
+                return caller
+        return PUBLIC_CALLER
 
     def _warn_undecodable(self, context: Context, method: str) -> None:
         peer = peer_address(context.peer())

@@ -50,7 +50,11 @@ from gnau_service.server.http.routes import Scrapeable, WebServer, metrics_appli
 from gnau_service.server.process import gc_tuning
 from gnau_service.server.process.config import Settings, cannot_listen
 from gnau_service.server.process.database_wait import when_reachable
-from gnau_service.server.process.first_start import open_credentials, open_signer
+from gnau_service.server.process.first_start import (
+    credentials_of,
+    open_credentials,
+    open_signer,
+)
 from gnau_service.server.process.key_handover import key_file_source
 from gnau_service.server.process.metrics import Metrics
 from gnau_service.server.process.request_retention import RequestRetention
@@ -168,7 +172,8 @@ async def start(
             parts.push_async_callback(asyncio.to_thread, tracing.shutdown)  # sends spans held
         settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         signer = open_signer(settings)
-        interceptor.credentials, new_token, tokens_version = open_credentials(settings)
+        token_file, new_token, tokens_version = open_credentials(settings)
+        interceptor.credentials = credentials_of(token_file, settings)
         # A key rotated by another process (gnau key rotate, another replica) is reread from
         # the key file at the first write that needs it.
         store = await when_reachable(
@@ -274,7 +279,7 @@ async def start(
             dict(settings.mtls_roles),
             lambda credentials: setattr(interceptor, "credentials", credentials),
             read=tokens_version,
-            in_force=interceptor.credentials,
+            in_force=token_file.records,
             record=record_tokens_changed,
         )
         retention = RequestRetention(store, settings.request_retention_days)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from gnau_service.audit.actors import cert_actor
 from gnau_service.audit.entries import JsonValue
 from gnau_service.common.quoting import quoted
 from gnau_service.edge.addresses import split_host_port
@@ -36,7 +37,7 @@ from gnau_service.rounds.limits import (
     MOST_SEATS,
 )
 from gnau_service.rules.settlement import LARGEST_PAYOUT
-from gnau_service.server.grpc.auth import Role
+from gnau_service.server.grpc.auth import AuthConfigError, Caller, Role, caller_of
 from gnau_service.server.process.database_wait import DEFAULT_WAIT_SECONDS, PAUSE_SECONDS
 from gnau_service.server.process.request_retention import (
     DEFAULT_RETENTION_DAYS,
@@ -181,26 +182,37 @@ def _strings(value: object) -> tuple[str, ...]:
     return tuple(item.strip() for item in items if item.strip())
 
 
-def _roles(value: object) -> dict[str, Role]:
-    """``CN=ROLE`` pairs: a TOML table or list, or comma-separated.
+def _roles(value: object) -> dict[str, Caller]:
+    """``CN=ROLE[@OPERATOR]`` pairs: a TOML table or list, or comma-separated. Without
+    ``@OPERATOR``, an operator belongs to the default operator and an auditor to every one;
+    ``auditor@*`` says every operator outright.
 
-    >>> _roles("alice=operator, bob=auditor")
-    {'alice': <Role.OPERATOR: 'operator'>, 'bob': <Role.AUDITOR: 'auditor'>}
+    >>> roles = _roles("alice=operator@casino-a, bob=auditor, carol=auditor@casino-b")
+    >>> [(cn, str(caller.role), caller.operator) for cn, caller in roles.items()]
+    [('alice', 'operator', 'casino-a'), ('bob', 'auditor', None), ('carol', 'auditor', 'casino-b')]
+    >>> _roles("dave=operator")["dave"].operator
+    'default'
     """
     pairs = value if isinstance(value, list | tuple) else str(value).split(",")
     if isinstance(value, dict):
         pairs = [f"{cn}={role}" for cn, role in value.items()]
     roles = {}
     for pair in pairs:
-        name, sep, role = str(pair).partition("=")
+        name, sep, granted = str(pair).partition("=")
         if not sep:
-            raise ValueError(f"expected CN=ROLE, got {quoted(pair)}")
-        if role.strip() not in {str(known) for known in Role}:
+            raise ValueError(f"expected CN=ROLE[@OPERATOR], got {quoted(pair)}")
+        role, at, operator = granted.strip().partition("@")
+        if role not in {str(known) for known in Role}:
             raise ValueError(
-                f"unknown role {quoted(role.strip())} in {quoted(pair)}: expected one of "
-                f"{', '.join(Role)}"
+                f"unknown role {quoted(role)} in {quoted(pair)}: expected one of {', '.join(Role)}"
             )
-        roles[name.strip()] = Role(role.strip())
+        common_name = name.strip()
+        try:
+            roles[common_name] = caller_of(
+                Role(role), cert_actor(common_name), operator.strip() if at else None
+            )
+        except AuthConfigError as error:
+            raise ValueError(f"{error} in {quoted(pair)}") from None
     return roles
 
 
@@ -353,12 +365,12 @@ class Settings:
             "--tls-client-ca", "GNAU_TLS_CLIENT_CA", "CA for client certs: mTLS", _path
         ),
     )
-    mtls_roles: dict[str, Role] = field(
+    mtls_roles: dict[str, Caller] = field(
         default_factory=dict,
         metadata=_about(
             "--mtls-role",
             "GNAU_MTLS_ROLES",
-            "CN=ROLE for mTLS clients (repeatable)",
+            "CN=ROLE[@OPERATOR] for mTLS clients (repeatable)",
             _roles,
             repeatable=True,
         ),

@@ -10,7 +10,7 @@ from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.server.grpc.auth import Credentials
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.token_reload import FileVersion, file_version
-from gnau_service.server.process.tokens import first_start_tokens, read_token_file
+from gnau_service.server.process.tokens import TokenFile, first_start_tokens, read_token_file
 
 log = structlog.get_logger("gnau.server")
 
@@ -25,16 +25,19 @@ def open_signer(settings: Settings) -> LogSigner:
     return LogSigner.from_key_file(settings.origin, settings.key)
 
 
-def open_credentials(settings: Settings) -> tuple[Credentials, str | None, FileVersion]:
-    """Known tokens and mTLS names, the operator token made if this is the first start (for
-    the command line to show once: it never goes into the logs), and the version of the token
-    file that was read, taken before reading it, so that the watch sees any later change."""
+def open_credentials(settings: Settings) -> tuple[TokenFile, str | None, FileVersion]:
+    """The token file, the operator token made if this is the first start (for the command line
+    to show once: it never goes into the logs), and the version of the token file that was
+    read, taken before reading it, so that the watch sees any later change."""
     token = (
         first_start_tokens(settings.tokens_path, settings.operator_token_path)
         if settings.tokens is None
         else None
     )
     version = file_version(settings.tokens_path)
-    token_file = read_token_file(settings.tokens_path)
-    credentials = Credentials(token_file.hashes, dict(settings.mtls_roles), token_file.names)
-    return credentials, token, version
+    return read_token_file(settings.tokens_path), token, version
+
+
+def credentials_of(token_file: TokenFile, settings: Settings) -> Credentials:
+    """The callers of the file's tokens and of the mTLS common names ``--mtls-role`` maps."""
+    return Credentials(token_file.callers, dict(settings.mtls_roles))

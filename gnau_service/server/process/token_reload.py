@@ -25,7 +25,7 @@ from typing import Any, Final
 import structlog
 
 from gnau_service.audit.entries import JsonValue
-from gnau_service.server.grpc.auth import AuthConfigError, Credentials, Role
+from gnau_service.server.grpc.auth import AuthConfigError, Caller, Credentials
 from gnau_service.server.process.tokens import TokenRecord, read_token_file, token_changes
 
 POLL_SECONDS: Final = 1.0
@@ -49,25 +49,25 @@ def file_version(path: Path) -> FileVersion:
 class TokenReload:
     """Rereads ``path`` and hands each good version to ``apply`` as new credentials. ``read``
     is the version of the file already in force (taken before it was read), so a change made
-    since is reread at the first poll. ``in_force``: the credentials read from it, which the
-    first change is told from; ``record``, when given, records each change in the audit log
+    since is reread at the first poll. ``in_force``: the tokens read from it, which the first
+    change is told from; ``record``, when given, records each change in the audit log
     (and answers when it is written or given up)."""
 
     def __init__(
         self,
         path: Path,
-        mtls_names: Mapping[str, Role],
+        common_names: Mapping[str, Caller],
         apply: Callable[[Credentials], None],
         *,
         read: FileVersion,
-        in_force: Credentials | None = None,
+        in_force: tuple[TokenRecord, ...] = (),
         record: ChangeRecorder | None = None,
     ) -> None:
         self._path = path
-        self._mtls_names = mtls_names
+        self._common_names = common_names
         self._apply = apply
         self._version = read
-        self._records = () if in_force is None else _records_of(in_force)
+        self._records = in_force
         self._record = record
         self._task: asyncio.Task[None] | None = None
         self._recording: set[asyncio.Task[None]] = set()
@@ -85,7 +85,7 @@ class TokenReload:
                 error=str(error),
             )
             return False
-        self._apply(Credentials(token_file.hashes, self._mtls_names, token_file.names))
+        self._apply(Credentials(token_file.callers, self._common_names))
         log.info(
             "tokens reloaded", path=str(self._path), trigger=trigger, tokens=len(token_file.records)
         )
@@ -119,11 +119,3 @@ class TokenReload:
             await asyncio.sleep(POLL_SECONDS)
             if file_version(self._path) != self._version:
                 self.reload("file changed")
-
-
-def _records_of(credentials: Credentials) -> tuple[TokenRecord, ...]:
-    """The tokens of ``credentials`` as the file's records, all a change is told by."""
-    return tuple(
-        TokenRecord(credentials.token_names.get(sha256, ""), role, sha256, None)
-        for sha256, role in credentials.token_hashes.items()
-    )

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
-from gnau_service.audit.actors import CONSOLE
+from gnau_service.audit.actors import CONSOLE, token_actor
 from gnau_service.audit.entries import JsonValue, is_hash_hex
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.common.private_files import (
@@ -46,7 +46,7 @@ from gnau_service.common.private_files import (
     write_private_file,
 )
 from gnau_service.common.strict_json import JsonTextError, read_json
-from gnau_service.server.grpc.auth import AuthConfigError, Role, hash_token
+from gnau_service.server.grpc.auth import AuthConfigError, Caller, Role, caller_of, hash_token
 
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 LEGACY_PREFIX: Final = "legacy-"
@@ -64,6 +64,11 @@ class TokenRecord:
     role: Role
     sha256: str
     created: str | None
+
+    @property
+    def caller(self) -> Caller:
+        """Who a call with this token comes from: the log names it by the token's name."""
+        return caller_of(self.role, token_actor(self.name), None)
 
     def to_json(self) -> dict[str, str | None]:
         return {
@@ -84,13 +89,14 @@ class TokenFile:
 
     @property
     def hashes(self) -> dict[str, Role]:
-        """Each token hash and its role, for :class:`~gnau_service.server.grpc.auth.Credentials`."""
+        """Each token hash and its role."""
         return {record.sha256: record.role for record in self.records}
 
     @property
-    def names(self) -> dict[str, str]:
-        """Each token hash and its name: the actor the log names for the token's calls."""
-        return {record.sha256: record.name for record in self.records}
+    def callers(self) -> dict[str, Caller]:
+        """Each token hash and its caller, for
+        :class:`~gnau_service.server.grpc.auth.Credentials`."""
+        return {record.sha256: record.caller for record in self.records}
 
 
 def read_token_file(path: Path) -> TokenFile:
