@@ -85,6 +85,19 @@ def moved(before: Samples, after: Samples, name: str, **labels: str) -> float:
     return value(after, name, **labels) - value(before, name, **labels)
 
 
+def total_moved(before: Samples, after: Samples, name: str, state: str) -> float:
+    """How far ``name`` moved for ``state``, summed over its other labels."""
+
+    def summed(samples: Samples) -> float:
+        return sum(
+            count
+            for (sample, labels), count in samples.items()
+            if sample == name and ("state", state) in labels
+        )
+
+    return summed(after) - summed(before)
+
+
 def rpc(method: str, **more: str) -> dict[str, str]:
     return {"grpc_type": "unary", "grpc_service": DEALER, "grpc_method": method, **more}
 
@@ -104,6 +117,9 @@ async def test_rounds_move_the_counters_by_exactly_what_was_done(metered: Servic
         assert moved(before, after, "gnau_round_transitions_total", state=state) == 4
     assert moved(before, after, "gnau_round_transitions_total", state="VOIDED") == 0
     assert value(after, "gnau_round_transitions_total", state="VOIDED") == 0  # present, at 0
+    # The same moves by the callers' operator (tests/server/test_operator_metrics.py: which).
+    for state in ("SHUFFLED", "DEALT", "REVEALED", "SETTLED"):
+        assert total_moved(before, after, "gnau_operator_round_transitions_total", state) == 4
     # Four entries a round, sixteen in all; and the log's size is the store's.
     assert moved(before, after, "gnau_log_size") == 16
     assert value(after, "gnau_log_size") == metered.app.store.size()

@@ -17,13 +17,15 @@ log, and how its submissions ended. A witness appears by its key name (one serie
 The registry is the service's own, never prometheus_client's global one, so that several
 services in one process (tests, benchmarks) count apart. No label holds a round id, a token, a
 seed or a password; ``table_id`` (chosen by operators) appears only on the open-round gauges,
-for at most :data:`MAX_TABLE_SERIES` tables at a time.
+for at most :data:`MAX_TABLE_SERIES` tables at a time, and ``operator`` only on the
+per-operator round counter, for at most
+:data:`~gnau_service.server.process.operator_labels.MAX_OPERATOR_SERIES` operators.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -45,6 +47,8 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.edge.http import EdgeServer
 from gnau_service.server.grpc.call_observer import CallName, CallWatch, Context
+from gnau_service.server.grpc.interceptors import current_operator
+from gnau_service.server.process.operator_labels import OperatorLabels
 from gnau_service.server.process.witnessing import Submission, WitnessStatus
 from gnau_service.store import LogReader, Store, StoreError
 from gnau_service.store.batches import CommittedBatch
@@ -69,6 +73,16 @@ TRANSITIONS: Final = {
     EntryKind.ROUND_SETTLED: "SETTLED",
     EntryKind.ROUND_VOIDED: "VOIDED",
 }
+#: The state each DealerService method answered OK moves its round into, for the per-operator
+#: counter (the service's own completions are no operator's call).
+CALL_TRANSITIONS: Final = {
+    "Shuffle": "SHUFFLED",
+    "Deal": "DEALT",
+    "Reveal": "REVEALED",
+    "Settle": "SETTLED",
+    "VoidRound": "VOIDED",
+}
+DEALER_SERVICE: Final = "gnau.v1.DealerService"
 
 #: Seconds: from well under a millisecond (a read from memory) to a long stream.
 RPC_BUCKETS: Final = (
@@ -99,6 +113,7 @@ class Metrics:
         witnesses: Sequence[WitnessStatus] = (),
         log_size: Callable[[], int] = lambda: 0,
         log_stalled: Callable[[], bool] = lambda: False,
+        operators: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.started = Counter(
@@ -133,6 +148,14 @@ class Metrics:
             ("state",),
             registry=registry,
         )
+        self.operator_transitions = Counter(
+            "gnau_operator_round_transitions",
+            "Rounds an operator's calls moved into a state: Shuffle, Deal, Reveal, Settle and "
+            "VoidRound answered OK, by the caller's operator (at most 100, the rest as other).",
+            ("operator", "state"),
+            registry=registry,
+        )
+        self.operator_labels = OperatorLabels(operators)
         self.entries = Counter(
             "gnau_log_entries_appended",
             "Audit log entries this process appended, by kind.",
@@ -247,12 +270,27 @@ class _CallChildren:
         self.started = metrics.started.labels(*self.labels)
         self.handling = metrics.handling.labels(*self.labels)
         self._handled: dict[grpc.StatusCode, Counter] = {}
+        self.moves_to = (
+            CALL_TRANSITIONS.get(call.method) if call.service == DEALER_SERVICE else None
+        )
+        self._moved: dict[str, Counter] = {}
 
     def handled(self, code: grpc.StatusCode) -> Counter:
         counter = self._handled.get(code)
         if counter is None:
             counter = self._handled[code] = self.metrics.handled.labels(*self.labels, code.name)
         return counter
+
+    def moved(self, state: str) -> None:
+        """Count a round this call moved into ``state``, under the caller's operator (the
+        interceptor set it in this call's context before the handler ran)."""
+        operator = self.metrics.operator_labels.label(current_operator.get())
+        counter = self._moved.get(operator)
+        if counter is None:
+            counter = self._moved[operator] = self.metrics.operator_transitions.labels(
+                operator, state
+            )
+        counter.inc()
 
 
 class _CallTimer:
@@ -268,6 +306,8 @@ class _CallTimer:
         children = self._children
         children.handling.observe(time.perf_counter() - self._started)
         children.handled(code).inc()
+        if code is grpc.StatusCode.OK and children.moves_to is not None:
+            children.moved(children.moves_to)
         if reason and code is not grpc.StatusCode.INTERNAL:
             call = children.call
             children.metrics.refusals.labels(call.service, call.method, code.name, reason).inc()

@@ -1,0 +1,69 @@
+"""The ``operator`` label of the per-operator metrics (issue 38): bounded, so that a scrape stays
+small and Prometheus' series stay few however many operators a service deals for.
+
+A call's operator is its credential's (the token file's or the mTLS mapping's), so only
+operators the service was configured with can reach a label. At most :data:`MAX_OPERATOR_SERIES`
+of them have a series of their own: the operators the credentials name, the first that many in
+sorted order, when the credentials are known; else the first that many this process counts.
+Every other value counts under :data:`OTHER_OPERATORS`: an operator beyond the bound, one the
+credentials do not name, and a call without an operator (an auditor of every operator, the
+public).
+
+>>> labels = OperatorLabels(limit=2)
+>>> [labels.label(operator) for operator in ("casino-b", "casino-a", "casino-c", "casino-b", None)]
+['casino-b', 'casino-a', 'other', 'casino-b', 'other']
+>>> labels = OperatorLabels(lambda: {"casino-c", "casino-b", "casino-a"}, limit=2)
+>>> [labels.label(operator) for operator in ("casino-c", "casino-a", "casino-b", "casino-z")]
+['other', 'casino-a', 'casino-b', 'other']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import Final
+
+from gnau_service.audit.operators import check_operator
+
+#: At most this many operators have series of their own on each per-operator metric.
+MAX_OPERATOR_SERIES: Final = 100
+#: The label value of every operator beyond the bound or not configured, and of calls without one.
+OTHER_OPERATORS: Final = "other"
+
+
+class OperatorLabels:
+    """The label each caller's operator counts under. ``configured`` gives the operator ids the
+    service's credentials name (read at each label, so that a reloaded token file counts);
+    without it, the first ``limit`` operators seen have their own series."""
+
+    def __init__(
+        self,
+        configured: Callable[[], Collection[str]] | None = None,
+        *,
+        limit: int = MAX_OPERATOR_SERIES,
+    ) -> None:
+        self._configured = configured
+        self._limit = limit
+        self._named: set[str] = set()
+        self._named_from: Collection[str] | None = None
+
+    def label(self, operator: str | None) -> str:
+        if operator is None:
+            return OTHER_OPERATORS
+        if self._configured is not None:
+            self._follow(self._configured())
+            return operator if operator in self._named else OTHER_OPERATORS
+        if operator in self._named:
+            return operator
+        if len(self._named) < self._limit and check_operator(operator) is None:
+            self._named.add(operator)
+            return operator
+        return OTHER_OPERATORS
+
+    def _follow(self, configured: Collection[str]) -> None:
+        """Name the first operators of ``configured`` in sorted order, once per collection (a
+        reload of the credentials hands over a new one)."""
+        if configured is self._named_from:
+            return
+        self._named_from = configured
+        valid = sorted(operator for operator in configured if check_operator(operator) is None)
+        self._named = set(valid[: self._limit])
