@@ -1,8 +1,8 @@
 """The example log of docs/audit.md, rebuilt from today's code: a service start and one round
 (committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
 The round is what the service shuffles today: a fairness v2 round, its rule set's return to
-player disclosed in its ``ROUND_COMMITTED`` entry, each entry naming its actor and the deal the
-software that dealt it.
+player disclosed in its ``ROUND_COMMITTED`` entry, each entry naming its actor and, for the round's
+entries, its operator, and the deal the software that dealt it.
 
 Every payload comes from the builders the service itself uses (``gnau_service.audit.round_events``,
 ``software_identity``), so the page shows what the service writes; only the software hash is a
@@ -22,6 +22,7 @@ from gnau_service.audit.actors import SERVICE
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.log import LogAppender
 from gnau_service.audit.merkle import MemoryTree, leaf_hash
+from gnau_service.audit.operators import OPERATOR_FIELD
 from gnau_service.audit.receipts import Receipt, ReceiptEntry
 from gnau_service.audit.round_events import (
     SOFTWARE_FIELD,
@@ -48,6 +49,8 @@ SOFTWARE_SHA256 = "ab" * 32
 ROUND_ID = "r-5e1f0c9a2b7d4e3f8a6b0c1d"
 #: The platform's token, by its name: the actor of the example round's steps.
 PLATFORM = "token:table-service"
+#: The operator whose table the example round is dealt at.
+OPERATOR = "casino-a"
 TIMES = [
     "2025-03-01T12:00:00.000000Z",
     "2025-03-01T12:00:01.250000Z",
@@ -67,6 +70,11 @@ class ExampleLog:
     checkpoint: str
     #: The example round, revealed: the ``round`` of its receipt.
     revealed: dict[str, object]
+
+
+def by_the_platform(payload: dict[str, JsonValue]) -> dict[str, JsonValue]:
+    """A round entry's payload as a step of the example operator's platform writes it."""
+    return {**with_actor(payload, PLATFORM), OPERATOR_FIELD: OPERATOR}
 
 
 def example_log() -> ExampleLog:
@@ -95,21 +103,20 @@ def example_log() -> ExampleLog:
         (
             EntryKind.ROUND_COMMITTED,
             # As the Shuffle writes it: with the rule set's figures (gnau_service.rounds.dealer).
-            with_actor(
-                committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules)),
-                PLATFORM,
+            by_the_platform(
+                committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules))
             ),
             ROUND_ID,
         ),
         (
             EntryKind.ROUND_DEALT,
-            with_actor({**dealt_payload(dealt), SOFTWARE_FIELD: software}, PLATFORM),
+            by_the_platform({**dealt_payload(dealt), SOFTWARE_FIELD: software}),
             ROUND_ID,
         ),
-        (EntryKind.ROUND_REVEALED, with_actor(revealed_payload(dealt), PLATFORM), ROUND_ID),
+        (EntryKind.ROUND_REVEALED, by_the_platform(revealed_payload(dealt)), ROUND_ID),
         (
             EntryKind.ROUND_SETTLED,
-            with_actor(settled_payload(settle_round(dealt.reveal())), PLATFORM),
+            by_the_platform(settled_payload(settle_round(dealt.reveal()))),
             ROUND_ID,
         ),
     ]

@@ -166,8 +166,9 @@ def _verify(data: bytes, key: str | None, pinned: str | None) -> Verdict:
             if entry.kind == "KEY_ROTATED":
                 keys.rotate(entry)
             check(
-                entry.kind != "PLAYER_FORGOTTEN" or set(entry.payload) <= {"actor"},
-                f"entry {index}: a PLAYER_FORGOTTEN payload names nothing but its actor",
+                entry.kind != "PLAYER_FORGOTTEN" or set(entry.payload) <= {"actor", "operator"},
+                f"entry {index}: a PLAYER_FORGOTTEN payload names nothing but its actor and "
+                "operator",
             )
             check(
                 entry.kind != "SERVICE_STOPPED" or set(entry.payload) <= {"actor"},

@@ -39,6 +39,9 @@ ACTORS = ("service", "console")
 TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 MAX_ACTOR_BYTES = 256
+#: Whose round, or whose forgotten player, a payload's ``operator`` names (docs/audit.md, The
+#: operator).
+OPERATOR = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 
 def canonical(value: Any) -> bytes:
@@ -100,6 +103,8 @@ def read_entry(data: bytes) -> Entry:
     check(isinstance(value["payload"], dict), "the payload is not an object")
     if "actor" in value["payload"]:  # older entries name none
         check_actor(value["payload"]["actor"])
+    if "operator" in value["payload"]:  # nor an operator
+        check_operator(value["payload"]["operator"])
     check(is_lower_hex(value["prev_hash"], 64), "prev_hash is not 64 lower-case hex digits")
     check(is_lower_hex(value["signature"], 128), "the signature is not 128 lower-case hex digits")
     return Entry(
@@ -113,6 +118,14 @@ def read_entry(data: bytes) -> Entry:
         signature=bytes.fromhex(value["signature"]),
         time=read_time(value["time"]),
         time_text=value["time"],
+    )
+
+
+def check_operator(operator: object) -> None:
+    """1 to 64 of a-z, 0-9, ``.``, ``_``, ``-``, starting with a letter or digit."""
+    check(
+        isinstance(operator, str) and OPERATOR.fullmatch(operator) is not None,
+        f"the operator {operator!r:.80} is not an operator id",
     )
 
 

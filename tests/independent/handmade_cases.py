@@ -1,5 +1,6 @@
-"""The logs of issue 37, written out by hand from the design: voids with reason codes and the
-better-of arithmetic after the deal, actors, a deal's software, the new entry kinds; and what
+"""The logs of issues 37 and 38, written out by hand from the design: voids with reason codes and
+the better-of arithmetic after the deal, actors, a deal's software, the new entry kinds, the
+operator of a round and of a forget; and what
 every verifier must say of each (the bundle's verdict, and each round's receipt's verdict with
 the step that fails). Every reader outside the service runs them: the independent verifiers
 (tests/independent/test_voids.py), the docs' receipt script and the web page's code
@@ -34,6 +35,8 @@ from tests.independent.handmade import (
 
 A, B = DEALT_ROUND["round_id"], SHUFFLED_ROUND["round_id"]
 PLATFORM = "token:casino-a-platform"
+#: The operator of round A (round B, logged before operators, names none).
+OPERATOR = "casino-a"
 #: What Settle would have paid, as written in the vector's settlement: 100, 250, -75; -275.
 RESULT_DELTAS = ([100, 250, -75], -275)
 #: The better of each result and a refund: 100, 250, 0; the dealer minus their sum.
@@ -47,6 +50,7 @@ FAIR_PAID: Payload = {
 }
 FAIR_VOID: Payload = {
     "actor": PLATFORM,
+    "operator": OPERATOR,
     "reason_code": "PLATFORM_FAILURE",
     "reason": "wallet timeout",
     "state": "REVEALED",
@@ -63,9 +67,9 @@ LEGACY_VOID: Payload = {
 
 def story() -> list[Listed]:
     """A log of today's service: a start and its settings, an old round voided before its
-    deal (no actor, no reason code), a round voided after its reveal, a forget, a change of
-    tokens, a clean stop."""
-    actor = {"actor": PLATFORM}
+    deal (no actor, operator or reason code), a round of an operator voided after its reveal,
+    a forget, a change of tokens, a clean stop."""
+    actor = {"actor": PLATFORM, "operator": OPERATOR}
     settings = {
         "max_stake": 10**12,
         "deal_deadline_seconds": 600,
@@ -84,7 +88,7 @@ def story() -> list[Listed]:
             ("ROUND_DEALT", A, dealt(DEALT_ROUND) | actor | {"software": SOFTWARE}),
             ("ROUND_REVEALED", A, revealed(DEALT_ROUND) | actor),
             ("ROUND_VOIDED", A, FAIR_VOID),
-            ("PLAYER_FORGOTTEN", None, {"actor": "console"}),
+            ("PLAYER_FORGOTTEN", None, {"actor": "console", "operator": OPERATOR}),
             ("TOKENS_CHANGED", None, {"actor": "console", **tokens}),
             ("SERVICE_STOPPED", None, {"actor": "service"}),
         ]
@@ -134,8 +138,38 @@ def _no_actors(listed: list[Listed]) -> None:
             payload.pop("actor", None)
 
 
+def _no_operators(listed: list[Listed]) -> None:
+    """Every entry as logged before operators."""
+    for _, _, payload in listed:
+        payload.pop("operator", None)
+
+
+def _operator(operator: object, round_id: str = A, *kinds: str) -> Callable[[list[Listed]], None]:
+    """The round's entries of these kinds (all of them if none is named) naming ``operator``;
+    ``None`` removes it."""
+
+    def edit(listed: list[Listed]) -> None:
+        for kind, logged_id, payload in listed:
+            if logged_id == round_id and (not kinds or kind in kinds):
+                payload["operator"] = operator
+
+    return edit
+
+
+def _one_table_for_two(operator_of_b: str) -> Callable[[list[Listed]], None]:
+    """Round B at round A's table, of ``operator_of_b``, and unfinished when A is committed."""
+
+    def edit(listed: list[Listed]) -> None:
+        find(listed, "ROUND_COMMITTED", B)["table_id"] = "table-1"
+        _operator(operator_of_b, B)(listed)
+        void = listed.pop(_at(listed, "ROUND_VOIDED", B))
+        listed.insert(_at(listed, "ROUND_COMMITTED", A) + 1, void)
+
+    return edit
+
+
 def _settled_instead(listed: list[Listed]) -> None:
-    settled = {**copy.deepcopy(VOID_RESULT), "actor": PLATFORM}
+    settled = {**copy.deepcopy(VOID_RESULT), "actor": PLATFORM, "operator": OPERATOR}
     listed[_at(listed, "ROUND_VOIDED", A)] = ("ROUND_SETTLED", A, settled)
 
 
@@ -254,7 +288,11 @@ CASES = [
     ),
     Case("an actor of 256 bytes", _actor("ROUND_DEALT", "cert:" + "é" * 125 + "x"), VALID, {A: OK}),
     Case("the console as an actor", _actor("ROUND_REVEALED", "console"), VALID, {A: OK}),
-    Case("a forget of the old form", _edit("PLAYER_FORGOTTEN", None, actor=None), VALID),
+    Case(
+        "a forget of the old form",
+        _edit("PLAYER_FORGOTTEN", None, actor=None, operator=None),
+        VALID,
+    ),
     Case("a deal without its software", _edit("ROUND_DEALT", A, software=None), VALID, {A: OK}),
     Case("the round settled, naming its actor", _settled_instead, VALID, {A: OK}),
     # -- the better-of arithmetic after the deal ------------------------------------------------
@@ -287,7 +325,12 @@ CASES = [
     Case(
         "a void of the old form after the reveal",
         _without_the_reveal(
-            {"reason": "x", "state": "REVEALED", "server_seed": DEALT_ROUND["server_seed"]}
+            {
+                "operator": OPERATOR,
+                "reason": "x",
+                "state": "REVEALED",
+                "server_seed": DEALT_ROUND["server_seed"],
+            }
         ),
         INVALID,
         {A: at_outcome()},
@@ -296,6 +339,7 @@ CASES = [
         "a void of the old form after the deal",
         _without_the_reveal(
             {
+                "operator": OPERATOR,
                 "reason": "the shoe was dropped",
                 "state": "DEALT",
                 "server_seed": DEALT_ROUND["server_seed"],
@@ -408,6 +452,64 @@ CASES = [
         "a forget naming a player",
         _edit("PLAYER_FORGOTTEN", None, player_id="bob"),
         INVALID,
+    ),
+    # -- operators (issue 38) -------------------------------------------------------------------
+    Case("no operator in any entry", _no_operators, VALID, {A: OK, B: OK}),
+    Case("an operator of 64 characters", _operator("0" + "a." * 31 + "z"), VALID, {A: OK}),
+    Case("another operator", _operator("casino-b.eu_1"), VALID, {A: OK}),
+    Case("a forget naming its operator alone", _edit("PLAYER_FORGOTTEN", None, actor=None), VALID),
+    Case(
+        "two operators' rounds open at one table id",
+        _one_table_for_two("casino-b"),
+        VALID,
+        {A: OK, B: OK},
+    ),
+    Case(
+        "one operator's two rounds open at one table",
+        _one_table_for_two(OPERATOR),
+        INVALID,
+        {A: OK, B: OK},
+    ),
+    Case(
+        "the operator changed at the reveal",
+        _operator("casino-b", A, "ROUND_REVEALED"),
+        INVALID,
+        {A: at_entries()},
+    ),
+    Case(
+        "the operator changed at the void",
+        _operator("casino-b", A, "ROUND_VOIDED"),
+        INVALID,
+        {A: at_entries()},
+    ),
+    Case(
+        "the deal naming no operator",
+        _operator(None, A, "ROUND_DEALT"),
+        INVALID,
+        {A: at_entries()},
+    ),
+    Case(
+        "an old round's void naming an operator",
+        _operator(OPERATOR, B, "ROUND_VOIDED"),
+        INVALID,
+        {B: at_entries()},
+    ),
+    Case(
+        "the commitment alone naming no operator",
+        _operator(None, A, "ROUND_COMMITTED"),
+        INVALID,
+        {A: at_entries()},
+    ),
+    Case("an operator in capitals", _operator("Casino-A"), INVALID, {A: at_entries()}),
+    Case("every operator as an operator", _operator("*"), INVALID, {A: at_entries()}),
+    Case("an empty operator", _operator(""), INVALID, {A: at_entries()}),
+    Case("an operator of 65 characters", _operator("a" * 65), INVALID, {A: at_entries()}),
+    Case("an operator starting with -", _operator("-casino"), INVALID, {A: at_entries()}),
+    Case("an operator with a line break", _operator("casino-a\n"), INVALID, {A: at_entries()}),
+    Case("an operator that is a number", _operator(7), INVALID, {A: at_entries()}),
+    Case("an operator that is a list", _operator(["casino-a"]), INVALID, {A: at_entries()}),
+    Case(
+        "a bad operator on a forget", _edit("PLAYER_FORGOTTEN", None, operator="casino a"), INVALID
     ),
     # -- the rest -------------------------------------------------------------------------------
     Case(

@@ -23,6 +23,7 @@ from tests.independent.notes import (
 )
 from tests.independent.rounds import (
     AFTER,
+    check_one_operator,
     check_payload,
     check_settlement,
     check_void,
@@ -44,6 +45,8 @@ class Verdict:
     step: str = ""  # the step that failed, or could not be checked
     reason: str = ""
     passed: tuple[str, ...] = ()
+    #: A valid receipt's round's operator, as its entries name it; None where they name none.
+    operator: str | None = None
 
     @property
     def exit_status(self) -> int:
@@ -116,7 +119,8 @@ def verify_receipt(
         return Verdict(CANNOT_CHECK, steps.step, str(error), tuple(steps.passed))
     except VerificationError as error:
         return Verdict(INVALID, steps.step, str(error), tuple(steps.passed))
-    return Verdict(VALID, "", "", tuple(steps.passed))
+    operator = steps.entries[0].payload.get("operator")
+    return Verdict(VALID, "", "", tuple(steps.passed), operator)
 
 
 class _Steps:
@@ -186,6 +190,7 @@ class _Steps:
             check(entry.kind in AFTER[last], f"{entry.kind} after {last or 'nothing'}")
             check_payload(entry)
             self.entries.append(entry)
+            check_one_operator(self.entries)
             last = entry.kind
         kinds = {e.kind for e in self.entries}
         check(kinds & {"ROUND_REVEALED", "ROUND_VOIDED"}, "no entry reveals the seed")

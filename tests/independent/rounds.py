@@ -27,18 +27,22 @@ from tests.independent.fairness import (
 )
 from tests.independent.rules import settle
 
-#: The members each payload always has; of the others only these may be present: the actor
-#: (entries from before it name none), and what came later to each event.
+#: The members each payload always has; of the others only these may be present: the actor and
+#: the operator (entries from before them name none), and what came later to each event.
 EXACT = {
     "ROUND_COMMITTED": {"table_id", "house_rules", "commitment"},
     "ROUND_DEALT": {"seats", "beacon", "transcript_hash", "hands", "dealer_hand"},
     "ROUND_REVEALED": {"server_seed", "deck"},
 }
+#: Who acted, and whose round it is: in any round payload, and in none of the round's fields.
+WHO = {"actor", "operator"}
 OPTIONAL = {
-    "ROUND_COMMITTED": {"actor", "return_to_player", "fairness_version"},
-    "ROUND_DEALT": {"actor", "software"},
-    "ROUND_REVEALED": {"actor"},
+    "ROUND_COMMITTED": WHO | {"return_to_player", "fairness_version"},
+    "ROUND_DEALT": WHO | {"software"},
+    "ROUND_REVEALED": WHO,
 }
+#: The operator of a round that names none (logged before operators).
+DEFAULT_OPERATOR = "default"
 #: A void's closed list of reason codes (docs/audit.md, ROUND_VOIDED); the last is the
 #: service's own, for a shuffled round its deal deadline passed.
 REASON_CODES = (
@@ -170,13 +174,13 @@ def check_void(round_id: str, entries: list[Entry], revealed: Round | None) -> N
     before_deal = previous.kind == "ROUND_COMMITTED"
     if "reason_code" not in void:  # the form of voids before reason codes: before the deal only
         check(before_deal, AFTER_THE_DEAL)
-        check(set(void) - {"actor"} == LEGACY_VOID, f"a void carries exactly {sorted(LEGACY_VOID)}")
+        check(set(void) - WHO == LEGACY_VOID, f"a void carries exactly {sorted(LEGACY_VOID)}")
         check(isinstance(void["reason"], str) and void["reason"], "a void needs a non-empty reason")
         check(void["state"] == "SHUFFLED", "a void before the deal is of a SHUFFLED round")
         return
     state = void["state"]
     members = VOID if state == "SHUFFLED" else VOID_AFTER_DEAL
-    check(set(void) - {"actor"} == members, f"a void of a {state} round carries {sorted(members)}")
+    check(set(void) - WHO == members, f"a void of a {state} round carries {sorted(members)}")
     code, reason = void["reason_code"], void["reason"]
     check(code in REASON_CODES, f"{code!r:.60} is not a reason code")
     check(isinstance(reason, str), "a void's reason is not a string")
@@ -207,9 +211,19 @@ def check_void(round_id: str, entries: list[Entry], revealed: Round | None) -> N
     check(canonical(void["paid"]) == canonical(paid), AFTER_THE_DEAL)
 
 
+def check_one_operator(entries: list[Entry]) -> None:
+    """Every entry of a round names the same operator, or none does (docs/audit.md, The
+    operator); each one named is an operator id (read_entry checked it)."""
+    named = [e.payload.get("operator") for e in entries]
+    check(
+        all(operator == named[0] for operator in named),
+        f"the round's entries name the operators {named!r:.200}: all one, or none",
+    )
+
+
 def check_settlement(r: Round, payload: dict[str, Any]) -> None:
     ours = settle(r["house_rules"], r["seats"], r["hands"], r["dealer_hand"])
-    logged = {k: v for k, v in payload.items() if k != "actor"}  # the settlement, and who
+    logged = {k: v for k, v in payload.items() if k not in WHO}  # the settlement, and who
     check(canonical(ours) == canonical(logged), "the settlement is not the rules' settlement")
 
 
@@ -247,10 +261,14 @@ class Replay:
         check(entry.kind in AFTER[last], f"{entry.kind} after {last or 'nothing'}")
         check_payload(entry)
         entries = [*(seen or []), entry]
+        check_one_operator(entries)
         self.entries[round_id] = entries
         payload = entry.payload
         if entry.kind == "ROUND_COMMITTED":
-            table = canonical(payload["table_id"])
+            # One unfinished round per table of each operator: two operators' tables may share
+            # an id.
+            operator = payload.get("operator", DEFAULT_OPERATOR)
+            table = canonical([operator, payload["table_id"]])
             other = self.open_at_table.get(table)
             check(other is None, f"its table's round {other} is neither settled nor voided")
             self.open_at_table[table], self.table_of[round_id] = round_id, table

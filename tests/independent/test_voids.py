@@ -15,7 +15,10 @@ from tests.independent.handmade import DEALT_ROUND, VKEY, VOID_RESULT
 from tests.independent.handmade_cases import (
     CASES,
     FAIR_PAID,
+    OPERATOR,
     RESULT_DELTAS,
+    A,
+    B,
     Case,
     find,
     round_document,
@@ -46,6 +49,18 @@ def test_the_story_holds_every_new_form() -> None:
         for kind, round_id, payload in listed
         if round_id != "table-1/round-000001"
     )
+    # Round A and the forget name their operator; round B was logged before operators.
+    assert [payload.get("operator") for _, round_id, payload in listed if round_id != B] == [
+        None,
+        None,
+        OPERATOR,
+        OPERATOR,
+        OPERATOR,
+        OPERATOR,
+        OPERATOR,
+        None,
+        None,
+    ]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -95,3 +110,28 @@ def test_the_services_commands_give_the_same_verdicts(tmp_path: Path) -> None:
         if got != status or failing not in output
     ]
     assert not wrong, wrong
+
+
+def test_a_valid_receipt_names_its_rounds_operator_or_none() -> None:
+    log = CASES[0].log()
+    of_a = verify_receipt(log.receipt(A, round_document(A)), [VKEY])
+    of_b = verify_receipt(log.receipt(B, None), [VKEY])
+    assert (of_a.status, of_a.operator) == ("VALID", OPERATOR)
+    assert (of_b.status, of_b.operator) == ("VALID", None)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "the operator changed at the reveal",
+        "the deal naming no operator",
+        "an old round's void naming an operator",
+        "an operator in capitals",
+        "an operator that is a number",
+    ],
+)
+def test_a_receipt_is_refused_for_its_operator(name: str) -> None:
+    case = next(case for case in CASES if case.name == name)
+    ((round_id, _),) = case.receipts.items()
+    verdict = verify_receipt(case.log().receipt(round_id, round_document(round_id)), [VKEY])
+    assert "operator" in verdict.reason, verdict.reason

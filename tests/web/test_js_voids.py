@@ -2,8 +2,10 @@
 (tests/independent/handmade_cases.py), under Node.js: a void after the deal is valid only when
 it follows the reveal and pays each seat the better of its result and a refund, and nothing
 else; a void of the old form only before the deal; an actor of a bad form fails the entries,
-one of a good form or none passes. Each verdict and failing step is the one written in the
-case. And the page shows what a void after the deal paid, and its reason code."""
+one of a good form or none passes; an operator that is no operator id, or that changes, appears
+or disappears within the round, fails the entries. Each verdict and failing step is the one
+written in the case. And the page shows what a void after the deal paid, its reason code, and
+the round's operator."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ import json
 from pathlib import Path
 
 from tests.independent.handmade import VKEY
-from tests.independent.handmade_cases import CASES, A, B, round_document
+from tests.independent.handmade_cases import CASES, OPERATOR, A, B, round_document
 from tests.web.nodejs import run_module_script
 
 RECEIPT_MODULE = Path(__file__).parents[2] / "gnau_service" / "web" / "js" / "receipt.js"
 
 VERIFY_ALL = """
-import { verifyDocument } from %s;
+import { summaryOf, verifyDocument } from %s;
 let input = "";
 for await (const chunk of process.stdin) input += chunk;
 const { vkey, documents } = JSON.parse(input);
@@ -36,6 +38,8 @@ for (const [name, text] of Object.entries(documents)) {
       voidReason: report.voidReason,
       paid,
       dealer: report.settlement ? String(report.settlement.dealerDelta) : null,
+      operator: report.operator,
+      summary: summaryOf(report),
     };
   } catch (error) {
     verdicts[name] = { status: "UNREADABLE", step: "", reason: String(error.message) };
@@ -80,4 +84,26 @@ def test_the_page_shows_what_a_void_after_the_deal_paid() -> None:
         "VALID",
         "the shoe was dropped",
         None,
+    )
+
+
+def test_the_page_shows_the_rounds_operator_or_none() -> None:
+    log = CASES[0].log()
+    found = page_verdicts(
+        {"of an operator": log.receipt(A, round_document(A)), "older": log.receipt(B, None)}
+    )
+    named, older = found["of an operator"], found["older"]
+    assert (named["status"], named["operator"]) == ("VALID", OPERATOR)
+    assert str(named["summary"]).endswith(f"; operator {OPERATOR}")
+    assert (older["status"], older["operator"]) == ("VALID", None)
+    assert "operator" not in str(older["summary"])
+
+
+def test_the_page_names_the_operator_that_changed() -> None:
+    case = next(case for case in CASES if case.name == "the operator changed at the reveal")
+    found = page_verdicts({"changed": case.log().receipt(A, round_document(A))})["changed"]
+    assert (found["status"], found["step"]) == ("INVALID", "entries")
+    assert found["reason"] == (
+        f'round {A}: ROUND_REVEALED names operator "casino-b", its ROUND_COMMITTED operator '
+        f'"{OPERATOR}": every entry of a round names the same operator, or none does'
     )

@@ -137,6 +137,19 @@ export function actorProblem(actor) {
   return `actor ${quoted(actor)} is not service, console, token:NAME or cert:CN`;
 }
 
+const OPERATOR_ID = /^[a-z0-9][a-z0-9._-]{0,63}$/;
+
+/**
+ * Why a payload's `operator` is not an operator id (docs/audit.md, the operator), or null when it
+ * is: 1 to 64 of a-z, 0-9, ".", "_", "-", starting with a letter or digit. Entries from before
+ * operators were logged have none, and need none.
+ */
+export function operatorProblem(operator) {
+  if (!isString(operator)) return `operator must be a string, not ${jsonType(operator)}`;
+  if (!OPERATOR_ID.test(operator)) return `operator ${quoted(operator)} is not 1 to 64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit`;
+  return null;
+}
+
 /** Parse, check and verify one entry's text against the trusted keys; throws with the rule it
  * breaks, without naming the entry: the caller names it, once. */
 async function decodeEntry(text, keys) {
@@ -177,6 +190,10 @@ async function decodeEntry(text, keys) {
     const problem = actorProblem(payload.actor);
     if (problem) throw new Error(problem);
   }
+  if (Object.hasOwn(payload, "operator")) {
+    const problem = operatorProblem(payload.operator);
+    if (problem) throw new Error(problem);
+  }
   if (!isString(entry.prev_hash) || !/^[0-9a-f]{64}$/.test(entry.prev_hash)) throw new Error(`prev_hash must be 64 lower-case hex digits`);
   if (!isString(entry.key_id) || !/^[0-9a-f]{8}$/.test(entry.key_id)) throw new Error(`key_id must be 8 lower-case hex digits`);
   if (!isString(entry.signature) || !/^[0-9a-f]{128}$/.test(entry.signature)) throw new Error(`signature must be 128 lower-case hex digits`);
@@ -206,13 +223,16 @@ const EVENT_FIELDS = {
   ROUND_DEALT: ["seats", "beacon", "transcript_hash", "hands", "dealer_hand"],
   ROUND_REVEALED: ["server_seed", "deck"],
 };
-/** Members an event may carry besides: who acted (absent from entries logged before actors), the
- *  rule set's disclosed return to player (docs/audit.md), a v2 round's fairness version
- *  (docs/fairness.md; absent means v1), and the software that dealt the round. */
+/** Who acted and whose round it is: absent from entries logged before actors and operators, and
+ *  no field of the round. */
+const WHO = ["actor", "operator"];
+/** Members an event may carry besides: who acted and whose round it is, the rule set's disclosed
+ *  return to player (docs/audit.md), a v2 round's fairness version (docs/fairness.md; absent
+ *  means v1), and the software that dealt the round. */
 const OPTIONAL_FIELDS = {
-  ROUND_COMMITTED: ["actor", "return_to_player", "fairness_version"],
-  ROUND_DEALT: ["actor", "software"],
-  ROUND_REVEALED: ["actor"],
+  ROUND_COMMITTED: [...WHO, "return_to_player", "fairness_version"],
+  ROUND_DEALT: [...WHO, "software"],
+  ROUND_REVEALED: WHO,
 };
 /** A void's closed list of reason codes; the last is the service's own (docs/audit.md). */
 export const VOID_REASON_CODES = ["PLATFORM_FAILURE", "STAKE_REJECTED", "GAME_MALFUNCTION", "TABLE_CLOSED", "REGULATOR_ORDER", "DEAL_DEADLINE_PASSED"];
@@ -333,6 +353,11 @@ async function entriesStep(receipt, keys) {
       throw new StepFailure("entries", `round ${receipt.roundId}: ROUND_COMMITTED's fairness_version must be 2 (absent for a v1 round), got ${quoted(entry.payload.fairness_version)}`);
     }
     requireOneForm(entry, receipt.roundId);
+    const operator = operatorOf(entry);
+    if (entries.length && operator !== operatorOf(entries[0])) {
+      const named = (name) => (name === null ? "no operator" : `operator ${quoted(name)}`);
+      throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} names ${named(operator)}, its ROUND_COMMITTED ${named(operatorOf(entries[0]))}: every entry of a round names the same operator, or none does`);
+    }
     last = entry.kind;
     entries.push(entry);
   }
@@ -340,6 +365,11 @@ async function entriesStep(receipt, keys) {
     throw new StepFailure("entries", "no entry reveals the round's seed (a reveal or a void)");
   }
   return entries;
+}
+
+/** The operator an entry names, or null (an entry logged before operators). */
+function operatorOf(entry) {
+  return Object.hasOwn(entry.payload, "operator") ? entry.payload.operator : null;
 }
 
 /**
@@ -470,7 +500,7 @@ export function paidAfterTheDeal(settlement) {
  *  Returns what it paid (null before the deal). */
 function checkVoid(payload, previous, document, roundId, fail) {
   const has = (name) => Object.hasOwn(payload, name);
-  const members = Object.keys(payload).filter((name) => name !== "actor").sort();
+  const members = Object.keys(payload).filter((name) => !WHO.includes(name)).sort();
   const beforeDeal = previous.kind === "ROUND_COMMITTED";
   if (!has("reason_code")) {
     // The form of voids logged before reason codes: valid before the deal only.
@@ -532,7 +562,7 @@ async function outcomeStep(receipt, entries) {
       if (failures.length) fail(failureText(failures[0]));
     } else if (entry.kind === "ROUND_SETTLED") {
       settlement = settleLogged(readLogged(document, roundId, fail), fail);
-      const { actor, ...logged } = payload; // the settlement, and who settled it
+      const { actor, operator, ...logged } = payload; // the settlement, who settled it, whose
       if (!same(settlement.json, logged)) {
         fail(`the logged settlement does not follow from the dealt hands (${firstDifference(settlement.json, logged, "settlement")})`);
       }
@@ -636,16 +666,18 @@ async function consistencyStep(receipt, checkpoint, pinned, keys) {
  * Check a read receipt against the pinned keys (parsed vkeys) and, optionally, a pinned
  * checkpoint's text and a witness quorum ({witnesses: parsed witness vkeys, quorum}). Returns
  * {passed, failure: {step, reason} | null, state, checkpointSize, cosignedBy, pinnedSize, round,
- * settlement}: every step that held, or the first that failed.
+ * settlement, operator (the round's, null for a round logged before operators)}: every step that
+ * held, or the first that failed.
  */
 export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witnessing = { witnesses: [], quorum: 0 }) {
-  const report = { roundId: receipt.roundId, passed: [], failure: null, unchecked: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null };
+  const report = { roundId: receipt.roundId, passed: [], failure: null, unchecked: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null, operator: null };
   try {
     if (receipt.round !== null) report.round = await fairnessStep(receipt);
     report.passed.push("fairness");
     const keys = await trusted(pins, receipt.rotations);
     const entries = await entriesStep(receipt, keys);
     report.tableId = entries[0].kind === "ROUND_COMMITTED" ? entries[0].payload.table_id : null;
+    report.operator = operatorOf(entries[0]); // one for the whole round (the entries step)
     report.returnToPlayer = entries[0].kind === "ROUND_COMMITTED" ? disclosed(entries[0].payload.return_to_player, receipt.roundId) : null;
     report.passed.push("entries");
     roundStep(receipt, report.round, published(entries));
@@ -766,5 +798,6 @@ export const summaryOf = (report) => {
   if (report.kind === "round") return `round ${report.roundId}: VALID (revealed round): fairness holds; not checked against the log`;
   const pin = report.pinnedSize === null ? "" : `; one history with the pinned checkpoint of size ${report.pinnedSize}`;
   const cosigned = report.cosignedBy?.length ? `, cosigned by ${report.cosignedBy.length} witnesses (${report.cosignedBy.join(", ")})` : "";
-  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${cosigned}${pin}`;
+  const operator = report.operator ? `; operator ${report.operator}` : "";
+  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${cosigned}${pin}${operator}`;
 };
