@@ -135,3 +135,15 @@ def test_a_receipt_is_refused_for_its_operator(name: str) -> None:
     ((round_id, _),) = case.receipts.items()
     verdict = verify_receipt(case.log().receipt(round_id, round_document(round_id)), [VKEY])
     assert "operator" in verdict.reason, verdict.reason
+
+
+def test_gnau_receipt_verify_names_the_rounds_operator(tmp_path: Path) -> None:
+    log = CASES[0].log()
+    calls = []
+    for round_id, document in ((A, round_document(A)), (B, None)):
+        receipt = tmp_path / f"receipt-{len(calls)}.json"
+        receipt.write_text(log.receipt(round_id, document), "utf-8")
+        calls.append(["receipt", "verify", str(receipt), "--key", VKEY])
+    (status_a, of_a), (status_b, of_b) = commands(calls)
+    assert status_a == 0 and of_a.strip().endswith(f"; operator {OPERATOR}"), of_a
+    assert status_b == 0 and "operator" not in of_b, of_b
