@@ -117,8 +117,13 @@ async def test_rounds_move_the_counters_by_exactly_what_was_done(metered: Servic
         assert moved(before, after, "gnau_round_transitions_total", state=state) == 4
     assert moved(before, after, "gnau_round_transitions_total", state="VOIDED") == 0
     assert value(after, "gnau_round_transitions_total", state="VOIDED") == 0  # present, at 0
-    # The same moves by the callers' operator (tests/server/test_operator_metrics.py: which).
+    # The same moves by the caller's operator: the test token's record names none, so its
+    # operator is default (tests/server/test_operator_metrics.py: which calls, and the bound).
     for state in ("SHUFFLED", "DEALT", "REVEALED", "SETTLED"):
+        by_default = moved(
+            before, after, "gnau_operator_round_transitions_total", operator="default", state=state
+        )
+        assert by_default == 4
         assert total_moved(before, after, "gnau_operator_round_transitions_total", state) == 4
     # Four entries a round, sixteen in all; and the log's size is the store's.
     assert moved(before, after, "gnau_log_size") == 16

@@ -10,6 +10,7 @@ from typing import cast
 import grpc
 import pytest
 
+from gnau_service.server.grpc.auth import Caller, Credentials, Role
 from gnau_service.server.grpc.call_observer import CallName, RpcType
 from gnau_service.server.grpc.interceptors import current_operator
 from gnau_service.server.process.metrics import Metrics
@@ -23,7 +24,14 @@ from gnau_service.store import LogReader
 COUNTER = "gnau_operator_round_transitions_total"
 
 
-def metrics(operators: set[str] | None = None) -> Metrics:
+def credentials(*operators: str | None) -> Credentials:
+    """Credentials of a token for each of ``operators`` (None: an auditor of all of them), and a
+    certificate of the last."""
+    tokens = {f"hash-{number}": Caller(Role.OPERATOR, "", o) for number, o in enumerate(operators)}
+    return Credentials(tokens, {"CN=last": Caller(Role.AUDITOR, "", operators[-1])})
+
+
+def metrics(configured: Credentials | None = None) -> Metrics:
     # The store is read only at a scrape, which these tests do not make.
     return Metrics(
         cast(LogReader, object()),
@@ -31,7 +39,7 @@ def metrics(operators: set[str] | None = None) -> Metrics:
         streams_limit=1,
         storage_failing=lambda: False,
         serving=lambda: True,
-        operators=None if operators is None else lambda: operators,
+        credentials=None if configured is None else lambda: configured,
     )
 
 
@@ -112,8 +120,8 @@ def test_the_label_is_bounded_in_the_order_operators_come() -> None:
 
 
 def test_with_the_configured_operators_the_first_100_sorted_have_series() -> None:
-    configured = {f"op-{number:03d}" for number in range(MAX_OPERATOR_SERIES + 5)}
-    metered = metrics(configured)
+    configured = [f"op-{number:03d}" for number in range(MAX_OPERATOR_SERIES + 5)]
+    metered = metrics(credentials(None, *reversed(configured)))
     for operator in ("op-104", "op-099", "op-000", "unknown"):
         call(metered, "Settle", operator)
     # Sorted, op-000 to op-099 are the first 100; op-104 is beyond, unknown not configured.
@@ -125,14 +133,19 @@ def test_with_the_configured_operators_the_first_100_sorted_have_series() -> Non
 
 
 def test_a_reload_of_the_credentials_is_followed() -> None:
-    configured: list[set[str]] = [{"casino-a"}]
+    configured = [credentials("casino-a")]
     labels = OperatorLabels(lambda: configured[-1])
     assert (labels.label("casino-a"), labels.label("casino-b")) == ("casino-a", "other")
-    configured.append({"casino-a", "casino-b"})
+    configured.append(credentials("casino-a", "casino-b"))
     assert (labels.label("casino-a"), labels.label("casino-b")) == ("casino-a", "casino-b")
+
+
+def test_a_certificates_operator_is_configured_too() -> None:
+    by_certificate = Credentials({}, {"CN=b": Caller(Role.OPERATOR, "", "casino-b")})
+    assert OperatorLabels(lambda: by_certificate).label("casino-b") == "casino-b"
 
 
 @pytest.mark.parametrize("value", ["Casino-A", "", "a" * 65, "*"])
 def test_a_value_that_is_not_an_operator_id_is_other(value: str) -> None:
     assert OperatorLabels().label(value) == OTHER_OPERATORS
-    assert OperatorLabels(lambda: {value, "casino-a"}).label(value) == OTHER_OPERATORS
+    assert OperatorLabels(lambda: credentials(value, "casino-a")).label(value) == OTHER_OPERATORS

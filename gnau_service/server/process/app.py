@@ -223,6 +223,7 @@ async def start(
                 witnesses=() if witnessing is None else witnessing.statuses,
                 log_size=lambda: tail.size,
                 log_stalled=lambda: storage.stalled,
+                credentials=lambda: interceptor.credentials,
             )
             store.observe(metrics.batch_committed)
         observers: list[CallObserver] = [

@@ -25,7 +25,7 @@ per-operator round counter, for at most
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
@@ -46,6 +46,7 @@ from prometheus_client.registry import Collector
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.edge.http import EdgeServer
+from gnau_service.server.grpc.auth import Credentials
 from gnau_service.server.grpc.call_observer import CallName, CallWatch, Context
 from gnau_service.server.grpc.interceptors import current_operator
 from gnau_service.server.process.operator_labels import OperatorLabels
@@ -113,7 +114,7 @@ class Metrics:
         witnesses: Sequence[WitnessStatus] = (),
         log_size: Callable[[], int] = lambda: 0,
         log_stalled: Callable[[], bool] = lambda: False,
-        operators: Callable[[], Collection[str]] | None = None,
+        credentials: Callable[[], Credentials] | None = None,
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.started = Counter(
@@ -155,7 +156,7 @@ class Metrics:
             ("operator", "state"),
             registry=registry,
         )
-        self.operator_labels = OperatorLabels(operators)
+        self.operator_labels = OperatorLabels(credentials)
         self.entries = Counter(
             "gnau_log_entries_appended",
             "Audit log entries this process appended, by kind.",

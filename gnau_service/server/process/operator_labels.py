@@ -12,17 +12,23 @@ public).
 >>> labels = OperatorLabels(limit=2)
 >>> [labels.label(operator) for operator in ("casino-b", "casino-a", "casino-c", "casino-b", None)]
 ['casino-b', 'casino-a', 'other', 'casino-b', 'other']
->>> labels = OperatorLabels(lambda: {"casino-c", "casino-b", "casino-a"}, limit=2)
+>>> from gnau_service.server.grpc.auth import Caller, Role
+>>> credentials = Credentials(
+...     {f"hash-{name}": Caller(Role.OPERATOR, "", name) for name in ("casino-c", "casino-b")},
+...     {"CN=casino-a": Caller(Role.AUDITOR, "", "casino-a")},
+... )
+>>> labels = OperatorLabels(lambda: credentials, limit=2)
 >>> [labels.label(operator) for operator in ("casino-c", "casino-a", "casino-b", "casino-z")]
 ['other', 'casino-a', 'casino-b', 'other']
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Final
 
 from gnau_service.audit.operators import check_operator
+from gnau_service.server.grpc.auth import Credentials
 
 #: At most this many operators have series of their own on each per-operator metric.
 MAX_OPERATOR_SERIES: Final = 100
@@ -31,26 +37,26 @@ OTHER_OPERATORS: Final = "other"
 
 
 class OperatorLabels:
-    """The label each caller's operator counts under. ``configured`` gives the operator ids the
-    service's credentials name (read at each label, so that a reloaded token file counts);
-    without it, the first ``limit`` operators seen have their own series."""
+    """The label each caller's operator counts under. ``credentials`` gives the service's
+    credentials in force (asked at each label, so that a reloaded token file counts); without
+    it, the first ``limit`` operators seen have their own series."""
 
     def __init__(
         self,
-        configured: Callable[[], Collection[str]] | None = None,
+        credentials: Callable[[], Credentials] | None = None,
         *,
         limit: int = MAX_OPERATOR_SERIES,
     ) -> None:
-        self._configured = configured
+        self._credentials = credentials
         self._limit = limit
         self._named: set[str] = set()
-        self._named_from: Collection[str] | None = None
+        self._named_from: Credentials | None = None
 
     def label(self, operator: str | None) -> str:
         if operator is None:
             return OTHER_OPERATORS
-        if self._configured is not None:
-            self._follow(self._configured())
+        if self._credentials is not None:
+            self._follow(self._credentials())
             return operator if operator in self._named else OTHER_OPERATORS
         if operator in self._named:
             return operator
@@ -59,11 +65,13 @@ class OperatorLabels:
             return operator
         return OTHER_OPERATORS
 
-    def _follow(self, configured: Collection[str]) -> None:
-        """Name the first operators of ``configured`` in sorted order, once per collection (a
-        reload of the credentials hands over a new one)."""
-        if configured is self._named_from:
+    def _follow(self, credentials: Credentials) -> None:
+        """Name the first operators of ``credentials`` in sorted order, once per credentials (a
+        reload of the token file or mapping makes new ones)."""
+        if credentials is self._named_from:
             return
-        self._named_from = configured
+        self._named_from = credentials
+        callers = [*credentials.tokens.values(), *credentials.common_names.values()]
+        configured = {caller.operator for caller in callers if caller.operator is not None}
         valid = sorted(operator for operator in configured if check_operator(operator) is None)
         self._named = set(valid[: self._limit])
