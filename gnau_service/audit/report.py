@@ -17,9 +17,10 @@ table's currency (issue 38, part 3) it joins the key, and a row's amounts stay i
 currency of its key.
 
 This module reads what it counts and checks only what counting needs (each round's events in a
-possible order, the members it reads, one operator for all of a round's entries); the entries'
-signatures and chain are its reader's to check (:mod:`gnau_service.audit.report_reading`), and
-the fairness and settlement of each round are ``gnau audit verify``'s.
+possible order, the members it reads, the same ``operator`` member, or none, in all of a round's
+entries); the entries' signatures and chain are its reader's to check
+(:mod:`gnau_service.audit.report_reading`), and the fairness and settlement of each round are
+``gnau audit verify``'s.
 
 >>> from gnau_service.audit.entries import LogEntry
 >>> def entry(index, kind, payload, time="2026-12-01T10:00:00Z"):
@@ -207,10 +208,15 @@ class RowFigures:
 class _Open:
     """A round committed and not yet finished, as far as the report needs it."""
 
-    operator: str
+    #: The commitment's ``operator`` member, None where it has none.
+    stated_operator: str | None
     table_id: str
     rules: HouseRules
     dealt: bool = False
+
+    @property
+    def operator(self) -> str:
+        return DEFAULT_OPERATOR if self.stated_operator is None else self.stated_operator
 
 
 @dataclass
@@ -262,11 +268,11 @@ class LogReport:
                     self._finished.add(round_id)
                 return
             raise ReportError(f"round {round_id}: {kind} without an open round", entry.index)
-        operator = _operator_of(entry, round_id)
-        if operator != state.operator:
+        stated = _stated_operator(entry, round_id)
+        if stated != state.stated_operator:
             raise ReportError(
-                f"round {round_id}: {kind} names operator {quoted(operator)}, but the round's"
-                f" commitment names {quoted(state.operator)}",
+                f"round {round_id}: {kind} {_naming(stated)}, but the round's commitment"
+                f" {_naming(state.stated_operator)}",
                 entry.index,
             )
         if kind is EntryKind.ROUND_DEALT:
@@ -291,7 +297,7 @@ class LogReport:
             rules = _rules_of(json.dumps(house_rules, sort_keys=True))
         except RulesError as error:
             raise ReportError(f"round {round_id}: {error}", entry.index) from None
-        self._open[round_id] = _Open(_operator_of(entry, round_id), table_id, rules)
+        self._open[round_id] = _Open(_stated_operator(entry, round_id), table_id, rules)
 
     def _finish(self, entry: LogEntry, round_id: str, state: _Open) -> None:
         moment = parse_utc_timestamp(entry.time)
@@ -341,15 +347,21 @@ class LogReport:
 _FINAL_KINDS: Final = (EntryKind.ROUND_SETTLED, EntryKind.ROUND_VOIDED)
 
 
-def _operator_of(entry: LogEntry, round_id: str) -> str:
-    """The operator a round entry names, :data:`DEFAULT_OPERATOR` when it names none (an entry
-    written before operators existed)."""
-    operator = entry.payload.get(OPERATOR_FIELD, DEFAULT_OPERATOR)
+def _stated_operator(entry: LogEntry, round_id: str) -> str | None:
+    """The operator a round entry names, None when it names none (an entry written before
+    operators existed: its round is :data:`DEFAULT_OPERATOR`'s)."""
+    operator = entry.payload.get(OPERATOR_FIELD)
+    if operator is None and OPERATOR_FIELD not in entry.payload:
+        return None
     problem = check_operator(operator)
     if problem is not None:
         raise ReportError(f"round {round_id}: {problem}", entry.index)
     assert isinstance(operator, str)
     return operator
+
+
+def _naming(stated: str | None) -> str:
+    return "names no operator" if stated is None else f"names operator {quoted(stated)}"
 
 
 @functools.lru_cache(maxsize=4096)
