@@ -100,7 +100,7 @@ def test_refusals_reads_and_other_services_move_nothing() -> None:
 def test_a_call_without_an_operator_counts_as_other() -> None:
     metered = metrics()
     call(metered, "Shuffle", None)
-    assert counts(metered) == {("other", "SHUFFLED"): 1}
+    assert counts(metered) == {("_other", "SHUFFLED"): 1}
 
 
 def test_the_label_is_bounded_in_the_order_operators_come() -> None:
@@ -128,14 +128,14 @@ def test_with_the_configured_operators_the_first_100_sorted_have_series() -> Non
     assert counts(metered) == {
         ("op-000", "SETTLED"): 1,
         ("op-099", "SETTLED"): 1,
-        ("other", "SETTLED"): 2,
+        ("_other", "SETTLED"): 2,
     }
 
 
 def test_a_reload_of_the_credentials_is_followed() -> None:
     configured = [credentials("casino-a")]
     labels = OperatorLabels(lambda: configured[-1])
-    assert (labels.label("casino-a"), labels.label("casino-b")) == ("casino-a", "other")
+    assert (labels.label("casino-a"), labels.label("casino-b")) == ("casino-a", "_other")
     configured.append(credentials("casino-a", "casino-b"))
     assert (labels.label("casino-a"), labels.label("casino-b")) == ("casino-a", "casino-b")
 

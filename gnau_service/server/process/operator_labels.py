@@ -33,7 +33,7 @@ from gnau_service.server.grpc.auth import Credentials
 #: At most this many operators have series of their own on each per-operator metric.
 MAX_OPERATOR_SERIES: Final = 100
 #: The label value of every operator beyond the bound or not configured, and of calls without one.
-OTHER_OPERATORS: Final = "other"
+OTHER_OPERATORS: Final = "_other"  # no operator id starts with "_", so none shares it
 
 
 class OperatorLabels:
