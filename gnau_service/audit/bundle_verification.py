@@ -44,7 +44,7 @@ from gnau_service.audit.cosignature import WitnessKey, cosigners
 from gnau_service.audit.entries import GENESIS_PREV_HASH, EntryKind, JsonValue, LogEntry, clip
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
-from gnau_service.audit.operators import OPERATOR_FIELD, check_operator
+from gnau_service.audit.operators import ALL_OPERATORS, OPERATOR_FIELD, check_operator
 from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
@@ -435,20 +435,32 @@ def _tokens_changed_failure(payload: dict[str, JsonValue]) -> str | None:
         if not isinstance(tokens, list):
             return f"{member} must be a list"
         for token in tokens:
-            if not (
-                isinstance(token, dict)
-                and set(token) == {"name", "role"}
-                and isinstance(token["name"], str)
-                and TOKEN_NAME_PATTERN.fullmatch(token["name"])
-                and isinstance(token["role"], str)
-                and token["role"].isascii()
-                and token["role"].isalpha()
-            ):
+            if not _is_listed_token(token):
                 return (
-                    f"{member} must list tokens as {{name, role}} alone, a token file's name and "
-                    f"a role, not {quoted(token)}"
+                    f"{member} must list tokens as {{name, role, operator}} alone, a token "
+                    f"file's name, a role and an operator id or '*', not {quoted(token)}"
                 )
     return None
+
+
+def _is_listed_token(token: JsonValue) -> bool:
+    """A token as TOKENS_CHANGED names it: its name, its role and, but for a public token or one
+    logged before operators, its operator (an operator id, or ``*`` for every operator)."""
+    if not isinstance(token, dict) or set(token) - {OPERATOR_FIELD} != {"name", "role"}:
+        return False
+    name, role, operator = token["name"], token["role"], token.get(OPERATOR_FIELD)
+    return (
+        isinstance(name, str)
+        and TOKEN_NAME_PATTERN.fullmatch(name) is not None
+        and isinstance(role, str)
+        and role.isascii()
+        and role.isalpha()
+        and (
+            OPERATOR_FIELD not in token
+            or operator == ALL_OPERATORS
+            or check_operator(operator) is None
+        )
+    )
 
 
 def _before(first: Failure, second: Failure) -> bool:

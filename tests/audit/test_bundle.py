@@ -531,6 +531,18 @@ GOOD_LOG_EVENTS = [
             "revoked": [],
         },
     ),
+    (
+        EntryKind.TOKENS_CHANGED,
+        {
+            "actor": "console",
+            "added": [
+                {"name": "casino-a-platform", "role": "operator", "operator": "casino-a"},
+                {"name": "regulator", "role": "auditor", "operator": "*"},
+                {"name": "site", "role": "public"},
+            ],
+            "revoked": [{"name": "casino-a-audit", "role": "auditor", "operator": "casino-a"}],
+        },
+    ),
     (EntryKind.PLAYER_FORGOTTEN, {"actor": "cert:platform.casino-a.example"}),
     (EntryKind.PLAYER_FORGOTTEN, {"actor": "token:casino-a-platform", "operator": "casino-a"}),
     (EntryKind.PLAYER_FORGOTTEN, {"actor": "console", "operator": "default"}),
@@ -565,12 +577,21 @@ BAD_LOG_EVENTS = [
             "added": [{"name": "ops", "role": "operator", "sha256": "ab" * 32}],
             "revoked": [],
         },
-        "added must list tokens as {name, role} alone",
+        "added must list tokens as {name, role, operator} alone",
+    ),
+    (
+        EntryKind.TOKENS_CHANGED,
+        {
+            "actor": "console",
+            "added": [{"name": "ops", "role": "operator", "operator": "Casino A"}],
+            "revoked": [],
+        },
+        "added must list tokens as {name, role, operator} alone",
     ),
     (
         EntryKind.TOKENS_CHANGED,
         {"actor": "console", "added": [], "revoked": [{"name": "a b", "role": "operator"}]},
-        "revoked must list tokens as {name, role} alone",
+        "revoked must list tokens as {name, role, operator} alone",
     ),
     (
         EntryKind.TOKENS_CHANGED,

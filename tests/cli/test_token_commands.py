@@ -152,6 +152,37 @@ def test_list_shows_names_and_roles_never_tokens(gnau: Gnau, tmp_path: Path) -> 
     assert listed.status == 0, listed.err
     assert "the-secret-token" not in listed.out + path.read_text()
     (line,) = listed.out.splitlines()
-    assert line.split()[1:] == ["auditor", "-"] and line.startswith("legacy-")
+    # From before operators: an auditor token is of every operator.
+    assert line.split()[1:] == ["auditor", "*", "-"] and line.startswith("legacy-")
     missing = gnau("token", "revoke", "nobody", "--tokens", str(path))
     assert missing.status == 1 and missing.err.count("\n") == 1
+
+
+def test_add_gives_each_token_its_operator(gnau: Gnau, tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+
+    def add(name: str, *flags: str) -> Run:
+        out = str(tmp_path / f"{name}.token")
+        return gnau("token", "add", "--name", name, *flags, "--out", out, "--tokens", str(path))
+
+    added = add("casino-a-platform", "--role", "operator", "--operator", "casino-a")
+    assert added.status == 0, added.err
+    assert "(operator of casino-a)" in added.out
+    assert add("casino-b-audit", "--role", "auditor", "--operator", "casino-b").status == 0
+    assert add("regulator", "--role", "auditor", "--all-operators").status == 0
+    assert add("ops", "--role", "operator").status == 0
+    for refused, reason in (
+        (add("all", "--role", "operator", "--operator", "*"), "only an auditor may be of all"),
+        (add("all", "--role", "operator", "--all-operators"), "only an auditor may be of all"),
+        (add("bad", "--role", "auditor", "--operator", "Casino-A"), "is not 1 to 64 of a-z"),
+        (add("both", "--role", "auditor", "--operator", "x", "--all-operators"), "not allowed"),
+    ):
+        assert refused.status == 2 and reason in refused.err, refused.err
+    listed = gnau("token", "list", "--tokens", str(path))
+    assert listed.status == 0, listed.err
+    assert [line.split()[:3] for line in listed.out.splitlines()] == [
+        ["casino-a-platform", "operator", "casino-a"],
+        ["casino-b-audit", "auditor", "casino-b"],
+        ["regulator", "auditor", "*"],
+        ["ops", "operator", "default"],
+    ]

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from tests.independent.common import SAFE, VerificationError, check, is_int, read_json
-from tests.independent.entries import GENESIS, TOKEN_NAME, Entry, read_entry
+from tests.independent.entries import GENESIS, OPERATOR, TOKEN_NAME, Entry, read_entry
 from tests.independent.merkle import Frontier
 from tests.independent.notes import (
     ORIGIN,
@@ -220,8 +220,9 @@ def _verify(data: bytes, key: str | None, pinned: str | None) -> Verdict:
 
 
 def check_token_change(payload: dict[str, Any]) -> None:
-    """The tokens a changed token file added and revoked, each by its name and role only: an
-    entry never holds a token or its hash."""
+    """The tokens a changed token file added and revoked, each by its name, role and (but for a
+    public token's, or in an entry from before operators) operator only: an entry never holds a
+    token or its hash."""
     check(set(payload) == {"actor", "added", "revoked"}, "a TOKENS_CHANGED's members")
     for member in ("added", "revoked"):
         tokens = payload[member]
@@ -229,12 +230,19 @@ def check_token_change(payload: dict[str, Any]) -> None:
         for token in tokens:
             check(
                 isinstance(token, dict)
-                and set(token) == {"name", "role"}
+                and set(token) - {"operator"} == {"name", "role"}
                 and isinstance(token["name"], str)
                 and TOKEN_NAME.fullmatch(token["name"])
                 and isinstance(token["role"], str)
-                and ROLE.fullmatch(token["role"]),
-                f"TOKENS_CHANGED's {member} holds more than a token's name and role",
+                and ROLE.fullmatch(token["role"])
+                and (
+                    "operator" not in token
+                    or token["operator"] == "*"
+                    or (
+                        isinstance(token["operator"], str) and OPERATOR.fullmatch(token["operator"])
+                    )
+                ),
+                f"TOKENS_CHANGED's {member} holds more than a token's name, role and operator",
             )
 
 

@@ -76,7 +76,14 @@ def story() -> list[Listed]:
         "settle_deadline_seconds": 3600,
         "public_round_listing": False,
     }
-    tokens = {"added": [{"name": "casino-b-platform", "role": "operator"}], "revoked": []}
+    tokens = {
+        "added": [
+            {"name": "casino-b-platform", "role": "operator", "operator": "casino-b"},
+            {"name": "regulator", "role": "auditor", "operator": "*"},
+            {"name": "site", "role": "public"},
+        ],
+        "revoked": [{"name": "casino-b-old", "role": "operator"}],  # logged before operators
+    }
     started = {"software": SOFTWARE, "origin": ORIGIN, "key": VKEY}
     return copy.deepcopy(
         [
@@ -527,6 +534,11 @@ CASES = [
     Case(
         "a token change naming a person",
         _edit("TOKENS_CHANGED", None, revoked=[{"name": "Jane Doe", "role": "operator"}]),
+        INVALID,
+    ),
+    Case(
+        "a token change naming an operator that is none",
+        _edit("TOKENS_CHANGED", None, added=[{"name": "x", "role": "auditor", "operator": "A"}]),
         INVALID,
     ),
     Case("an entry of an unknown kind", _rename("SERVICE_STOPPED", "SERVICE_PAUSED"), INVALID),

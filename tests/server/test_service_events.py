@@ -119,14 +119,16 @@ async def until_logged(store: Store, size: int) -> list[LogEntry]:
     raise AssertionError("no entry was logged")
 
 
-async def test_gnau_token_add_and_revoke_are_recorded_by_name_and_role(settings: Settings) -> None:
+async def test_gnau_token_add_and_revoke_are_recorded_by_name_role_and_operator(
+    settings: Settings,
+) -> None:
     path = settings.tokens_path
     async with running(settings) as app:
         size = app.store.size()
         out = path.parent / "ci-audit.token"
         added_by = await asyncio.to_thread(
-            gnau, "token", "add", "--role", "auditor", "--name", "ci-audit",
-            "--out", str(out), "--tokens", str(path),
+            gnau, "token", "add", "--role", "auditor", "--operator", "casino-a",
+            "--name", "ci-audit", "--out", str(out), "--tokens", str(path),
         )  # fmt: skip
         assert added_by.returncode == 0, added_by.stderr
         token = out.read_text().strip()
@@ -134,7 +136,7 @@ async def test_gnau_token_add_and_revoke_are_recorded_by_name_and_role(settings:
         assert added.kind is EntryKind.TOKENS_CHANGED and added.round_id is None
         assert added.payload == {
             "actor": "console",
-            "added": [{"name": "ci-audit", "role": "auditor"}],
+            "added": [{"name": "ci-audit", "role": "auditor", "operator": "casino-a"}],
             "revoked": [],
         }
         raw = app.store.entries(added.index, added.index + 1)[0].decode()
@@ -149,7 +151,7 @@ async def test_gnau_token_add_and_revoke_are_recorded_by_name_and_role(settings:
         assert revoked.payload == {
             "actor": "console",
             "added": [],
-            "revoked": [{"name": "ci-audit", "role": "auditor"}],
+            "revoked": [{"name": "ci-audit", "role": "auditor", "operator": "casino-a"}],
         }
         # A reread that changes nothing records nothing.
         size = app.store.size()
@@ -159,22 +161,28 @@ async def test_gnau_token_add_and_revoke_are_recorded_by_name_and_role(settings:
 
 
 ROLES = st.sampled_from(list(Role))
-TOKEN_RECORDS = st.builds(
-    TokenRecord,
-    name=st.sampled_from(["ci-audit", "casino-a-platform", "ops.1", "legacy-0a1b2c3d"]),
-    role=ROLES,
-    sha256=st.sampled_from([c * 64 for c in "0123456789abcdef"]),
-    created=st.none(),
-)
 
 
-@given(st.lists(TOKEN_RECORDS, max_size=6), st.lists(TOKEN_RECORDS, max_size=6))
-def test_a_token_change_lists_what_came_and_went_by_name_and_role(
+@st.composite
+def token_records(draw: st.DrawFn) -> TokenRecord:
+    role = draw(ROLES)
+    operators = {Role.PUBLIC: [None], Role.OPERATOR: ["default", "casino-a"]}
+    return TokenRecord(
+        draw(st.sampled_from(["ci-audit", "casino-a-platform", "ops.1", "legacy-0a1b2c3d"])),
+        role,
+        draw(st.sampled_from([c * 64 for c in "0123456789abcdef"])),
+        None,
+        draw(st.sampled_from(operators.get(role, ["*", "casino-a", "casino-b"]))),
+    )
+
+
+@given(st.lists(token_records(), max_size=6), st.lists(token_records(), max_size=6))
+def test_a_token_change_lists_what_came_and_went_by_name_role_and_operator(
     before: list[TokenRecord], after: list[TokenRecord]
 ) -> None:
     changes = token_changes(before, after)
-    held = {(r.sha256, r.name, r.role) for r in before}
-    now = {(r.sha256, r.name, r.role) for r in after}
+    held = {(r.sha256, r.name, r.role, r.operator) for r in before}
+    now = {(r.sha256, r.name, r.role, r.operator) for r in after}
     if held == now:
         assert changes is None
         return
@@ -183,10 +191,17 @@ def test_a_token_change_lists_what_came_and_went_by_name_and_role(
     for listed, tokens in ((changes["added"], now - held), (changes["revoked"], held - now)):
         assert isinstance(listed, list)
         assert sorted(
-            (item["name"], item["role"]) for item in listed if isinstance(item, dict)
-        ) == sorted((name, str(role)) for _, name, role in tokens)
+            (item["name"], item["role"], item.get("operator"))
+            for item in listed
+            if isinstance(item, dict)
+        ) == sorted((name, str(role), operator) for _, name, role, operator in tokens)
         assert listed == sorted(listed, key=lambda item: (item["name"], item["role"]))  # type: ignore[index]
-        assert all(set(item) == {"name", "role"} for item in listed)  # type: ignore[arg-type]
+        # A public token has no operator; every other names its own.
+        assert all(
+            set(item)
+            == ({"name", "role"} if item["role"] == "public" else {"name", "role", "operator"})  # type: ignore[arg-type,index]
+            for item in listed
+        )
 
 
 # -- a stop on a log that cannot take the entry ----------------------------------------------------

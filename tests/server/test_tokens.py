@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gnau_service.common.private_files import write_private_file
 from gnau_service.server.grpc.auth import AuthConfigError, Caller, Credentials, Role
 from gnau_service.server.process.token_reload import TokenReload, file_version
 from gnau_service.server.process.tokens import (
@@ -43,6 +44,12 @@ def test_the_older_format_is_read_as_hashes_named_after_them(tmp_path: Path) -> 
         "legacy-" + sha256_hex(token)[:8] for token in TOKENS.values()
     }
     assert all(record.created is None for record in token_file.records)
+    # From before operators: an operator token is the default operator's, an auditor's sees all.
+    assert {str(record.role): record.operator for record in token_file.records} == {
+        "operator": "default",
+        "auditor": "*",
+        "public": None,
+    }
 
 
 def test_added_tokens_are_kept_only_as_hashes(tmp_path: Path) -> None:
@@ -55,6 +62,7 @@ def test_added_tokens_are_kept_only_as_hashes(tmp_path: Path) -> None:
             {
                 "name": "ci-audit",
                 "role": "auditor",
+                "operator": "*",
                 "sha256": sha256_hex(token),
                 "created": record.created,
             }
@@ -181,3 +189,62 @@ def test_no_new_token_starts_with_a_dash() -> None:
     tokens = [new_token() for _ in range(2000)]
     assert not [token for token in tokens if token.startswith("-")]
     assert len(set(tokens)) == len(tokens) and all(len(token) == 43 for token in tokens)
+
+
+def test_each_token_belongs_to_its_operator(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    _, casino_a = add_token(path, Role.OPERATOR, "casino-a-platform", operator="casino-a")
+    _, local = add_token(path, Role.OPERATOR, "local")
+    _, scoped = add_token(path, Role.AUDITOR, "casino-b-audit", operator="casino-b")
+    _, regulator = add_token(path, Role.AUDITOR, "regulator", operator="*")
+    _, site = add_token(path, Role.PUBLIC, "site")
+    written = {
+        item["name"]: item.get("operator") for item in json.loads(path.read_text())["tokens"]
+    }
+    assert written == {
+        "casino-a-platform": "casino-a",
+        "local": "default",
+        "casino-b-audit": "casino-b",
+        "regulator": "*",
+        "site": None,
+    }
+    credentials = Credentials(read_token_file(path).callers, {})
+    assert [credentials.identify_token(token) for token in (casino_a, local, scoped)] == [
+        Caller(Role.OPERATOR, "token:casino-a-platform", "casino-a"),
+        Caller(Role.OPERATOR, "token:local", "default"),
+        Caller(Role.AUDITOR, "token:casino-b-audit", "casino-b"),
+    ]
+    assert credentials.identify_token(regulator) == Caller(Role.AUDITOR, "token:regulator", None)
+    assert credentials.identify_token(site) == Caller(Role.PUBLIC, "token:site", None)
+
+
+@pytest.mark.parametrize(
+    ("role", "operator", "reason"),
+    [
+        (Role.OPERATOR, "*", "only an auditor may be of all operators"),
+        (Role.AUDITOR, "Casino A", "is not 1 to 64 of a-z"),
+        (Role.PUBLIC, "casino-a", "a public token has no operator"),
+    ],
+)
+def test_a_token_for_no_operator_it_may_have_is_not_added(
+    tmp_path: Path, role: Role, operator: str, reason: str
+) -> None:
+    path = tmp_path / "tokens.json"
+    with pytest.raises(ValueError, match=reason):
+        add_token(path, role, "refused", operator=operator)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(
+    ("role", "operator"),
+    [("operator", "*"), ("auditor", "Casino-A"), ("auditor", 7), ("public", "casino-a")],
+)
+def test_a_file_naming_an_operator_a_token_cannot_have_is_refused(
+    tmp_path: Path, role: str, operator: object
+) -> None:
+    path = tmp_path / "tokens.json"
+    record = {"name": "t", "role": role, "operator": operator, "sha256": "ab" * 32, "created": None}
+    write_private_file(path, json.dumps({"tokens": [record]}).encode())
+    with pytest.raises(AuthConfigError, match="token 1: the operator") as refused:
+        read_token_file(path)
+    assert "asino" not in str(refused.value)  # a file's values are never quoted

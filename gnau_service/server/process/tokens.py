@@ -1,15 +1,21 @@
-"""The token file: each bearer token's SHA-256 hash, with a name, a role and when it was made.
+"""The token file: each bearer token's SHA-256 hash, with a name, a role, an operator and when
+it was made.
 
 The file (mode 0600) holds no token itself, only hashes::
 
     {"tokens": [
-      {"name": "ci-audit", "role": "auditor",
+      {"name": "ci-audit", "role": "auditor", "operator": "casino-a",
        "sha256": "<64 hex digits: SHA-256 of the token's UTF-8 bytes>",
        "created": "2026-11-30T19:04:05Z"}
     ]}
 
 Names are unique, 1 to 64 characters of letters, digits, ``.``, ``_`` and ``-``, starting with a
-letter or digit. ``created`` may be null (a token from the older format).
+letter or digit. ``created`` may be null (a token from the older format). ``operator``
+(:mod:`~gnau_service.audit.operators`) is the operator whose tables, rounds and players the token
+reaches: an operator id, or ``"*"`` for an auditor of every operator (a regulator); an operator
+token belongs to exactly one operator, and a public token to none (it has no ``operator``). A
+record without it, from before operators, reads as it worked then: an operator token belongs to
+``default``, an auditor token to every operator; the next ``gnau token`` command writes it out.
 
 The older format, ``{"tokens": {"<token>": "<role>"}}`` (which a service still writes on its
 first start, so that ``gnau play`` finds the local operator token), is read too: each token is
@@ -37,6 +43,7 @@ from typing import Final
 
 from gnau_service.audit.actors import CONSOLE, token_actor
 from gnau_service.audit.entries import JsonValue, is_hash_hex
+from gnau_service.audit.operators import ALL_OPERATORS, DEFAULT_OPERATOR, OPERATOR_FIELD
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.common.private_files import (
     KeyFileError,
@@ -64,19 +71,20 @@ class TokenRecord:
     role: Role
     sha256: str
     created: str | None
+    #: An operator id, or :data:`~gnau_service.audit.operators.ALL_OPERATORS` (an auditor's);
+    #: None for a public token (see :func:`token_operator`).
+    operator: str | None
 
     @property
     def caller(self) -> Caller:
         """Who a call with this token comes from: the log names it by the token's name."""
-        return caller_of(self.role, token_actor(self.name), None)
+        return caller_of(self.role, token_actor(self.name), self.operator)
 
     def to_json(self) -> dict[str, str | None]:
-        return {
-            "name": self.name,
-            "role": str(self.role),
-            "sha256": self.sha256,
-            "created": self.created,
-        }
+        held = {"name": self.name, "role": str(self.role)}
+        if self.operator is not None:
+            held[OPERATOR_FIELD] = self.operator
+        return {**held, "sha256": self.sha256, "created": self.created}
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,30 @@ def read_token_file(path: Path) -> TokenFile:
     )
 
 
+def token_operator(role: Role, stated: str | None) -> str | None:
+    """The operator a token record of ``role`` keeps, from the one ``stated`` (in the file, or
+    by ``gnau token add --operator``; None where none is): see the module's text.
+    :class:`AuthConfigError` says why a stated one cannot be.
+
+    >>> token_operator(Role.OPERATOR, None), token_operator(Role.AUDITOR, None)
+    ('default', '*')
+    >>> token_operator(Role.AUDITOR, "casino-a"), token_operator(Role.PUBLIC, None)
+    ('casino-a', None)
+    >>> token_operator(Role.PUBLIC, "casino-a")
+    Traceback (most recent call last):
+    ...
+    gnau_service.server.grpc.auth.AuthConfigError: a public token has no operator
+    """
+    if role is Role.PUBLIC:
+        if stated is not None:
+            raise AuthConfigError("a public token has no operator")
+        return None
+    if stated is None:
+        return DEFAULT_OPERATOR if role is Role.OPERATOR else ALL_OPERATORS
+    caller_of(role, "", stated)  # refuses an operator id that is none, and "*" for an operator
+    return stated
+
+
 def _role(path: Path, where: str, value: object) -> Role:
     if isinstance(value, str) and value in _ROLE_VALUES:
         return Role(value)
@@ -136,7 +168,9 @@ def _legacy(path: Path, tokens: dict[object, object]) -> TokenFile:
             raise AuthConfigError(f"token file {path}: token {number} is empty")
         plain[token] = _role(path, f"token {number}", role)
         digest = hash_token(token)
-        records.append(TokenRecord(LEGACY_PREFIX + digest[:8], plain[token], digest, None))
+        name = LEGACY_PREFIX + digest[:8]
+        operator = token_operator(plain[token], None)
+        records.append(TokenRecord(name, plain[token], digest, None, operator))
     return TokenFile(tuple(records), plain)
 
 
@@ -158,8 +192,20 @@ def _records(path: Path, items: list[object]) -> tuple[TokenRecord, ...]:
             )
         if created is not None and not isinstance(created, str):
             raise AuthConfigError(f"token file {path}: {where}: created must be a time or null")
+        role = _role(path, where, item.get("role"))
+        stated = item.get(OPERATOR_FIELD)
+        if stated is not None and not isinstance(stated, str):
+            raise AuthConfigError(f"token file {path}: {where}: the operator is not a string")
+        try:
+            operator = token_operator(role, stated)
+        except AuthConfigError:  # the reason may quote the value: say it without
+            raise AuthConfigError(
+                f"token file {path}: {where}: the operator must be an operator id (1 to 64 of "
+                "a-z, 0-9, '.', '_', '-', starting with a letter or digit), or '*' for an "
+                "auditor of every operator; a public token has none"
+            ) from None
         names.add(name)
-        records.append(TokenRecord(name, _role(path, where, item.get("role")), digest, created))
+        records.append(TokenRecord(name, role, digest, created, operator))
     return tuple(records)
 
 
@@ -167,31 +213,40 @@ def token_changes(
     before: Iterable[TokenRecord], after: Iterable[TokenRecord]
 ) -> dict[str, JsonValue] | None:
     """The payload of a TOKENS_CHANGED entry for a token file that went from ``before`` to
-    ``after``, or None if no token was added or revoked. A token is its hash, name and role: one
-    whose name or role changed is listed as revoked and added. The entry names each by its name
-    and role alone, never the token or its hash; the token file is changed by ``gnau token`` on
-    the service's host, so the actor is the console.
+    ``after``, or None if no token was added or revoked. A token is its hash, name, role and
+    operator: one whose name, role or operator changed is listed as revoked and added. The entry
+    names each by its name, role and operator (a public token's by its name and role) alone,
+    never the token or its hash; the token file is changed by ``gnau token`` on the service's
+    host, so the actor is the console.
 
-    >>> old = TokenRecord("ci-audit", Role.AUDITOR, "ab" * 32, None)
-    >>> new = TokenRecord("ci-audit", Role.OPERATOR, "cd" * 32, "2026-12-01T00:00:00Z")
+    >>> old = TokenRecord("ci-audit", Role.AUDITOR, "ab" * 32, None, "*")
+    >>> new = TokenRecord("ci-audit", Role.OPERATOR, "cd" * 32, "2026-12-01T00:00:00Z", "casino-a")
     >>> changes = token_changes([old], [new])
     >>> changes["actor"]
     'console'
-    >>> changes["added"], changes["revoked"]
-    ([{'name': 'ci-audit', 'role': 'operator'}], [{'name': 'ci-audit', 'role': 'auditor'}])
+    >>> changes["added"]
+    [{'name': 'ci-audit', 'role': 'operator', 'operator': 'casino-a'}]
+    >>> changes["revoked"]
+    [{'name': 'ci-audit', 'role': 'auditor', 'operator': '*'}]
     >>> token_changes([old], [old]) is None
     True
     """
 
-    def held(records: Iterable[TokenRecord]) -> set[tuple[str, str, str]]:
-        return {(record.name, str(record.role), record.sha256) for record in records}
+    def held(records: Iterable[TokenRecord]) -> set[tuple[str, str, str, str]]:
+        return {
+            (record.name, str(record.role), record.operator or "", record.sha256)
+            for record in records
+        }
 
     was, now = held(before), held(after)
     if was == now:
         return None
 
-    def listed(tokens: set[tuple[str, str, str]]) -> list[JsonValue]:
-        return [{"name": name, "role": role} for name, role, _ in sorted(tokens)]
+    def listed(tokens: set[tuple[str, str, str, str]]) -> list[JsonValue]:
+        return [
+            {"name": name, "role": role, **({OPERATOR_FIELD: operator} if operator else {})}
+            for name, role, operator, _ in sorted(tokens)
+        ]
 
     return {"actor": CONSOLE, "added": listed(now - was), "revoked": listed(was - now)}
 
@@ -211,9 +266,10 @@ LOCAL_OPERATOR: Final = "local-operator"
 
 def first_start_tokens(path: Path, token_path: Path) -> str | None:
     """On a first start (no token file at ``path`` yet): create it with one operator token's
-    hash, named ``local-operator``, and write the token itself to ``token_path`` (0600) for the
-    local command line (``gnau play`` reads it; the server never does). Returns the token; None
-    if the token file exists (or a process starting beside this one has just made it).
+    hash, named ``local-operator``, of the default operator, and write the token itself to
+    ``token_path`` (0600) for the local command line (``gnau play`` reads it; the server never
+    does). Returns the token; None if the token file exists (or a process starting beside this
+    one has just made it).
 
     The token file is created first, and only by one process (it is linked into place, never
     replaced); a crash before ``token_path`` is written loses that token, which ``gnau token
@@ -223,7 +279,9 @@ def first_start_tokens(path: Path, token_path: Path) -> str | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     token = new_token()
     created = format_utc_timestamp(datetime.now(UTC))
-    record = TokenRecord(LOCAL_OPERATOR, Role.OPERATOR, hash_token(token), created)
+    record = TokenRecord(
+        LOCAL_OPERATOR, Role.OPERATOR, hash_token(token), created, DEFAULT_OPERATOR
+    )
     if not create_private_file(path, _document((record,))):
         return None
     write_private_file(token_path, (token + "\n").encode())
@@ -249,11 +307,22 @@ def default_name(role: Role) -> str:
 
 
 def add_token(
-    path: Path, role: Role, name: str, hand_over: Callable[[str], None] = lambda token: None
+    path: Path,
+    role: Role,
+    name: str,
+    hand_over: Callable[[str], None] = lambda token: None,
+    *,
+    operator: str | None = None,
 ) -> tuple[TokenRecord, str]:
     """Add a fresh token to the file (creating it if need be): its record, and the token, which
-    exists nowhere else. ``hand_over(token)`` runs before the file is written (to put the token
-    somewhere safe); if it raises, nothing is added."""
+    exists nowhere else. ``operator``: the one it belongs to, as :func:`token_operator` takes it
+    (None: the default operator's operator token, or an auditor of every operator).
+    ``hand_over(token)`` runs before the file is written (to put the token somewhere safe); if it
+    raises, nothing is added."""
+    try:
+        kept_operator = token_operator(role, operator)
+    except AuthConfigError as error:  # a command line's value, not a file's: say it
+        raise ValueError(str(error)) from None
     if not NAME_PATTERN.fullmatch(name):
         raise ValueError(
             f"the name {name[:64]!r} is not valid: use 1 to 64 letters, digits, '.', '_' or "
@@ -266,7 +335,7 @@ def add_token(
         token = new_token()
         hand_over(token)
         created = format_utc_timestamp(datetime.now(UTC))
-        record = TokenRecord(name, role, hash_token(token), created)
+        record = TokenRecord(name, role, hash_token(token), created, kept_operator)
         write_token_file(path, (*records, record))
     return record, token
 
