@@ -7,11 +7,11 @@ import uuid
 
 import grpc
 import pytest
-from gnau.v1 import round_pb2
+from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import AsyncGnauClient, EntryOrderError, HouseRules, Seat
 
 from tests.clients.conftest import FAST_RETRY
-from tests.clients.fakes import FakeServer
+from tests.clients.fakes import FakeServer, make_round
 
 SEATS = [Seat(seat_number=1, player_id="alice", stake=100)]
 
@@ -67,6 +67,27 @@ def test_reads_and_streams(fake: FakeServer) -> None:
     asyncio.run(read())
     starts = [call.request.start_index for call in fake.recorder.of("WatchEntries")]  # type: ignore[attr-defined]
     assert starts == [3, 7]
+
+
+def test_rounds_of_one_operator(fake: FakeServer) -> None:
+    settled = round_pb2.ROUND_STATE_SETTLED
+    fake.dealer.pages = {
+        "": dealer_pb2.ListRoundsResponse(rounds=[make_round("r-2", settled)], next_page_token="p"),
+        "p": dealer_pb2.ListRoundsResponse(rounds=[make_round("r-1", settled)]),
+    }
+
+    async def read() -> list[str]:
+        async with AsyncGnauClient(fake.target, retry=FAST_RETRY) as client:
+            await client.list_rounds(operator="casino-a")
+            return [round_.round_id async for round_ in client.iter_rounds(operator="casino-b")]
+
+    assert asyncio.run(read()) == ["r-2", "r-1"]
+    requests = [call.request for call in fake.recorder.of("ListRounds")]
+    assert [(r.operator, r.page_token) for r in requests] == [  # type: ignore[attr-defined]
+        ("casino-a", ""),
+        ("casino-b", ""),
+        ("casino-b", "p"),
+    ]
 
 
 def test_a_token_never_crosses_the_network_in_clear_text() -> None:

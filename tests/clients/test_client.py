@@ -275,6 +275,23 @@ def test_list_and_iterate_rounds(client: GnauClient, fake: FakeServer) -> None:
         ("table-1", 2, ""),
         ("table-1", 2, "p2"),
     ]
+    assert all(r.operator == "" for r in requests)  # type: ignore[attr-defined]
+
+
+def test_list_rounds_of_one_operator(client: GnauClient, fake: FakeServer) -> None:
+    state = round_pb2.ROUND_STATE_SETTLED
+    fake.dealer.pages = {
+        "": dealer_pb2.ListRoundsResponse(rounds=[make_round("r-2", state)], next_page_token="p2"),
+        "p2": dealer_pb2.ListRoundsResponse(rounds=[make_round("r-1", state)]),
+    }
+    client.list_rounds(operator="casino-a")
+    assert [r.round_id for r in client.iter_rounds(operator="casino-b")] == ["r-2", "r-1"]
+    requests = [call.request for call in fake.recorder.of("ListRounds")]
+    assert [(r.operator, r.page_token) for r in requests] == [  # type: ignore[attr-defined]
+        ("casino-a", ""),
+        ("casino-b", ""),
+        ("casino-b", "p2"),
+    ]
 
 
 def test_audit_reads(client: GnauClient, fake: FakeServer) -> None:

@@ -299,12 +299,15 @@ def list_rounds_request(
     page_token: str,
     completed_by: str,
     completed_since: datetime | None,
+    *,
+    operator: str = "",
 ) -> dealer_pb2.ListRoundsRequest:
     request = dealer_pb2.ListRoundsRequest(
         table_id=table_id,
         page_size=page_size,
         page_token=page_token,
         completed_by=completed_by,
+        operator=operator,
     )
     if completed_since is not None:
         request.completed_since.FromDatetime(completed_since)

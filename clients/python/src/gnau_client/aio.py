@@ -193,24 +193,36 @@ class AsyncGnauClient:
         page_token: str = "",
         completed_by: str = "",
         completed_since: datetime | None = None,
+        operator: str = "",
         timeout: float | None = None,
     ) -> dealer_pb2.ListRoundsResponse:
         """One page of rounds, newest first (of every table if ``table_id`` is empty); only
         those completed by ``completed_by`` (e.g. ``"service"``: the rounds the service completed
-        at their deadlines) and at ``completed_since`` (timezone-aware) or later, if given."""
+        at their deadlines) and at ``completed_since`` (timezone-aware) or later, if given; only
+        those of ``operator``, if given (a credential of one operator sees only its own rounds;
+        each round names its ``operator``)."""
         request = _common.list_rounds_request(
-            table_id, page_size, page_token, completed_by, completed_since
+            table_id, page_size, page_token, completed_by, completed_since, operator=operator
         )
         return await self._unary(self._dealer.ListRounds, request, timeout)
 
     async def iter_rounds(
-        self, table_id: str = "", *, page_size: int = 0, timeout: float | None = None
+        self,
+        table_id: str = "",
+        *,
+        page_size: int = 0,
+        operator: str = "",
+        timeout: float | None = None,
     ) -> AsyncGenerator[round_pb2.Round, None]:
         """Every round, newest first, fetching page after page as the iteration needs them."""
         page_token = ""
         while True:
             page = await self.list_rounds(
-                table_id, page_size=page_size, page_token=page_token, timeout=timeout
+                table_id,
+                page_size=page_size,
+                page_token=page_token,
+                operator=operator,
+                timeout=timeout,
             )
             for round_ in page.rounds:
                 yield round_

@@ -218,25 +218,37 @@ class GnauClient:
         page_token: str = "",
         completed_by: str = "",
         completed_since: datetime | None = None,
+        operator: str = "",
         timeout: float | None = None,
     ) -> dealer_pb2.ListRoundsResponse:
         """One page of rounds, newest first (of every table if ``table_id`` is empty); only
         those completed by ``completed_by`` (e.g. ``"service"``: the rounds the service completed
-        at their deadlines) and at ``completed_since`` (timezone-aware) or later, if given."""
+        at their deadlines) and at ``completed_since`` (timezone-aware) or later, if given; only
+        those of ``operator``, if given (a credential of one operator sees only its own rounds;
+        each round names its ``operator``)."""
         request = _common.list_rounds_request(
-            table_id, page_size, page_token, completed_by, completed_since
+            table_id, page_size, page_token, completed_by, completed_since, operator=operator
         )
         return self._unary(self._dealer.ListRounds, request, timeout)
 
     def iter_rounds(
-        self, table_id: str = "", *, page_size: int = 0, timeout: float | None = None
+        self,
+        table_id: str = "",
+        *,
+        page_size: int = 0,
+        operator: str = "",
+        timeout: float | None = None,
     ) -> Generator[round_pb2.Round, None, None]:
         """Every round, newest first, fetching page after page (each call with its own
         deadline) as the iteration needs them."""
         page_token = ""
         while True:
             page = self.list_rounds(
-                table_id, page_size=page_size, page_token=page_token, timeout=timeout
+                table_id,
+                page_size=page_size,
+                page_token=page_token,
+                operator=operator,
+                timeout=timeout,
             )
             yield from page.rounds
             page_token = page.next_page_token

@@ -376,6 +376,7 @@ class ListRoundsRequest(_message.Message):
     PAGE_TOKEN_FIELD_NUMBER: _builtins.int
     COMPLETED_BY_FIELD_NUMBER: _builtins.int
     COMPLETED_SINCE_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
     table_id: _builtins.str
     """Only rounds of this table; empty lists the rounds of every table. To the public role
     (when `public_round_listing` lets it list) only rounds whose seed is public (revealed,
@@ -395,6 +396,12 @@ class ListRoundsRequest(_message.Message):
     service completed at their deadlines; empty means any, open rounds included.
     At most 256 bytes of UTF-8, no control character.
     """
+    operator: _builtins.str
+    """Only rounds of this operator (docs/api.md, "Operators"); empty means every operator the
+    caller may see. A caller of one operator sees only that operator's rounds: it may leave this
+    empty or name its own operator, and naming another is refused (PERMISSION_DENIED). An
+    auditor of every operator, and the public, may name any.
+    """
     @_builtins.property
     def completed_since(self) -> _timestamp_pb2.Timestamp:
         """Only rounds completed at or after this time; unset means any, open rounds included."""
@@ -407,10 +414,11 @@ class ListRoundsRequest(_message.Message):
         page_token: _builtins.str = ...,
         completed_by: _builtins.str = ...,
         completed_since: _timestamp_pb2.Timestamp | None = ...,
+        operator: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["completed_since", b"completed_since"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_by", b"completed_by", "completed_since", b"completed_since", "page_size", b"page_size", "page_token", b"page_token", "table_id", b"table_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["completed_by", b"completed_by", "completed_since", b"completed_since", "operator", b"operator", "page_size", b"page_size", "page_token", b"page_token", "table_id", b"table_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
