@@ -444,8 +444,12 @@ async def test_over_tls_with_the_service_ca(
 
 
 def test_a_served_process_exports_the_same_bundle_over_grpc(tmp_path: Path) -> None:
+    # The test's tokens, written before the start (which then makes none): the export needs an
+    # auditor of every operator, as the log holds every operator's rounds.
+    (tmp_path / "data").mkdir(mode=0o700)
+    write_tokens(tmp_path / "data" / "tokens.json")
     with served(tmp_path / "data") as service:
-        with GnauClient(service.target, token=service.token) as client:
+        with GnauClient(service.target, token=TOKENS["operator"]) as client:
             for table in ("table-1", "table-2", "table-1"):
                 client.play_round(table, [Seat(seat_number=1, player_id="ann", stake=5)])
         from_database, over_grpc = tmp_path / "database.jsonl", tmp_path / "grpc.jsonl"
@@ -456,7 +460,7 @@ def test_a_served_process_exports_the_same_bundle_over_grpc(tmp_path: Path) -> N
         # The token from the environment, as an auditor's script would pass it.
         exported = gnau_process(
             "audit", "export", "--target", service.target, "--out", str(over_grpc),
-            env={**os.environ, "GNAU_TOKEN": service.token},
+            env={**os.environ, "GNAU_TOKEN": TOKENS["auditor"]},
         )  # fmt: skip
         assert exported.returncode == 0, exported.stderr
     assert over_grpc.read_bytes() == from_database.read_bytes()

@@ -434,11 +434,19 @@ async def test_roles_decide_who_may_call_what(service: Service) -> None:
             dealer_pb2.GetRoundRequest(round_id=open_round.round_id),
             role=role,
         )
-        entries = service.audit.GetEntries(
-            audit_pb2.GetEntriesRequest(start=0),
-            metadata=(("authorization", f"Bearer {TOKENS[role]}"),),
-        )
-        assert [message async for message in entries]
+    # The log's entries hold every operator's rounds: an auditor of every operator reads them,
+    # an operator (of one operator) may not.
+    entries = service.audit.GetEntries(
+        audit_pb2.GetEntriesRequest(start=0),
+        metadata=(("authorization", f"Bearer {TOKENS['auditor']}"),),
+    )
+    assert [message async for message in entries]
+    refused = service.audit.GetEntries(
+        audit_pb2.GetEntriesRequest(start=0),
+        metadata=(("authorization", f"Bearer {TOKENS['operator']}"),),
+    )
+    error = await refusal(refused.read())
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
     # The public lists no rounds unless public_round_listing is on (test_round_listing.py).
     error = await refusal(
         service.call(

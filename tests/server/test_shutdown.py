@@ -21,7 +21,7 @@ from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.view import RoundView
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
-from tests.server.conftest import TOKENS, Service
+from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_interceptors import error_info
 from tests.serving import served
 
@@ -110,12 +110,16 @@ async def test_a_stream_opened_during_shutdown_is_refused(service: Service) -> N
 
 
 def test_sigterm_with_open_streams_exits_zero_quickly_and_quietly(tmp_path: Path) -> None:
+    # The test's tokens, written before the start (which then makes none): an auditor of every
+    # operator, who may watch the log.
+    (tmp_path / "data").mkdir(mode=0o700)
+    write_tokens(tmp_path / "data" / "tokens.json")
     with served(tmp_path / "data") as server:
 
         async def watch_then_terminate() -> tuple[set[grpc.StatusCode], float]:
             async with grpc.aio.insecure_channel(server.target) as channel:
                 stub = audit_pb2_grpc.AuditServiceStub(channel)
-                token = (("authorization", f"Bearer {server.token}"),)
+                token = (("authorization", f"Bearer {TOKENS['auditor']}"),)
                 calls = [
                     stub.WatchEntries(audit_pb2.WatchEntriesRequest(start_index=0), metadata=token)
                     for _ in range(6)

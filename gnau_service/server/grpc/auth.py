@@ -1,8 +1,10 @@
 """Who may call what: bearer tokens (or mTLS identities) mapped to roles, and one policy table.
 
-- ``operator``: everything, including every DealerService mutation and forgetting a player;
-- ``auditor``: every read: rounds, log entries, proofs, keys, round verification, and the
-  mapping between player ids and player references (LookupPlayer);
+- ``operator``: every DealerService mutation and forgetting a player, and every read but the
+  log's entries, which hold every operator's rounds;
+- ``auditor``: every read: rounds, log entries (an auditor of every operator's only), proofs,
+  keys, round verification, and the mapping between player ids and player references
+  (LookupPlayer);
 - ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and a round (and
   its receipt) whose seed is already public, by its id (the servicer checks the round's state);
   it lists rounds only if ``public_round_listing`` is on (the servicer checks that too).
@@ -15,6 +17,12 @@ token's hash, and puts the token itself in ``<data dir>/operator-token`` (0600) 
 command line, which the server never reads. A running service rereads the file on SIGHUP and
 when it changes (:mod:`~gnau_service.server.process.token_reload`): a revoked token is refused from
 the next call.
+
+Each operator and auditor credential belongs to one operator
+(:mod:`~gnau_service.audit.operators`), or an auditor's to every operator (a regulator): a caller
+of one operator reaches only that operator's tables, rounds and players (the dealer answers
+another's round as one that does not exist), and may not read the audit log's entries
+(:data:`EVERY_OPERATOR_METHODS`), which hold every operator's rounds.
 
 A presented token is hashed and compared, in constant time, with every known hash.
 """
@@ -39,6 +47,7 @@ class Role(StrEnum):
 
 _EVERYONE: Final = frozenset(Role)
 _READERS: Final = frozenset({Role.AUDITOR, Role.OPERATOR})
+_AUDITORS: Final = frozenset({Role.AUDITOR})
 _OPERATORS: Final = frozenset({Role.OPERATOR})
 
 #: Which roles may call each method; a method not listed is refused to everyone.
@@ -59,11 +68,18 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,
     "/gnau.v1.AuditService/GetConsistencyProof": _EVERYONE,
     "/gnau.v1.AuditService/GetPublicKeys": _EVERYONE,
-    "/gnau.v1.AuditService/GetEntries": _READERS,
-    "/gnau.v1.AuditService/WatchEntries": _READERS,
+    # Every operator's entries: an auditor's of every operator (EVERY_OPERATOR_METHODS).
+    "/gnau.v1.AuditService/GetEntries": _AUDITORS,
+    "/gnau.v1.AuditService/WatchEntries": _AUDITORS,
     "/gnau.v1.AuditService/VerifyRound": _READERS,
     "/gnau.v1.AuditService/LookupPlayer": _READERS,  # maps player ids and references
 }
+
+#: The methods that read every operator's data at once (the log's entries, which is what an
+#: audit export reads): only for a caller of every operator, an auditor of all of them.
+EVERY_OPERATOR_METHODS: Final = frozenset(
+    {"/gnau.v1.AuditService/GetEntries", "/gnau.v1.AuditService/WatchEntries"}
+)
 
 #: Infrastructure every client may use: health checks and (if enabled) reflection.
 OPEN_PREFIXES: Final = ("/grpc.health.v1.", "/grpc.reflection.")

@@ -15,8 +15,9 @@ included) propagate: values set in ``intercept_service`` itself do not reach the
    UNKNOWN and log a traceback), it hands over :data:`UNDECODABLE` instead.
 3. During shutdown, every call but a health check is refused (UNAVAILABLE).
 4. The caller (:class:`~gnau_service.server.grpc.auth.Caller`), from a bearer token or an mTLS
-   name, must have a role allowed the method; its role, actor and operator are set for the
-   servicers (:data:`current_role`, :data:`current_actor`, :data:`current_operator`).
+   name, must have a role allowed the method, and an operator the method allows (the log's
+   entries are every operator's); its role, actor and operator are set for the servicers
+   (:data:`current_role`, :data:`current_actor`, :data:`current_operator`).
 5. A stream takes a slot (:mod:`~gnau_service.server.grpc.streams`); a unary call is counted so that
    shutdown can wait for it.
 6. Refusals become statuses with details (:mod:`~gnau_service.server.grpc.statuses`); anything else
@@ -44,10 +45,18 @@ from gnau_service.edge.shutdown import Shutdown
 from gnau_service.rounds.limits import MAX_REQUEST_ID_HEADER_CHARS
 from gnau_service.rounds.refusals import DealerError
 from gnau_service.rules.errors import RulesError
-from gnau_service.server.grpc.auth import PUBLIC_CALLER, Caller, Credentials, Role, allowed
+from gnau_service.server.grpc.auth import (
+    EVERY_OPERATOR_METHODS,
+    PUBLIC_CALLER,
+    Caller,
+    Credentials,
+    Role,
+    allowed,
+)
 from gnau_service.server.grpc.call_observer import CallName, CallObserver, RpcType
 from gnau_service.server.grpc.statuses import (
     EdgeRefusal,
+    OperatorScope,
     PermissionDenied,
     ShuttingDown,
     Unauthenticated,
@@ -310,6 +319,12 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         caller = self._authenticate(str(metadata.get("authorization", "")), context)
         if not allowed(method, caller.role):
             raise PermissionDenied(str(caller.role), method)
+        if method in EVERY_OPERATOR_METHODS and caller.operator is not None:
+            raise OperatorScope(
+                f"{method} reads every operator's entries: only an auditor of every operator may"
+                f" call it, not a credential of operator {caller.operator}",
+                caller.operator,
+            )
         return caller
 
     def _authenticate(self, header: str, context: Context) -> Caller:

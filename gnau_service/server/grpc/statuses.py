@@ -63,6 +63,7 @@ class Reason(StrEnum):
     OUT_OF_RANGE = "OUT_OF_RANGE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
     PERMISSION_DENIED = "PERMISSION_DENIED"
+    OPERATOR_SCOPE = "OPERATOR_SCOPE"
     LISTING_NOT_PUBLIC = "LISTING_NOT_PUBLIC"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
@@ -84,6 +85,7 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    Reason.OPERATOR_SCOPE: grpc.StatusCode.PERMISSION_DENIED,
     Reason.LISTING_NOT_PUBLIC: grpc.StatusCode.PERMISSION_DENIED,
     Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
@@ -131,6 +133,18 @@ class PermissionDenied(EdgeRefusal):
 
     def __init__(self, role: str, method: str) -> None:
         super().__init__(f"the {role} role may not call {method}", role=role)
+
+
+class OperatorScope(EdgeRefusal):
+    """A call that reaches beyond the caller's one operator (:mod:`gnau_service.audit.operators`):
+    the whole audit log, which holds every operator's rounds, or rounds of another operator
+    named outright. A round of another operator named by its id is not refused so: it is not
+    found, as a round that does not exist."""
+
+    reason = Reason.OPERATOR_SCOPE
+
+    def __init__(self, message: str, operator: str) -> None:
+        super().__init__(message, operator=operator)
 
 
 class ShuttingDown(EdgeRefusal):
