@@ -82,6 +82,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gnau_service.audit.entries import EntryKind, encode_entry
 from gnau_service.audit.merkle import leaf_hash
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
@@ -653,7 +654,8 @@ def serve_front(gnau_arguments: Sequence[str]) -> int:
     now = utc_now()
     shuffled = RoundRecord(
         committed.round_id, "bench", RoundState.SHUFFLED, rules, committed.commitment,
-        "00000000", now, now, log_indices=(1,), return_to_player=ReturnToPlayer.of_rules(rules),
+        "00000000", now, now, DEFAULT_OPERATOR, log_indices=(1,),
+        return_to_player=ReturnToPlayer.of_rules(rules),
     )  # fmt: skip
     dealt = replace(
         shuffled,
@@ -689,14 +691,18 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     async def table_loop(table: int) -> None:
         nonlocal rounds
         while time.perf_counter() < deadline:
-            view = await dealer.shuffle(f"alone-{table}", rules, fresh(), actor=BENCH_ACTOR)
+            view = await dealer.shuffle(
+                f"alone-{table}", rules, fresh(), operator=DEFAULT_OPERATOR, actor=BENCH_ACTOR
+            )
             round_id = view.record.round_id
             seats = [
                 SeatRequest(n, f"player-{n}", 100 * n, os.urandom(16)) for n in range(1, SEATS + 1)
             ]
-            await dealer.deal(round_id, seats, None, fresh(), actor=BENCH_ACTOR)
-            await dealer.reveal(round_id, fresh(), actor=BENCH_ACTOR)
-            await dealer.settle(round_id, fresh(), actor=BENCH_ACTOR)
+            await dealer.deal(
+                round_id, seats, None, fresh(), operator=DEFAULT_OPERATOR, actor=BENCH_ACTOR
+            )
+            await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=BENCH_ACTOR)
+            await dealer.settle(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=BENCH_ACTOR)
             rounds += 1
 
     started, cpu = time.perf_counter(), time.process_time()

@@ -24,8 +24,10 @@ as it exists and no sooner:
   a ``reason`` only.
 
 Since issue 37 every event also names its ``actor`` (:mod:`gnau_service.audit.actors`), and the
-dealt event the ``software`` that dealt it; both are absent from older logs, and neither is a
-field of the revealed round.
+dealt event the ``software`` that dealt it; since issue 38 every event, the service's completions
+included, names the round's ``operator`` (:mod:`gnau_service.audit.operators`; a round whose
+entries name none is :data:`~gnau_service.audit.operators.DEFAULT_OPERATOR`'s). All are absent
+from older logs, and none is a field of the revealed round.
 
 The service builds its payloads here and :mod:`gnau_service.audit.replay` checks them, so the two
 cannot disagree on a field.
@@ -46,6 +48,7 @@ from enum import StrEnum
 from typing import Any, Final, cast
 
 from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.audit.operators import DEFAULT_OPERATOR, OPERATOR_FIELD
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound, DealtRound
@@ -168,6 +171,17 @@ def with_actor(payload: dict[str, JsonValue], actor: str) -> dict[str, JsonValue
     return {**payload, ACTOR_FIELD: actor}
 
 
+def with_actor_and_operator(
+    payload: dict[str, JsonValue], actor: str, operator: str
+) -> dict[str, JsonValue]:
+    """``payload`` naming who made its event happen, and whose round (or player) it is about.
+
+    >>> with_actor_and_operator({"reason": ""}, "service", "casino-a")
+    {'reason': '', 'actor': 'service', 'operator': 'casino-a'}
+    """
+    return {**payload, ACTOR_FIELD: actor, OPERATOR_FIELD: operator}
+
+
 def settle_round(revealed: RevealedRound) -> Settlement:
     """Settle a round's hands under its house rules: each seat at its stake against the dealer.
 
@@ -214,6 +228,11 @@ class RoundHistory:
     @property
     def table_id(self) -> str:
         return str(self.payload(EntryKind.ROUND_COMMITTED).get("table_id", "?"))
+
+    @property
+    def operator(self) -> str:
+        """Whose round it is: the committed entry's operator, the default one if it names none."""
+        return str(self.payload(EntryKind.ROUND_COMMITTED).get(OPERATOR_FIELD, DEFAULT_OPERATOR))
 
 
 _STATE_AFTER: Final = {

@@ -463,8 +463,9 @@ def _players(log: AuditLog, args: argparse.Namespace) -> int:
         from gnau_service.rounds.refusals import InvalidRequest  # noqa: PLC0415
 
         try:
+            # The database itself: every operator's players, as an all-operator auditor.
             player_id, found = lookup_player(
-                log, player_id=args.player_id, reference=args.player_ref
+                log, operator=None, player_id=args.player_id, reference=args.player_ref
             )
         except InvalidRequest as error:
             return fail("audit", str(error))

@@ -8,6 +8,14 @@ is completed by the service itself (:meth:`Dealer.complete_due`, which
 :mod:`~gnau_service.rounds.completion` calls). Every event names its ``actor``: the caller's
 token or certificate, or ``service``.
 
+Every round is an operator's (:mod:`gnau_service.audit.operators`), and every event names it.
+Each call but the service's completion names the caller's ``operator``: a round of another
+operator is :class:`~gnau_service.rounds.refusals.RoundNotFound`, exactly as a round that does
+not exist, and a table id or request id is the operator's own, so two operators may both have an
+open round at one table id, and one reusing another's request id makes a request of its own.
+Reads take ``operator=None`` for every operator's rounds (an all-operator auditor, or the
+public, who see only rounds whose seed is public).
+
 Every change is one unit of work in the store (a step): the round row, its audit event and the
 request record commit together or not at all, so after a crash a round is
 in its previous state or its next one with its event durable, never half-way; the step's caller
@@ -34,6 +42,7 @@ from dataclasses import dataclass, field, replace
 
 from gnau_service.audit.actors import SERVICE
 from gnau_service.audit.entries import EntryKind, JsonValue
+from gnau_service.audit.operators import operator_id
 from gnau_service.audit.round_events import (
     SOFTWARE_FIELD,
     VoidReason,
@@ -44,6 +53,7 @@ from gnau_service.audit.round_events import (
     settled_payload,
     voided_payload,
     with_actor,
+    with_actor_and_operator,
 )
 from gnau_service.audit.software import software_identity
 from gnau_service.fairness.encoding import FairnessVersion
@@ -124,24 +134,28 @@ class Dealer:
         rules: HouseRules,
         idempotency: Idempotency,
         *,
+        operator: str,
         actor: str,
         deadline: float | None = None,
     ) -> RoundView:
-        """Start a round. Its rule set's figures, looked up in the shipped table
-        (:meth:`ReturnToPlayer.of_rules`, never computed here), go into its log entry and record.
-        ``actor``, here and in every step: who asks (:mod:`gnau_service.audit.actors`), named
-        by the step's log entry. ``deadline``: the call's, as :meth:`Store.run_async
-        <gnau_service.store.store.Store.run_async>` takes it."""
+        """Start a round of ``operator`` at its table ``table_id``. Its rule set's figures,
+        looked up in the shipped table (:meth:`ReturnToPlayer.of_rules`, never computed here),
+        go into its log entry and record. ``operator``, here and in every step: the caller's,
+        whose rounds and request ids the step sees. ``actor``: who asks
+        (:mod:`gnau_service.audit.actors`), named by the step's log entry. ``deadline``: the
+        call's, as :meth:`Store.run_async <gnau_service.store.store.Store.run_async>` takes
+        it."""
         check_table_id(table_id)
+        operator_id(operator)
 
         def unit(tx: Transaction) -> Answer:
-            request = find_request(tx, idempotency.request_id)
+            request = find_request(tx, operator, idempotency.request_id)
             if request is not None:
                 return _replay(tx, idempotency, "Shuffle", request)
             # The table first, its event after: the previous round's last event must have
             # committed before this one takes its place in the outbox (see claim_table).
             try:
-                claim_table(tx, table_id)
+                claim_table(tx, operator, table_id)
             except OpenRoundExists as busy:
                 raise TableBusy(table_id, *busy.args) from None
             # A v2 round: its seats will name their players by reference (docs/privacy.md).
@@ -149,7 +163,9 @@ class Dealer:
             disclosed = ReturnToPlayer.of_rules(rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
-                with_actor(committed_payload(committed, table_id, disclosed), actor),
+                with_actor_and_operator(
+                    committed_payload(committed, table_id, disclosed), actor, operator
+                ),
                 round_id=committed.round_id,
             )
             due_at = self.deadlines.deal_due(tx.time)
@@ -163,6 +179,7 @@ class Dealer:
                 key_id=self.store.signer.key_id.hex(),
                 created_at=tx.time,
                 updated_at=tx.time,
+                operator=operator,
                 log_indices=(-entry.id,),
                 return_to_player=disclosed,
                 version=committed.version,
@@ -182,6 +199,7 @@ class Dealer:
         beacon: tuple[str, bytes] | None,
         idempotency: Idempotency,
         *,
+        operator: str,
         actor: str,
         deadline: float | None = None,
     ) -> RoundView:
@@ -202,7 +220,7 @@ class Dealer:
             if record.version is not FairnessVersion.V1:
                 # Before anything is logged or answered: the seats name their players by
                 # reference (outside the shuffle's input, so a key made now moves no card).
-                by_id, locked = locked, seat_references(tx, round_id, locked)
+                by_id, locked = locked, seat_references(tx, record.operator, round_id, locked)
                 players = {
                     named.player: seat.player for named, seat in zip(locked, by_id, strict=True)
                 }
@@ -215,7 +233,9 @@ class Dealer:
                 **dealt_payload(dealt),
                 SOFTWARE_FIELD: software_identity(),
             }
-            entry = tx.append(EntryKind.ROUND_DEALT, with_actor(payload, actor), round_id=round_id)
+            entry = tx.append(
+                EntryKind.ROUND_DEALT, _named(payload, actor, record), round_id=round_id
+            )
             due_at = self.deadlines.settle_due(tx.time)
             set_deadline(tx, round_id, due_at)
             record = replace(
@@ -236,6 +256,7 @@ class Dealer:
             "Deal",
             (RoundState.SHUFFLED,),
             to_dealt,
+            operator=operator,
             retried=retried,
             deadline=deadline,
         )
@@ -245,6 +266,7 @@ class Dealer:
         round_id: str,
         idempotency: Idempotency,
         *,
+        operator: str,
         actor: str,
         deadline: float | None = None,
     ) -> RoundView:
@@ -253,7 +275,13 @@ class Dealer:
             return _save(tx, idempotency, "Reveal", record, seed)
 
         return await self._step(
-            round_id, idempotency, "Reveal", (RoundState.DEALT,), to_revealed, deadline=deadline
+            round_id,
+            idempotency,
+            "Reveal",
+            (RoundState.DEALT,),
+            to_revealed,
+            operator=operator,
+            deadline=deadline,
         )
 
     async def settle(
@@ -261,6 +289,7 @@ class Dealer:
         round_id: str,
         idempotency: Idempotency,
         *,
+        operator: str,
         actor: str,
         deadline: float | None = None,
     ) -> RoundView:
@@ -282,6 +311,7 @@ class Dealer:
             "Settle",
             (RoundState.REVEALED, RoundState.SETTLED),
             to_settled,
+            operator=operator,
             deadline=deadline,
         )
 
@@ -292,6 +322,7 @@ class Dealer:
         reason: str,
         idempotency: Idempotency,
         *,
+        operator: str,
         actor: str,
         deadline: float | None = None,
     ) -> RoundView:
@@ -305,7 +336,13 @@ class Dealer:
             return _save(tx, idempotency, "VoidRound", record, seed)
 
         return await self._step(
-            round_id, idempotency, "VoidRound", OPEN_STATES, to_voided, deadline=deadline
+            round_id,
+            idempotency,
+            "VoidRound",
+            OPEN_STATES,
+            to_voided,
+            operator=operator,
+            deadline=deadline,
         )
 
     async def complete_due(
@@ -316,7 +353,8 @@ class Dealer:
         arithmetic as Settle. The round is read locked, in the same unit of work that completes
         it, so however many processes try, one completes it and the others find it final (or
         moved to a later deadline by a step of its own) and change nothing. The state it was
-        left in, or None if nothing was done."""
+        left in, or None if nothing was done. Any operator's round: its entries name the
+        round's own operator."""
         check_round_id(round_id)
 
         def unit(tx: Transaction) -> tuple[RoundState | None, list[PendingEntry]]:
@@ -350,17 +388,20 @@ class Dealer:
         allowed: Collection[RoundState],
         advance: Callable[[Transaction, RoundRecord, bytes], RoundView],
         *,
+        operator: str,
         retried: Callable[[Transaction, RoundRecord], Idempotency] | None = None,
         deadline: float | None = None,
     ) -> RoundView:
-        """One step of an existing round, as a unit of work: the original answer if the request
-        is a retry, else ``advance`` applied to the round and its seed, refused unless the round
-        is in one of the ``allowed`` states. ``retried``: the idempotency a retry is matched
-        with, given the round (by default ``idempotency`` itself)."""
+        """One step of ``operator``'s existing round, as a unit of work: the original answer if
+        the request is a retry of ``operator``'s, else ``advance`` applied to the round and its
+        seed, refused unless the round is in one of the ``allowed`` states (a round of another
+        operator is not found). ``retried``: the idempotency a retry is matched with, given the
+        round (by default ``idempotency`` itself)."""
         check_round_id(round_id)
+        operator_id(operator)
 
         def unit(tx: Transaction) -> Answer:
-            request, stored = find_request_and_round(tx, idempotency.request_id, round_id)
+            request, stored = find_request_and_round(tx, operator, idempotency.request_id, round_id)
             if request is not None:
                 matched = idempotency
                 if retried is not None and stored is not None:
@@ -377,11 +418,12 @@ class Dealer:
 
         return _resolved(*await self.store.run_async(unit, deadline=deadline))
 
-    def get(self, round_id: str, *, public: bool = False) -> RoundView:
-        """The round as it stands; to the ``public``, a round whose seed is not public yet does
-        not exist: say nothing about it. Blocking: call it from a thread."""
+    def get(self, round_id: str, *, operator: str | None, public: bool = False) -> RoundView:
+        """The round as it stands, if it is ``operator``'s (any operator's if None); to the
+        ``public``, a round whose seed is not public yet does not exist: say nothing about it,
+        as of a round of another operator. Blocking: call it from a thread."""
         check_round_id(round_id)
-        stored = read_round(self.store, round_id)
+        stored = read_round(self.store, round_id, operator=operator)
         if stored is None or (public and RoundState(stored.state) not in SEED_IS_PUBLIC):
             raise RoundNotFound(round_id, public=public)
         (record,) = self._published([parsed_record(stored.record)])
@@ -395,12 +437,15 @@ class Dealer:
         page_size: int,
         page_token: str,
         *,
+        operator: str | None,
         public: bool = False,
         completed_by: str = "",
         completed_since: str | None = None,
     ) -> tuple[list[RoundView], str]:
-        """The rounds of a table (every table's if ``table_id`` is empty), newest first, and the
-        token of the next page ("" at the end); only rounds whose seed is public if ``public``
+        """The rounds of ``operator``'s table (all its tables' if ``table_id`` is empty; with
+        ``operator`` None every operator's rounds, of the tables of that id at any operator if
+        one is given), newest first, and the token of the next page ("" at the end, bound to
+        the table and the operator); only rounds whose seed is public if ``public``
         (to the public, no other round exists yet); only rounds completed by ``completed_by``
         and at ``completed_since`` or later, where given (reconciliation: ``service`` lists
         what the service completed at deadlines). Blocking: call it from a thread."""
@@ -408,13 +453,14 @@ class Dealer:
             check_table_id(table_id)
         check_completed_by(completed_by)
         limit = page_limit(page_size)
-        after = read_page_token(page_token, table_id) if page_token else None
+        after = read_page_token(page_token, table_id, operator) if page_token else None
         states = {str(state) for state in SEED_IS_PUBLIC} if public else None
         rows = list_rounds(
             self.store,
             table_id or None,
             limit + 1,
             after,
+            operator=operator,
             states=states,
             completed_by=completed_by or None,
             completed_since=completed_since,
@@ -428,7 +474,7 @@ class Dealer:
         next_token = ""
         if len(rows) > limit:
             last = rows[limit - 1]
-            next_token = next_page_token(table_id, last.created_at, last.round_id)
+            next_token = next_page_token(table_id, operator, last.created_at, last.round_id)
         return views, next_token
 
     def _published(self, records: Sequence[RoundRecord]) -> tuple[RoundRecord, ...]:
@@ -473,6 +519,14 @@ def _replay(
     return view, tx.refer(pending_ids(record))
 
 
+def _named(payload: dict[str, JsonValue], actor: str, record: RoundRecord) -> dict[str, JsonValue]:
+    """A step's payload naming its ``actor`` and the round's operator; a round shuffled before
+    operators goes on naming none, so that its entries agree (as replay requires)."""
+    if not record.operator_logged:
+        return with_actor(payload, actor)
+    return with_actor_and_operator(payload, actor, record.operator)
+
+
 def _advance(record: RoundRecord, state: RoundState, time: str, entry: PendingEntry) -> RoundRecord:
     return replace(
         record, state=state, updated_at=time, log_indices=(*record.log_indices, -entry.id)
@@ -483,7 +537,7 @@ def _reveal(tx: Transaction, record: RoundRecord, seed: bytes, actor: str) -> Ro
     """Log the dealt round's seed and deck: REVEALED, its deadline unchanged."""
     entry = tx.append(
         EntryKind.ROUND_REVEALED,
-        with_actor(revealed_payload(dealt_round_of(record, seed)), actor),
+        _named(revealed_payload(dealt_round_of(record, seed)), actor, record),
         round_id=record.round_id,
     )
     return _advance(record, RoundState.REVEALED, tx.time, entry)
@@ -496,7 +550,7 @@ def _settle(
     settlement = settle_round(dealt_round_of(record, seed).reveal())
     entry = tx.append(
         EntryKind.ROUND_SETTLED,
-        with_actor(settled_payload(settlement), actor),
+        _named(settled_payload(settlement), actor, record),
         round_id=record.round_id,
     )
     return _finish(tx, _advance(record, RoundState.SETTLED, tx.time, entry), actor), settlement
@@ -522,7 +576,7 @@ def _void(
     committed = CommittedRound(record.round_id, record.rules, seed, record.version)
     entry = tx.append(
         EntryKind.ROUND_VOIDED,
-        with_actor(voided_payload(committed, code, reason, str(voided_in), result), actor),
+        _named(voided_payload(committed, code, reason, str(voided_in), result), actor, record),
         round_id=record.round_id,
     )
     record = replace(
@@ -568,10 +622,14 @@ def _answer(
     settlement: Settlement | None = None,
     players: Mapping[str, str] | None = None,
 ) -> RoundView:
-    """Record the request's answer, and give it. Every step is the operator's: its answer names
-    each seat's player, ``players`` by reference if the step knows them, else read (one query)."""
+    """Record the request's answer, as a request of the round's operator (the caller's: a step
+    finds its operator's rounds only), and give it. Every step is the operator's: its answer
+    names each seat's player, ``players`` by reference if the step knows them, else read (one
+    query)."""
     save_request(
-        tx, StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, text)
+        tx,
+        record.operator,
+        StoredRequest(idempotency.request_id, operation, idempotency.fingerprint, text),
     )
     if players is None:
         players = seat_players(tx, [record])

@@ -3,18 +3,21 @@
 A seat of a v2 round names its player by a *player reference*, an HMAC under the player's
 secret key (:mod:`gnau_service.fairness.player_refs`); the keys and the links from references
 to the platform's ``player_id`` live in the store's private tables
-(:mod:`gnau_service.store.players`), never in the log.
+(:mod:`gnau_service.store.players`), never in the log. A player is an operator's: the same
+``player_id`` at two operators is two players, with two keys, and one operator's forget or
+lookup never reaches the other's.
 
 - :func:`forget_player` (``DealerService.ForgetPlayer``, operator only): one unit of work
   deletes the player's key and every link of theirs and appends a ``PLAYER_FORGOTTEN`` event
-  whose payload is ``{}``. Nothing of the log changes, so every proof still verifies; nothing
-  the store holds links the references to the player any more. Then the store scrubs the
-  older copies of the deleted rows that its files keep (SQLite's ``-wal`` file), before the
-  call is answered. The request record of a retried
-  forget keeps its answer and its request id only: no trace of the player id, not even a hash.
+  whose payload names the actor and the operator only. Nothing of the log changes, so every
+  proof still verifies; nothing the store holds links the references to the player any more.
+  Then the store scrubs the older copies of the deleted rows that its files keep (SQLite's
+  ``-wal`` file), before the call is answered. The request record of a retried forget keeps
+  its answer and its request id only: no trace of the player id, not even a hash.
 - :func:`lookup_player` (``AuditService.LookupPlayer``, auditor and operator): a player id to
   their seats, or a reference to its player, while the key exists; each link is re-checked by
   recomputing the reference under the stored key, so a row that does not match is not shown.
+  Scoped to an operator, or across every operator for an all-operator auditor.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Final
 import structlog
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.audit.round_events import ACTOR_FIELD
+from gnau_service.audit.operators import operator_id
+from gnau_service.audit.round_events import with_actor_and_operator
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.player_refs import is_player_ref, new_player_key, player_ref
 from gnau_service.fairness.transcript import LockedSeat
@@ -39,10 +43,10 @@ from gnau_service.store import LogReader, PendingEntry, Store, Transaction
 from gnau_service.store.errors import ScrubIncomplete
 from gnau_service.store.players import (
     PlayerSeat,
+    keys_of_player,
     link_seats,
     player_keys,
     players_of_refs,
-    read_player_key,
     read_player_keys,
     seat_of_ref,
     seats_of_player,
@@ -62,12 +66,12 @@ FORGET_OPERATION: Final = "ForgetPlayer"
 
 
 def seat_references(
-    tx: Transaction, round_id: str, seats: Sequence[LockedSeat]
+    tx: Transaction, operator: str, round_id: str, seats: Sequence[LockedSeat]
 ) -> tuple[LockedSeat, ...]:
-    """``seats``, locked with the platform's player ids, named instead by their references in
+    """``seats``, locked with ``operator``'s player ids, named instead by their references in
     round ``round_id``; each player's key is made if they have none (one query for the keys of
     those who have one), and each link is recorded, in the deal's unit of work."""
-    keys = player_keys(tx, {seat.player for seat in seats}, new_player_key)
+    keys = player_keys(tx, operator, {seat.player for seat in seats}, new_player_key)
     named = tuple(
         LockedSeat(
             seat.seat_number,
@@ -80,7 +84,7 @@ def seat_references(
     link_seats(
         tx,
         [
-            PlayerSeat(ref.player, seat.player, round_id, seat.seat_number)
+            PlayerSeat(ref.player, seat.player, round_id, seat.seat_number, operator)
             for ref, seat in zip(named, seats, strict=True)
         ],
     )
@@ -100,12 +104,12 @@ def retried_names(
     tx: Transaction, record: RoundRecord, seats: Iterable[tuple[int, str]]
 ) -> list[tuple[int, str]]:
     """The published name of each (seat number, player id) of a retried Deal of ``record``'s
-    round, under the keys as they are (no key is made: a player forgotten since has none, and
-    their retry no longer matches)."""
+    round, under the keys of its operator's players as they are (no key is made: a player
+    forgotten since has none, and their retry no longer matches)."""
     seats = list(seats)
     if record.version is FairnessVersion.V1:
         return seats
-    keys = read_player_keys(tx, {player for _, player in seats})
+    keys = read_player_keys(tx, record.operator, {player for _, player in seats})
     return [
         (number, player_ref(keys[player], record.round_id, number) if player in keys else "")
         for number, player in seats
@@ -142,28 +146,32 @@ async def forget_player(
     player_id: str,
     request_id: str | None,
     *,
+    operator: str,
     actor: str,
     deadline: float | None = None,
 ) -> Forgotten:
-    """Forget ``player_id`` in one unit of work; with a ``request_id``, a retry gets the first
-    answer (only the id is matched: the record keeps nothing of the player). The entry names
-    the ``actor`` who asked, and nothing of the player. ``deadline``: the call's, as
-    :meth:`Store.run_async <gnau_service.store.store.Store.run_async>` takes it."""
+    """Forget ``operator``'s player ``player_id`` in one unit of work; with a ``request_id``
+    (``operator``'s own), a retry gets the first answer (only the id is matched: the record
+    keeps nothing of the player). The entry names the ``actor`` who asked and the operator,
+    and nothing of the player. ``deadline``: the call's, as :meth:`Store.run_async
+    <gnau_service.store.store.Store.run_async>` takes it."""
     check_player_id(player_id)
+    operator_id(operator)
 
     def unit(tx: Transaction) -> tuple[dict[str, int], list[PendingEntry]]:
         if request_id is not None:
-            request = find_request(tx, request_id)
+            request = find_request(tx, operator, request_id)
             if request is not None:
                 if request.operation != FORGET_OPERATION:
                     raise RequestConflict(request_id, request.operation)
                 saved: dict[str, int] = json.loads(request.response)
                 pending = saved["pending_id"]
                 return saved, tx.refer([pending]) if pending else []
-        gone = forget_player_rows(tx, player_id)
+        gone = forget_player_rows(tx, operator, player_id)
         pending = 0
         if gone.key_deleted or gone.seats_unlinked:
-            pending = tx.append(EntryKind.PLAYER_FORGOTTEN, {ACTOR_FIELD: actor}).id
+            payload = with_actor_and_operator({}, actor, operator)
+            pending = tx.append(EntryKind.PLAYER_FORGOTTEN, payload).id
         saved = {
             "forgotten": int(gone.key_deleted),
             "seats_unlinked": gone.seats_unlinked,
@@ -172,6 +180,7 @@ async def forget_player(
         if request_id is not None:
             save_request(
                 tx,
+                operator,
                 StoredRequest(request_id, FORGET_OPERATION, "", json.dumps(saved, sort_keys=True)),
             )
         return saved, list(tx.appended)
@@ -206,27 +215,34 @@ def check_lookup(player_id: str | None, reference: str | None) -> None:
 
 
 def lookup_player(
-    store: LogReader, *, player_id: str | None = None, reference: str | None = None
+    store: LogReader,
+    *,
+    operator: str | None,
+    player_id: str | None = None,
+    reference: str | None = None,
 ) -> tuple[str, list[PlayerSeat]]:
-    """``player_id``'s seats, or the seat ``reference`` names and its player, while the
-    player's key exists; ``("", [])`` otherwise. Every link shown is re-checked against the
-    key. Blocking: call it from a thread."""
+    """The seats of ``operator``'s player ``player_id``, or the seat ``reference`` names and
+    its player if it is ``operator``'s, while the player's key exists; ``("", [])`` otherwise.
+    With ``operator`` None (an all-operator auditor) every operator's: the seats of each
+    operator's player of that id. Every link shown is re-checked against its player's key.
+    Blocking: call it from a thread."""
     check_lookup(player_id, reference)
     if reference is not None:
-        seat = seat_of_ref(store, reference)
+        seat = seat_of_ref(store, reference, operator=operator)
         if seat is None:
             return "", []
-        player_id, candidates = seat.player_id, [seat]
+        player_id, candidates, operator = seat.player_id, [seat], seat.operator
     else:
         assert player_id is not None
-        candidates = seats_of_player(store, player_id)
-    key = read_player_key(store, player_id)
-    if key is None:
+        candidates = seats_of_player(store, player_id, operator=operator)
+    keys = keys_of_player(store, player_id, operator=operator)
+    if not keys:
         return "", []
     seats = [
         seat
         for seat in candidates
-        if player_ref(key, seat.round_id, seat.seat_number) == seat.player_ref
+        if seat.operator in keys
+        and player_ref(keys[seat.operator], seat.round_id, seat.seat_number) == seat.player_ref
     ]
     if reference is not None and not seats:
         return "", []

@@ -26,14 +26,16 @@ def round_receipt(
     dealer: Dealer,
     round_id: str,
     *,
+    operator: str | None,
     public: bool,
     pinned_size: int,
     quorum: WitnessQuorum,
 ) -> Receipt:
-    """The receipt of ``round_id`` against the latest checkpoint. To the public a round whose
-    seed is not public does not exist (RoundNotFound, as GetRound); to others it has no receipt
-    yet (WrongState). Blocking: call it from a thread."""
-    view = dealer.get(round_id, public=public)
+    """The receipt of ``round_id`` against the latest checkpoint, if it is ``operator``'s
+    round (any operator's if None). To the public a round whose seed is not public does not
+    exist (RoundNotFound, as GetRound), nor to anyone a round of another operator; to others it
+    has no receipt yet (WrongState). Blocking: call it from a thread."""
+    view = dealer.get(round_id, operator=operator, public=public)
     record = view.record
     if record.state not in SEED_IS_PUBLIC:
         raise WrongState(round_id, record.state, "GetRoundReceipt")

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Final
 
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.round_events import VoidReason
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
@@ -59,6 +60,9 @@ class RoundRecord:
     key_id: str
     created_at: str
     updated_at: str
+    #: Whose round it is (:mod:`gnau_service.audit.operators`); a record from before operators
+    #: names none, and is :data:`~gnau_service.audit.operators.DEFAULT_OPERATOR`'s.
+    operator: str
     seats: tuple[LockedSeat, ...] = ()
     beacon: Beacon | None = None
     transcript_hash: bytes | None = None
@@ -80,11 +84,17 @@ class RoundRecord:
     #: When the service completes it if nobody else does; None once final
     #: (:mod:`~gnau_service.rounds.deadlines`).
     due_at: str | None = None
+    #: Whether the round's entries name its operator: not those of a round shuffled before
+    #: operators, whose later entries name none either, since replay wants every entry of a
+    #: round to agree (such a record names no operator either).
+    operator_logged: bool = True
 
     def to_json(self) -> str:
+        operator = {"operator": self.operator} if self.operator_logged else {}
         return json.dumps(
             {
                 "round_id": self.round_id,
+                **operator,
                 "table_id": self.table_id,
                 "state": str(self.state),
                 "house_rules": self.rules.as_dict(),
@@ -127,6 +137,7 @@ class RoundRecord:
             key_id=obj["key_id"],
             created_at=obj["created_at"],
             updated_at=obj["updated_at"],
+            operator=obj.get("operator", DEFAULT_OPERATOR),
             seats=tuple(read_seat(seat, "seats", version) for seat in obj["seats"]),
             beacon=None if obj["beacon"] is None else read_beacon(obj["beacon"]),
             transcript_hash=(
@@ -145,6 +156,7 @@ class RoundRecord:
             completed_by=obj.get("completed_by"),
             completed_at=obj.get("completed_at"),
             due_at=obj.get("due_at"),
+            operator_logged="operator" in obj,
         )
 
     @property
@@ -158,6 +170,7 @@ def stored_round(record: RoundRecord, seed: bytes, text: str) -> StoredRound:
     """The row of a new round: ``record`` as its JSON ``text``, and its seed."""
     return StoredRound(
         round_id=record.round_id,
+        operator=record.operator,
         table_id=record.table_id,
         state=str(record.state),
         record=text,

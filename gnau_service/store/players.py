@@ -7,10 +7,15 @@ platform's ``player_id``, and they are private: nothing of the log, no export an
 reads them (a backup copies them like every table). The store does not compute a reference: it
 keeps the keys and the links (the server computes, and re-checks, the HMAC).
 
-- ``player_keys(player_id, secret, created_at)``: one 32-byte key per player, made the first
-  time the player is seated (:func:`player_key`, inside Deal's unit of work);
-- ``player_seats(player_ref, player_id, round_id, seat_number)``: one row per seat dealt
-  (:func:`link_seats`, in the same unit), indexed by ``player_id``.
+A player is an operator's (:mod:`gnau_service.audit.operators`): the player ``"42"`` of one
+operator and the player ``"42"`` of another are two players, each with a key of their own.
+
+- ``player_keys(operator, player_id, secret, created_at)``: one 32-byte key per player of an
+  operator, made the first time the player is seated (:func:`player_key`, inside Deal's unit of
+  work);
+- ``player_seats(player_ref, player_id, round_id, seat_number, operator)``: one row per seat
+  dealt (:func:`link_seats`, in the same unit), indexed by operator and ``player_id``. A
+  reference is unique across operators (each is an HMAC under a random key).
 
 :func:`forget_player` deletes a player's key and every link of theirs in one unit of work
 (crypto-shredding): once it commits, nothing the store holds links their references to them.
@@ -30,18 +35,19 @@ from gnau_service.store.transaction import Transaction
 #: The length of a player's secret key, in bytes.
 PLAYER_KEY_BYTES: Final = 32
 
-_SEAT_COLUMNS = "player_ref, player_id, round_id, seat_number"
+_SEAT_COLUMNS = "player_ref, player_id, round_id, seat_number, operator"
 
 
 @dataclass(frozen=True)
 class PlayerSeat:
-    """One link: the seat ``seat_number`` of ``round_id``, named ``player_ref``, is
-    ``player_id``'s."""
+    """One link: the seat ``seat_number`` of ``round_id``, named ``player_ref``, is the player
+    ``player_id`` of ``operator``."""
 
     player_ref: str
     player_id: str
     round_id: str
     seat_number: int
+    operator: str
 
 
 @dataclass(frozen=True)
@@ -56,32 +62,37 @@ def _fresh_key() -> bytes:
     return secrets.token_bytes(PLAYER_KEY_BYTES)
 
 
-def player_key(tx: Transaction, player_id: str, new_key: Callable[[], bytes] = _fresh_key) -> bytes:
-    """``player_id``'s secret key, made with ``new_key()`` (32 bytes) and kept if the player has
-    none yet (:func:`player_keys` of one player)."""
-    return player_keys(tx, [player_id], new_key)[player_id]
+def player_key(
+    tx: Transaction, operator: str, player_id: str, new_key: Callable[[], bytes] = _fresh_key
+) -> bytes:
+    """``operator``'s player ``player_id``'s secret key, made with ``new_key()`` (32 bytes) and
+    kept if the player has none yet (:func:`player_keys` of one player)."""
+    return player_keys(tx, operator, [player_id], new_key)[player_id]
 
 
 def player_keys(
-    tx: Transaction, player_ids: Collection[str], new_key: Callable[[], bytes] = _fresh_key
+    tx: Transaction,
+    operator: str,
+    player_ids: Collection[str],
+    new_key: Callable[[], bytes] = _fresh_key,
 ) -> dict[str, bytes]:
-    """The secret key of each of ``player_ids``, a new one made with ``new_key()`` (32 bytes)
-    and kept for each player who has none yet: one query for those who have one. Two processes
-    seating a new player at once keep one key: the loser of the insert reads the winner's (on
-    PostgreSQL the insert waits for the other transaction to end)."""
-    keys = read_player_keys(tx, player_ids)
+    """The secret key of each of ``operator``'s ``player_ids``, a new one made with
+    ``new_key()`` (32 bytes) and kept for each player who has none yet: one query for those who
+    have one. Two processes seating a new player at once keep one key: the loser of the insert
+    reads the winner's (on PostgreSQL the insert waits for the other transaction to end)."""
+    keys = read_player_keys(tx, operator, player_ids)
     missing = sorted(set(player_ids) - keys.keys())
     for player_id in missing:
         key = new_key()
         if len(key) != PLAYER_KEY_BYTES:
             raise ValueError(f"a player key is {PLAYER_KEY_BYTES} bytes, not {len(key)}")
         tx.execute(
-            "INSERT INTO player_keys (player_id, secret, created_at) VALUES (?, ?, ?)"
-            " ON CONFLICT (player_id) DO NOTHING",
-            (player_id, key, tx.time),
+            "INSERT INTO player_keys (operator, player_id, secret, created_at) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (operator, player_id) DO NOTHING",
+            (operator, player_id, key, tx.time),
         )
     if missing:
-        keys.update(read_player_keys(tx, missing))
+        keys.update(read_player_keys(tx, operator, missing))
     return keys
 
 
@@ -89,60 +100,80 @@ def link_seats(tx: Transaction, seats: Sequence[PlayerSeat]) -> None:
     """Record which player each of ``seats`` names (in the unit of work that deals them)."""
     for seat in seats:
         tx.execute(
-            f"INSERT INTO player_seats ({_SEAT_COLUMNS}) VALUES (?, ?, ?, ?)",
-            (seat.player_ref, seat.player_id, seat.round_id, seat.seat_number),
+            f"INSERT INTO player_seats ({_SEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+            (seat.player_ref, seat.player_id, seat.round_id, seat.seat_number, seat.operator),
         )
 
 
-def forget_player(tx: Transaction, player_id: str) -> ForgottenPlayer:
-    """Delete ``player_id``'s key and every link of theirs; what was deleted."""
+def forget_player(tx: Transaction, operator: str, player_id: str) -> ForgottenPlayer:
+    """Delete the key of ``operator``'s player ``player_id`` and every link of theirs (the
+    same id at another operator is another player, left alone); what was deleted."""
+    player = (operator, player_id)
     keys, links = tx.query_all(
-        (f"SELECT player_id FROM player_keys WHERE player_id = ?{tx.row_lock}", (player_id,)),
-        ("SELECT COUNT(*) FROM player_seats WHERE player_id = ?", (player_id,)),
+        (
+            f"SELECT player_id FROM player_keys WHERE operator = ? AND player_id = ?{tx.row_lock}",
+            player,
+        ),
+        ("SELECT COUNT(*) FROM player_seats WHERE operator = ? AND player_id = ?", player),
     )
-    tx.execute("DELETE FROM player_seats WHERE player_id = ?", (player_id,))
-    tx.execute("DELETE FROM player_keys WHERE player_id = ?", (player_id,))
+    tx.execute("DELETE FROM player_seats WHERE operator = ? AND player_id = ?", player)
+    tx.execute("DELETE FROM player_keys WHERE operator = ? AND player_id = ?", player)
     return ForgottenPlayer(key_deleted=bool(keys), seats_unlinked=int(links[0][0]))
 
 
 # -- reads (of the operator's and the auditor's answers) --------------------------------------
 
 
-def read_player_key(source: LogReader | Transaction, player_id: str) -> bytes | None:
-    """``player_id``'s secret key, or None if they have none (never seated, or forgotten)."""
-    return read_player_keys(source, [player_id]).get(player_id)
+def read_player_key(source: LogReader | Transaction, operator: str, player_id: str) -> bytes | None:
+    """The secret key of ``operator``'s player ``player_id``, or None if they have none (never
+    seated, or forgotten)."""
+    return read_player_keys(source, operator, [player_id]).get(player_id)
 
 
 def read_player_keys(
-    source: LogReader | Transaction, player_ids: Collection[str]
+    source: LogReader | Transaction, operator: str, player_ids: Collection[str]
 ) -> dict[str, bytes]:
-    """The secret key of each of ``player_ids`` who has one, in one query, read by a reader or
-    inside a unit of work."""
+    """The secret key of each of ``operator``'s ``player_ids`` who has one, in one query, read
+    by a reader or inside a unit of work."""
     if not player_ids:
         return {}
     wanted = sorted(set(player_ids))
     marks = ", ".join("?" for _ in wanted)
     rows = _rows(
-        source, f"SELECT player_id, secret FROM player_keys WHERE player_id IN ({marks})", wanted
+        source,
+        f"SELECT player_id, secret FROM player_keys WHERE operator = ? AND player_id IN ({marks})",
+        [operator, *wanted],
     )
     return {str(row[0]): _secret(row[1:]) for row in rows}
 
 
-def seats_of_player(reader: LogReader, player_id: str) -> list[PlayerSeat]:
-    """Every seat linked to ``player_id``, by round id and seat number."""
+def keys_of_player(
+    source: LogReader | Transaction, player_id: str, *, operator: str | None
+) -> dict[str, bytes]:
+    """The secret key of the player ``player_id`` of ``operator`` (of every operator that has a
+    player of that id, if None), by operator."""
+    condition, params = _of_operator("player_id = ?", player_id, operator)
+    rows = _rows(source, f"SELECT operator, secret FROM player_keys WHERE {condition}", params)
+    return {str(row[0]): _secret(row[1:]) for row in rows}
+
+
+def seats_of_player(reader: LogReader, player_id: str, *, operator: str | None) -> list[PlayerSeat]:
+    """Every seat linked to the player ``player_id`` of ``operator`` (of every operator that
+    has a player of that id, if None), by operator, round id and seat number."""
+    condition, params = _of_operator("player_id = ?", player_id, operator)
     rows = reader.query(
-        f"SELECT {_SEAT_COLUMNS} FROM player_seats WHERE player_id = ?"
-        " ORDER BY round_id, seat_number",
-        (player_id,),
+        f"SELECT {_SEAT_COLUMNS} FROM player_seats WHERE {condition}"
+        " ORDER BY operator, round_id, seat_number",
+        params,
     )
     return [_seat(row) for row in rows]
 
 
-def seat_of_ref(reader: LogReader, player_ref: str) -> PlayerSeat | None:
-    """The seat ``player_ref`` names, or None if nothing links it to a player."""
-    rows = reader.query(
-        f"SELECT {_SEAT_COLUMNS} FROM player_seats WHERE player_ref = ?", (player_ref,)
-    )
+def seat_of_ref(reader: LogReader, player_ref: str, *, operator: str | None) -> PlayerSeat | None:
+    """The seat ``player_ref`` names if it is of a player of ``operator`` (of any, if None), or
+    None if nothing links it to one."""
+    condition, params = _of_operator("player_ref = ?", player_ref, operator)
+    rows = reader.query(f"SELECT {_SEAT_COLUMNS} FROM player_seats WHERE {condition}", params)
     return _seat(rows[0]) if rows else None
 
 
@@ -160,6 +191,13 @@ def players_of_refs(
     return {str(ref): str(player) for ref, player in _rows(source, text, wanted)}
 
 
+def _of_operator(condition: str, value: str, operator: str | None) -> tuple[str, tuple[str, ...]]:
+    """``condition`` on ``value``, and on the operator if one is given."""
+    if operator is None:
+        return condition, (value,)
+    return f"operator = ? AND {condition}", (operator, value)
+
+
 def _rows(source: LogReader | Transaction, text: str, params: Sequence[object]) -> list[Row]:
     if isinstance(source, LogReader):
         return source.query(text, params)
@@ -171,4 +209,4 @@ def _secret(row: Row) -> bytes:
 
 
 def _seat(row: Row) -> PlayerSeat:
-    return PlayerSeat(str(row[0]), str(row[1]), str(row[2]), int(row[3]))
+    return PlayerSeat(str(row[0]), str(row[1]), str(row[2]), int(row[3]), str(row[4]))

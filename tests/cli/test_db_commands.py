@@ -61,7 +61,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     before = gnau("db", "status", "--database", url)
     assert before.status == 1, before.err
     lines = before.out.splitlines()
-    assert "schema: version 1; this gnau's is version 9" in lines
+    assert "schema: version 1; this gnau's is version 10" in lines
     assert [line.split(":")[0:2] for line in lines if line.startswith("pending")] == [
         ["pending", " 2 history"],
         ["pending", " 3 requests_by_time"],
@@ -77,7 +77,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
 
     migrated = gnau("db", "migrate", "--database", url)
     assert migrated.status == 0, migrated.err
-    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 9")
+    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 10")
     assert [line[:20] for line in migrated.out.splitlines()[1:]] == [
         "applied: 2 history: ",
         "applied: 3 requests_",
@@ -91,7 +91,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
 
     after = gnau("db", "status", "--database", url)
     assert after.status == 0
-    assert "schema: version 9; this gnau's is version 9" in after.out
+    assert "schema: version 10; this gnau's is version 10" in after.out
     assert re.search(
         r"^applied: 2 \(Migration history: .*\) at 20\d\d-.* by gnau ", after.out, re.M
     )
@@ -100,7 +100,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     again = gnau("db", "migrate", "--database", url)
     assert (again.status, again.out.strip()[-40:]) == (
         0,
-        "schema version 9 is up to date; nothing to do"[-40:],
+        "schema version 10 is up to date; nothing to do"[-40:],
     )
 
 

@@ -41,6 +41,7 @@ import pytest
 from gnau.v1 import audit_pb2, dealer_pb2, round_pb2
 from gnau_client import GnauClient
 
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
@@ -156,7 +157,7 @@ async def seat_players(service: Service, rounds: int) -> list[Player]:
     for number in range(rounds):
         chunk = ids[number * SEATS_PER_ROUND : (number + 1) * SEATS_PER_ROUND]
         await play(service, f"table-{number % 3}", chunk)
-    keys = read_player_keys(service.app.store, ids)
+    keys = read_player_keys(service.app.store, DEFAULT_OPERATOR, ids)
     return [Player(player_id, keys[player_id]) for player_id in ids]
 
 

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import dealer_pb2, round_pb2
 
 from gnau_service.audit.entries import decode_entry
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.round_events import VoidReason
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
@@ -63,8 +64,12 @@ def fresh() -> Idempotency:
 
 
 async def dealt(dealer: Dealer, table: str = "t-1") -> RoundView:
-    shuffled = await dealer.shuffle(table, HouseRules(), fresh(), actor=PLATFORM)
-    return await dealer.deal(shuffled.record.round_id, SEATS, None, fresh(), actor=PLATFORM)
+    shuffled = await dealer.shuffle(
+        table, HouseRules(), fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+    )
+    return await dealer.deal(
+        shuffled.record.round_id, SEATS, None, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+    )
 
 
 def result_deltas(view: RoundView) -> dict[int, int]:
@@ -93,9 +98,14 @@ def test_a_void_after_the_deal_pays_every_seat_the_better_of_its_result_and_a_re
         view = await dealt(dealer)
         round_id = view.record.round_id
         if reveal_first:
-            await dealer.reveal(round_id, fresh(), actor=PLATFORM)
+            await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM)
         voided = await dealer.void(
-            round_id, VoidReason.PLATFORM_FAILURE, "wallet down", fresh(), actor=PLATFORM
+            round_id,
+            VoidReason.PLATFORM_FAILURE,
+            "wallet down",
+            fresh(),
+            operator=DEFAULT_OPERATOR,
+            actor=PLATFORM,
         )
         return view, voided
 
@@ -129,7 +139,9 @@ def test_a_void_needs_a_reason_code_an_operator_may_give(store: Store) -> None:
     dealer = Dealer(store)
 
     async def refusals() -> list[str]:
-        shuffled = await dealer.shuffle("t-1", HouseRules(), fresh(), actor=PLATFORM)
+        shuffled = await dealer.shuffle(
+            "t-1", HouseRules(), fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+        )
         round_id = shuffled.record.round_id
         problems = []
         for code, reason in (
@@ -139,9 +151,18 @@ def test_a_void_needs_a_reason_code_an_operator_may_give(store: Store) -> None:
             (VoidReason.TABLE_CLOSED, "x" * 1025),
         ):
             with pytest.raises(InvalidRequest) as refused:
-                await dealer.void(round_id, code, reason, fresh(), actor=PLATFORM)
+                await dealer.void(
+                    round_id, code, reason, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+                )
             problems.append(refused.value.violations[0][0])
-        voided = await dealer.void(round_id, VoidReason.TABLE_CLOSED, "", fresh(), actor=PLATFORM)
+        voided = await dealer.void(
+            round_id,
+            VoidReason.TABLE_CLOSED,
+            "",
+            fresh(),
+            operator=DEFAULT_OPERATOR,
+            actor=PLATFORM,
+        )
         assert voided.record.void_reason_code is VoidReason.TABLE_CLOSED
         assert voided.void_settlement is None  # nothing was staked
         return problems
@@ -156,10 +177,14 @@ def test_the_deadlines_complete_every_open_round_exactly_once(store: Store) -> N
     dealer = Dealer(store, deadlines=deadlines)
 
     async def abandon() -> dict[str, RoundView]:
-        shuffled = await dealer.shuffle("t-shuffled", HouseRules(), fresh(), actor=PLATFORM)
+        shuffled = await dealer.shuffle(
+            "t-shuffled", HouseRules(), fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+        )
         in_deal = await dealt(dealer, "t-dealt")
         revealed = await dealt(dealer, "t-revealed")
-        await dealer.reveal(revealed.record.round_id, fresh(), actor=PLATFORM)
+        await dealer.reveal(
+            revealed.record.round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+        )
         return {"SHUFFLED": shuffled, "DEALT": in_deal, "REVEALED": revealed}
 
     abandoned = asyncio.run(abandon())
@@ -175,30 +200,38 @@ def test_the_deadlines_complete_every_open_round_exactly_once(store: Store) -> N
     assert sum(asyncio.run(sweep_together())) == 3
     assert asyncio.run(RoundCompletion(dealer).sweep()) == 0
 
-    shuffled = dealer.get(abandoned["SHUFFLED"].record.round_id)
+    shuffled = dealer.get(abandoned["SHUFFLED"].record.round_id, operator=DEFAULT_OPERATOR)
     assert shuffled.record.state is RoundState.VOIDED
     assert shuffled.record.void_reason_code is VoidReason.DEAL_DEADLINE_PASSED
     for state in ("DEALT", "REVEALED"):
-        view = dealer.get(abandoned[state].record.round_id)
+        view = dealer.get(abandoned[state].record.round_id, operator=DEFAULT_OPERATOR)
         assert view.record.state is RoundState.SETTLED
         assert view.settlement is not None
         paid = {seat.seat: seat.delta for seat in view.settlement.seats}
         assert paid == result_deltas(abandoned[state])
     for view in abandoned.values():
-        record = dealer.get(view.record.round_id).record
+        record = dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR).record
         assert record.completed_by == "service" and record.due_at is None
         entries = round_entries(store, view.record.round_id)
         kinds = [entry["kind"] for entry in entries]
         assert kinds.count("ROUND_SETTLED") + kinds.count("ROUND_VOIDED") == 1
         assert [entry["payload"]["actor"] for entry in entries][-1] == "service"
 
-    listed, _ = dealer.list("", 50, "", completed_by="service")
+    listed, _ = dealer.list("", 50, "", operator=DEFAULT_OPERATOR, completed_by="service")
     assert {view.record.round_id for view in listed} == {
         view.record.round_id for view in abandoned.values()
     }
     since = datetime.fromisoformat(shuffled.record.completed_at or "") + timedelta(hours=1)
     assert (
-        dealer.list("", 50, "", completed_by="service", completed_since=since.isoformat())[0] == []
+        dealer.list(
+            "",
+            50,
+            "",
+            operator=DEFAULT_OPERATOR,
+            completed_by="service",
+            completed_since=since.isoformat(),
+        )[0]
+        == []
     )
 
 
@@ -214,27 +247,34 @@ def test_settle_racing_the_service_gets_the_same_settlement(
     async def race() -> tuple[RoundView, RoundView, RoundView, RoundState | None]:
         view = await dealt(dealer)
         round_id = view.record.round_id
-        await dealer.reveal(round_id, fresh(), actor=PLATFORM)
+        await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM)
         await asyncio.sleep(1.1)
         request = fresh()
-        platform = dealer.settle(round_id, request, actor=PLATFORM)
+        platform = dealer.settle(round_id, request, operator=DEFAULT_OPERATOR, actor=PLATFORM)
         service = dealer.complete_due(round_id)
         if service_first:
             completed = await service
             answer = await platform
         else:
             answer, completed = await asyncio.gather(platform, service)
-        again = await dealer.settle(round_id, request, actor=PLATFORM)
+        again = await dealer.settle(round_id, request, operator=DEFAULT_OPERATOR, actor=PLATFORM)
         with pytest.raises(WrongState):
-            await dealer.reveal(round_id, fresh(), actor=PLATFORM)
+            await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM)
         with pytest.raises(WrongState):
-            await dealer.void(round_id, VoidReason.PLATFORM_FAILURE, "", fresh(), actor=PLATFORM)
+            await dealer.void(
+                round_id,
+                VoidReason.PLATFORM_FAILURE,
+                "",
+                fresh(),
+                operator=DEFAULT_OPERATOR,
+                actor=PLATFORM,
+            )
         return view, answer, again, completed
 
     view, answer, again, completed = asyncio.run(race())
     assert answer.settlement is not None and again.settlement == answer.settlement
     assert {s.seat: s.delta for s in answer.settlement.seats} == result_deltas(view)
-    settled_by = dealer.get(view.record.round_id).record.completed_by
+    settled_by = dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR).record.completed_by
     if service_first:
         assert completed is RoundState.SETTLED and settled_by == "service"
     else:
@@ -249,10 +289,10 @@ def test_a_round_settled_by_the_platform_refuses_a_second_settle(store: Store) -
     async def twice() -> None:
         view = await dealt(dealer)
         round_id = view.record.round_id
-        await dealer.reveal(round_id, fresh(), actor=PLATFORM)
-        await dealer.settle(round_id, fresh(), actor=PLATFORM)
+        await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM)
+        await dealer.settle(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM)
         with pytest.raises(WrongState):
-            await dealer.settle(round_id, fresh(), actor=PLATFORM)
+            await dealer.settle(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM)
 
     asyncio.run(twice())
 
@@ -265,8 +305,10 @@ def test_every_round_entry_names_its_actor_and_the_deal_its_software(store: Stor
     async def play() -> str:
         view = await dealt(dealer)
         round_id = view.record.round_id
-        await dealer.reveal(round_id, fresh(), actor="cert:platform.casino-b.example")
-        await dealer.settle(round_id, fresh(), actor="token:settler")
+        await dealer.reveal(
+            round_id, fresh(), operator=DEFAULT_OPERATOR, actor="cert:platform.casino-b.example"
+        )
+        await dealer.settle(round_id, fresh(), operator=DEFAULT_OPERATOR, actor="token:settler")
         return round_id
 
     round_id = asyncio.run(play())
@@ -287,7 +329,9 @@ def test_the_overdue_gauge_counts_open_rounds_past_their_deadline(store: Store) 
     dealer = Dealer(store, deadlines=Deadlines(deal_seconds=60, settle_seconds=120))
 
     async def open_two() -> None:
-        await dealer.shuffle("t-1", HouseRules(), fresh(), actor=PLATFORM)
+        await dealer.shuffle(
+            "t-1", HouseRules(), fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+        )
         await dealt(dealer, "t-2")
 
     asyncio.run(open_two())
@@ -358,10 +402,12 @@ def test_one_sweep_works_through_a_crowd_of_due_rounds(store: Store) -> None:
 
     async def abandon_and_sweep() -> int:
         for table in range(crowd):
-            await dealer.shuffle(f"t-{table}", HouseRules(), fresh(), actor=PLATFORM)
+            await dealer.shuffle(
+                f"t-{table}", HouseRules(), fresh(), operator=DEFAULT_OPERATOR, actor=PLATFORM
+            )
         await asyncio.sleep(1.1)
         return await RoundCompletion(dealer).sweep()
 
     assert asyncio.run(abandon_and_sweep()) == crowd
-    listed, _ = dealer.list("", 1000, "", completed_by="service")
+    listed, _ = dealer.list("", 1000, "", operator=DEFAULT_OPERATOR, completed_by="service")
     assert len(listed) == crowd

@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.signing import LogSigner
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.record import RoundState
@@ -63,11 +64,13 @@ def test_a_max_stake_that_could_settle_beyond_the_range_is_refused(stake: int) -
 def deal(dealer: Dealer, rules: HouseRules, stakes: list[int]) -> str:
     async def go() -> str:
         shuffled = await dealer.shuffle(
-            f"t-{uuid.uuid4()}", rules, idempotency(), actor="token:test"
+            f"t-{uuid.uuid4()}", rules, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
         )
         round_id = shuffled.record.round_id
         seats = [SeatRequest(n, f"p{n}", stake) for n, stake in enumerate(stakes, start=1)]
-        await dealer.deal(round_id, seats, None, idempotency(), actor="token:test")
+        await dealer.deal(
+            round_id, seats, None, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+        )
         return round_id
 
     return asyncio.run(go())
@@ -120,8 +123,10 @@ def test_any_round_deal_accepts_settles(store: Store, rules: HouseRules, stakes:
         return  # refused before anything was written: nothing can get stuck
 
     async def finish() -> RoundState:
-        await dealer.reveal(round_id, idempotency(), actor="token:test")
-        settled = await dealer.settle(round_id, idempotency(), actor="token:test")
+        await dealer.reveal(round_id, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test")
+        settled = await dealer.settle(
+            round_id, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+        )
         assert settled.settlement is not None
         assert all(abs(seat.delta) <= MAX_SAFE for seat in settled.settlement.seats)
         assert abs(settled.settlement.dealer_delta) <= MAX_SAFE

@@ -28,6 +28,7 @@ from gnau.v1 import audit_pb2, dealer_pb2, round_pb2
 
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.note import Verifier
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.fairness.player_refs import is_player_ref, player_ref
 from gnau_service.store.players import read_player_key
 from tests.conftest import Run
@@ -183,7 +184,7 @@ async def test_players_are_pseudonymous_everywhere_and_forgetting_one_leaves_eve
     assert len(set(refs.values())) == len(refs) == 7, "a reference is unique to its seat"
     alice_refs = {ref for (_, dealt, _, _) in played for _, p, ref in named(dealt) if p == ALICE}
     assert len(alice_refs) == 4
-    alice_key = read_player_key(store, ALICE)
+    alice_key = read_player_key(store, DEFAULT_OPERATOR, ALICE)
     assert alice_key is not None
     for (round_id, number), ref in refs.items():
         owner = next(
@@ -193,7 +194,7 @@ async def test_players_are_pseudonymous_everywhere_and_forgetting_one_leaves_eve
             for n, p, _ in named(d)
             if n == number
         )
-        key = read_player_key(store, owner)
+        key = read_player_key(store, DEFAULT_OPERATOR, owner)
         assert key is not None and player_ref(key, round_id, number) == ref
 
     round_ids = [dealt.round_id for (_, dealt, _, _) in played]
@@ -285,7 +286,9 @@ async def test_players_are_pseudonymous_everywhere_and_forgetting_one_leaves_eve
         )
         assert error.code() == grpc.StatusCode.PERMISSION_DENIED, role
         assert details(error)[1] == "PERMISSION_DENIED"
-    assert read_player_key(store, ALICE) == alice_key, "a refused forget changes nothing"
+    assert read_player_key(store, DEFAULT_OPERATOR, ALICE) == alice_key, (
+        "a refused forget changes nothing"
+    )
 
     # Forget Alice, with the command line.
     before = store.size()
@@ -300,12 +303,13 @@ async def test_players_are_pseudonymous_everywhere_and_forgetting_one_leaves_eve
     assert index >= before
     entry = decode_entry(store.entries(index, index + 1)[0], Verifier.from_vkey(vkey))
     # It names who forgot (the operator's token, by the name a token file of the older format
-    # gives it: "legacy-" and its hash's first 8 hex digits), and nothing of the player.
+    # gives it: "legacy-" and its hash's first 8 hex digits) and whose player it was (a token of
+    # that format is the default operator's), and nothing of the player.
     operator = "token:legacy-" + hashlib.sha256(TOKENS["operator"].encode()).hexdigest()[:8]
     assert (entry.kind, entry.round_id, entry.payload) == (
         EntryKind.PLAYER_FORGOTTEN,
         None,
-        {"actor": operator},
+        {"actor": operator, "operator": "default"},
     )
     again = await service.call(
         "dealer", "ForgetPlayer", dealer_pb2.ForgetPlayerRequest(player_id=ALICE, request_id=rid())

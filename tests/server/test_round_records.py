@@ -1,6 +1,7 @@
 """The rounds table's record of a round: its JSON text reads back as the same record, whether
 parsed or remembered from when it was written."""
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -20,6 +21,7 @@ SHUFFLED = RoundRecord(
     key_id="0a1b2c3d",
     created_at="2026-11-29T12:00:00.000001Z",
     updated_at="2026-11-29T12:00:00.000001Z",
+    operator="casino-a",
     log_indices=(4,),
 )
 DEALT = replace(
@@ -49,6 +51,17 @@ def test_a_record_reads_back_from_its_text_parsed_or_remembered(record: RoundRec
     written = record_text(record)
     assert written == text
     assert parsed_record(written) is record  # remembered
+
+
+def test_a_record_from_before_operators_is_the_default_operator_s_and_stays_unnamed() -> None:
+    """A record written before operators has no operator member: it reads as the default
+    operator's round whose entries name no operator, and writes back without one."""
+    document = json.loads(SHUFFLED.to_json())
+    assert document.pop("operator") == "casino-a"
+    old = RoundRecord.from_json(json.dumps(document, sort_keys=True))
+    assert (old.operator, old.operator_logged) == ("default", False)
+    assert "operator" not in json.loads(old.to_json())
+    assert replace(old, operator_logged=True, operator="casino-a") == SHUFFLED
 
 
 def test_the_remembered_records_are_bounded() -> None:

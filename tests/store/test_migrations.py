@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import hashlib
 import io
+import json
 import secrets
 import sqlite3
 import uuid
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -20,18 +22,23 @@ import pytest
 from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.merkle import verify_consistency
 from gnau_service.audit.note import SignedNote
+from gnau_service.audit.operators import DEFAULT_OPERATOR
+from gnau_service.audit.round_events import with_actor
 from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main
+from gnau_service.rounds import dealer as dealer_module
 from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.identities import forget_player, lookup_player
 from gnau_service.rounds.record import RoundState
+from gnau_service.rounds.refusals import RoundNotFound
 from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.store import Store, Transaction, open_store
 from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION, parse_migrations
-from gnau_service.store.players import PlayerSeat, link_seats, player_keys
 from gnau_service.store.schema import APPEND_ONLY_TABLES, SchemaTooOld
 from tests.postgres import fresh_database
 from tests.steps import run_step
@@ -101,7 +108,7 @@ RELEASED = {
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == [1, 2, 3, 4, 5, 6, 7, 8, 9] and SCHEMA_VERSION == 9
+    assert [m.version for m in MIGRATIONS] == list(range(1, 11)) and SCHEMA_VERSION == 10
 
 
 @pytest.mark.parametrize(
@@ -173,12 +180,20 @@ async def play_rounds(dealer: Dealer, count: int, table: str) -> list[RoundView]
     settled, then one more left open (dealt): what a live table leaves in the database."""
     played = []
     for number in range(count + 1):
-        shuffled = await dealer.shuffle(table, HouseRules(), idempotency(), actor="token:test")
+        shuffled = await dealer.shuffle(
+            table, HouseRules(), idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+        )
         round_id = shuffled.record.round_id
-        view = await dealer.deal(round_id, SEATS, None, idempotency(), actor="token:test")
+        view = await dealer.deal(
+            round_id, SEATS, None, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+        )
         if number < count:
-            await dealer.reveal(round_id, idempotency(), actor="token:test")
-            view = await dealer.settle(round_id, idempotency(), actor="token:test")
+            await dealer.reveal(
+                round_id, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+            )
+            view = await dealer.settle(
+                round_id, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+            )
         played.append(view)
     return played
 
@@ -189,50 +204,119 @@ def bundle_of(store: Store) -> bytes:
     return out.getvalue().encode()
 
 
-#: The version-1 tables an older gnau wrote as it played, in an order their rows can be copied.
-VERSION_1_TABLES = ("log_entries", "log_nodes", "log_checkpoints", "rounds")
+@pytest.fixture
+def before_operators(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Dealer logs its entries as a gnau from before operators did: naming no operator."""
+    monkeypatch.setattr(
+        dealer_module,
+        "with_actor_and_operator",
+        lambda payload, actor, operator: with_actor(payload, actor),
+    )
 
 
-def write_as_version_1(played_on: Store, database_url: str) -> None:
-    """Copy what a gnau of schema version 1 leaves after playing into ``database_url`` (made at
-    version 1 with the same key): the log, its head and the rounds, whose records name their
-    entries by log index (version 1 had no outbox). Today's gnau cannot write version 1 itself,
-    so the rounds are played on a current store and copied over."""
+def as_before_operators(text: str) -> str:
+    """A round record (or a request's answer) as a gnau from before operators wrote it."""
+    document = json.loads(text)
+    del document["operator"]
+    return json.dumps(document, sort_keys=True)
+
+
+#: The columns of the tables an older gnau of schema version 1 wrote as it played, in an order
+#: their rows can be copied.
+VERSION_1_COLUMNS = {
+    "log_entries": "idx, kind, round_id, data",
+    "log_nodes": "level, idx, hash",
+    "log_checkpoints": "size, note",
+    "rounds": "round_id, table_id, state, record, server_seed, created_at, updated_at",
+}
+#: And of schema version 9, the last before operators.
+VERSION_9_COLUMNS = {
+    **VERSION_1_COLUMNS,
+    "log_pending": "id, kind, round_id, payload, time, idx",
+    "requests": "request_id, operation, fingerprint, response, created_at",
+    "player_keys": "player_id, secret, created_at",
+    "player_seats": "player_ref, player_id, round_id, seat_number",
+    "round_deadlines": "round_id, due_at",
+    "round_completions": "round_id, completed_by, completed_at",
+}
+
+
+def write_as_older_gnau(played_on: Store, database_url: str, columns: dict[str, str]) -> None:
+    """Copy what an older gnau leaves after playing into ``database_url`` (made at its schema
+    version with the same key): the ``columns`` of each table, the log's head, and the rounds,
+    whose records name their entries by log index (an older gnau had no outbox, or had
+    integrated it: a request's answer may name its entries by pending id, so the outbox is
+    copied where it exists) and, as the requests' answers, no operator. Today's gnau cannot write an
+    older schema itself, so the rounds are played on a current store (with
+    ``before_operators``) and copied over."""
     dealer = Dealer(played_on)
     rows: dict[str, list[tuple[object, ...]]] = {}
-    for table in VERSION_1_TABLES:
-        rows[table] = played_on.query(f"SELECT * FROM {table}")
+    for table, names in columns.items():
+        rows[table] = played_on.query(f"SELECT {names} FROM {table}")
     rows["rounds"] = [
-        (row[0], row[1], row[2], dealer.get(str(row[0])).record.to_json(), *row[4:])
+        (
+            *row[:3],
+            as_before_operators(
+                dealer.get(str(row[0]), operator=DEFAULT_OPERATOR).record.to_json()
+            ),
+            *row[4:],
+        )
         for row in rows["rounds"]
     ]
+    if "requests" in rows:
+        rows["requests"] = [
+            (*row[:3], as_before_operators(str(row[3])), *row[4:]) for row in rows["requests"]
+        ]
     head = played_on.query("SELECT size, prev_hash, frontier FROM log_head")[0]
     if is_sqlite(database_url):
         path = database_url.removeprefix("sqlite:///")
         with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
             for table, values in rows.items():
-                marks = ", ".join("?" for _ in values[0])
-                connection.executemany(f"INSERT INTO {table} VALUES ({marks})", values)
+                marks = ", ".join("?" for _ in columns[table].split(","))
+                connection.executemany(
+                    f"INSERT INTO {table} ({columns[table]}) VALUES ({marks})", values
+                )
             connection.execute("UPDATE log_head SET size = ?, prev_hash = ?, frontier = ?", head)
         return
     with psycopg.connect(database_url, autocommit=True) as connection:
         for table, values in rows.items():
-            marks = ", ".join("%s" for _ in values[0])
-            connection.cursor().executemany(f"INSERT INTO {table} VALUES ({marks})", values)
+            marks = ", ".join("%s" for _ in columns[table].split(","))
+            connection.cursor().executemany(
+                f"INSERT INTO {table} ({columns[table]}) VALUES ({marks})", values
+            )
         connection.execute("UPDATE log_head SET size = %s, prev_hash = %s, frontier = %s", head)
+        if "log_pending" in rows:  # the outbox's ids go on from the copied ones
+            connection.execute("SELECT setval('log_pending_id_seq', max(id)) FROM log_pending")
 
 
+@pytest.mark.usefixtures("before_operators")
 def test_rounds_played_on_version_1_survive_the_migration(
-    database_url: str, signer: LogSigner, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    database_url: str,
+    signer: LogSigner,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     with Store(older_gnau(database_url, 1), signer):
         pass  # the version-1 schema, with the log's key
     with open_store(f"sqlite:///{tmp_path / 'played.db'}", signer) as played_on:
         played = asyncio.run(play_rounds(Dealer(played_on), 4, "table-1"))
-        write_as_version_1(played_on, database_url)
-        played = [Dealer(played_on).get(view.record.round_id) for view in played]
+        write_as_older_gnau(played_on, database_url, VERSION_1_COLUMNS)
+        # As they read back after the migration: the default operator's, their entries naming
+        # no operator.
+        played = [
+            replace(
+                view,
+                record=replace(
+                    Dealer(played_on).get(view.record.round_id, operator=DEFAULT_OPERATOR).record,
+                    operator_logged=False,
+                ),
+            )
+            for view in played
+        ]
         before = played_on.checkpoint()
         size_before = played_on.size()
+    monkeypatch.undo()  # today's gnau from here on
     assert before is not None
     assert stored_version(database_url) == 1
 
@@ -243,14 +327,14 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 9" in out
+    assert "migrated from version 1 to version 10" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
         assert store.migrated == ()
         dealer = Dealer(store)
         for view in played:  # every round reads back as it was played
-            again = dealer.get(view.record.round_id)
+            again = dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR)
             assert again.record == view.record
             assert again.settlement == view.settlement
         assert [v.record.state for v in played] == [RoundState.SETTLED] * 4 + [RoundState.DEALT]
@@ -262,8 +346,12 @@ def test_rounds_played_on_version_1_survive_the_migration(
         assert [(row[0], datetime.fromisoformat(str(row[1]))) for row in due] == [
             (open_round, last_change + timedelta(hours=1))
         ]
-        asyncio.run(dealer.reveal(open_round, idempotency(), actor="token:test"))
-        asyncio.run(dealer.settle(open_round, idempotency(), actor="token:test"))
+        asyncio.run(
+            dealer.reveal(open_round, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test")
+        )
+        asyncio.run(
+            dealer.settle(open_round, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test")
+        )
         asyncio.run(play_rounds(dealer, 2, "table-2"))
 
         size = store.size()
@@ -285,7 +373,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(2,), (3,), (4,), (5,), (6,), (7,), (8,), (9,)]
+    assert history == [(version,) for version in range(2, 11)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)
@@ -301,12 +389,19 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
 
 def seat_fifty(tx: Transaction) -> None:
-    """Fifty new players, each with a key and a seat."""
-    ids = [f"{secrets.token_hex(8)}@players.example" for _ in range(50)]
-    player_keys(tx, ids)
-    link_seats(
-        tx, [PlayerSeat(f"p-{secrets.token_hex(16)}", p, "r-1", n) for n, p in enumerate(ids)]
-    )
+    """Fifty new players, each with a key and a seat, as every gnau since migration 6 seats
+    them (the columns of migration 6)."""
+    for number in range(50):
+        player_id = f"{secrets.token_hex(8)}@players.example"
+        tx.execute(
+            "INSERT INTO player_keys (player_id, secret, created_at) VALUES (?, ?, ?)",
+            (player_id, secrets.token_bytes(32), tx.time),
+        )
+        tx.execute(
+            "INSERT INTO player_seats (player_ref, player_id, round_id, seat_number)"
+            " VALUES (?, ?, ?, ?)",
+            (f"p-{secrets.token_hex(16)}", player_id, "r-1", number),
+        )
 
 
 #: What ANALYZE keeps of the private player columns, as (column, sample values).
@@ -328,7 +423,110 @@ def test_after_migration_8_analyze_keeps_no_player_id_or_key(signer: LogSigner) 
         assert [column for column, _ in sampled] == ["player_id", "player_id", "secret"]
         assert all("@players.example" in values or "\\x" in values for _, values in sampled)
         with open_store(url, signer, migrate=True) as store:
-            assert [m.version for m in store.migrated] == [8, 9]
+            assert [m.version for m in store.migrated] == [8, 9, 10]
             run_step(store, seat_fifty)
         execute(url, "ANALYZE")
         assert execute(url, PRIVATE_STATISTICS) == []
+
+
+# -- migration 10: operators --------------------------------------------------------------------
+
+OTHER_OPERATOR = "casino-b"
+
+
+@pytest.mark.usefixtures("before_operators")
+def test_a_version_9_database_becomes_the_default_operator_s(
+    database_url: str, signer: LogSigner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rounds, requests and players of schema version 9 (written as a gnau from before operators
+    wrote them) are the default operator's after migration 10: they read back, a retry gets its
+    first answer, the open round carries on with entries that still name no operator, another
+    operator sees none of it, and the log verifies against a checkpoint taken before."""
+    with Store(older_gnau(database_url, 9), signer):
+        pass  # the version-9 schema, with the log's key
+    (tmp_path / "played").mkdir()
+    with open_store(f"sqlite:///{tmp_path / 'played' / 'played.db'}", signer) as played_on:
+        dealer = Dealer(played_on)
+        played = asyncio.run(play_rounds(dealer, 2, "table-1"))
+        kept = idempotency()
+        waiting = asyncio.run(
+            dealer.shuffle(
+                "table-2", HouseRules(), kept, operator=DEFAULT_OPERATOR, actor="token:test"
+            )
+        )
+        write_as_older_gnau(played_on, database_url, VERSION_9_COLUMNS)
+        played = [dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR) for view in played]
+        old_key = bytes(
+            played_on.query("SELECT secret FROM player_keys WHERE player_id = 'player-1'")[0][0]
+        )
+        before = played_on.checkpoint()
+        size_before = played_on.size()
+    monkeypatch.undo()  # today's gnau from here on
+    assert before is not None
+
+    with open_store(database_url, signer, migrate=True) as store:
+        assert [m.version for m in store.migrated] == [10]
+        for table in ("rounds", "requests", "player_keys", "player_seats"):
+            assert store.query(f"SELECT DISTINCT operator FROM {table}") == [("default",)], table
+        dealer = Dealer(store)
+        for view in played:
+            again = dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR)
+            assert (again.record.operator, again.record.operator_logged) == ("default", False)
+            assert again.record == replace(view.record, operator_logged=False)
+            assert again.settlement == view.settlement and again.players == view.players
+            with pytest.raises(RoundNotFound):
+                dealer.get(view.record.round_id, operator=OTHER_OPERATOR)
+        assert dealer.list("", 50, "", operator=OTHER_OPERATOR) == ([], "")
+
+        async def carry_on() -> tuple[RoundView, RoundView]:
+            size = store.size()
+            retried = await dealer.shuffle(
+                "table-2", HouseRules(), kept, operator=DEFAULT_OPERATOR, actor="token:test"
+            )
+            assert store.size() == size  # a retry logs nothing
+            theirs = await dealer.shuffle(
+                "table-2", HouseRules(), kept, operator=OTHER_OPERATOR, actor="token:other"
+            )
+            open_round = played[-1].record.round_id
+            for step in (dealer.reveal, dealer.settle):
+                await step(open_round, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test")
+            return retried, theirs
+
+        retried, theirs = asyncio.run(carry_on())
+        assert retried.record.round_id == waiting.record.round_id
+        assert theirs.record.round_id != waiting.record.round_id
+        assert theirs.record.operator == OTHER_OPERATOR
+        # The round from before operators names none in any entry, its last two included.
+        open_round = played[-1].record.round_id
+        entries = [decode_entry(data, signer.verifier) for data in store.round_entries(open_round)]
+        assert [str(entry.kind) for entry in entries][-2:] == ["ROUND_REVEALED", "ROUND_SETTLED"]
+        assert not any("operator" in entry.payload for entry in entries)
+
+        # The players are the default operator's: another's forget of the same id forgets none.
+        assert not asyncio.run(
+            forget_player(store, "player-1", None, operator=OTHER_OPERATOR, actor="token:other")
+        ).forgotten
+        player_id, seats = lookup_player(store, operator=DEFAULT_OPERATOR, player_id="player-1")
+        assert player_id == "player-1" and len(seats) == len(played)
+        files = sorted(tmp_path.glob("gnau.db*"))
+        if is_sqlite(database_url):  # the key is on disk until its player is forgotten
+            assert any(old_key in path.read_bytes() for path in files)
+        assert asyncio.run(
+            forget_player(store, "player-1", None, operator=DEFAULT_OPERATOR, actor="token:test")
+        ).forgotten
+        latest = store.checkpoint()
+        assert latest is not None
+        size = store.size()
+        proof = store.consistency_proof(size_before, size)
+        bundle = bundle_of(store)
+
+    old_tree = Checkpoint.parse(SignedNote.parse(before).text)
+    new_tree = Checkpoint.parse(SignedNote.parse(latest).text)
+    verify_consistency(size_before, size, proof, old_tree.root_hash, new_tree.root_hash)
+    report = verify_bundle(
+        io.BytesIO(bundle), pinned_keys=[signer.verifier], pinned_checkpoint=before
+    )
+    assert report.ok, report.summary()
+    if is_sqlite(database_url):
+        # The rebuilt player_keys left no copy of the forgotten player's key in any file.
+        assert files and not any(old_key in path.read_bytes() for path in files)

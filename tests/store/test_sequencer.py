@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from gnau_service.audit.entries import EntryKind, decode_entry
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.signing import LogSigner
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rules.house_rules import HouseRules
@@ -61,11 +62,15 @@ def test_a_retry_before_integration_gets_the_same_answer(
 
         async def scenario() -> None:
             first = asyncio.create_task(
-                dealer.shuffle("table-1", HouseRules(), request, actor="token:test")
+                dealer.shuffle(
+                    "table-1", HouseRules(), request, operator=DEFAULT_OPERATOR, actor="token:test"
+                )
             )
             await until(lambda: len(pending_rows(postgres_url)) == 1, "the step committed")
             retry = asyncio.create_task(
-                dealer.shuffle("table-1", HouseRules(), request, actor="token:test")
+                dealer.shuffle(
+                    "table-1", HouseRules(), request, operator=DEFAULT_OPERATOR, actor="token:test"
+                )
             )
             await asyncio.sleep(0.3)
             # Committed, not integrated: nobody is answered, nothing is in the log, and a read
@@ -73,13 +78,15 @@ def test_a_retry_before_integration_gets_the_same_answer(
             assert not first.done() and not retry.done()
             assert pending_rows(postgres_url)[0][1] is None
             assert store.size() == 0
-            round_id = dealer.list("table-1", 10, "")[0][0].record.round_id
-            assert dealer.get(round_id).record.log_indices == ()
+            round_id = dealer.list("table-1", 10, "", operator=DEFAULT_OPERATOR)[0][
+                0
+            ].record.round_id
+            assert dealer.get(round_id, operator=DEFAULT_OPERATOR).record.log_indices == ()
             outside.release()
             answered, replayed = await asyncio.wait_for(asyncio.gather(first, retry), 10)
             assert replayed == answered
             assert answered.record.log_indices == (0,)
-            assert dealer.get(round_id).record == answered.record
+            assert dealer.get(round_id, operator=DEFAULT_OPERATOR).record == answered.record
             assert pending_rows(postgres_url) == [(pending_rows(postgres_url)[0][0], 0)]
 
         asyncio.run(scenario())

@@ -1,6 +1,8 @@
 """The gRPC servicers: DealerService and AuditService. Thin by design: they turn messages into
 calls on the dealer (:mod:`gnau_service.rounds.dealer`) or the store, and answers back into
-messages; refusals raise and the interceptor turns them into statuses."""
+messages; refusals raise and the interceptor turns them into statuses. Each call acts for the
+caller's operator, as the interceptor set it (:data:`current_operator`): a read of None is of
+every operator's rounds; a change always has one (:func:`operator_of_change`)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ from gnau_service.server.grpc.convert import (
     timestamp_from_proto,
     void_reason_from_proto,
 )
-from gnau_service.server.grpc.interceptors import current_actor, current_role
+from gnau_service.server.grpc.interceptors import current_actor, current_operator, current_role
+from gnau_service.server.grpc.statuses import PermissionDenied
 from gnau_service.server.grpc.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
@@ -82,6 +85,16 @@ def idempotency_of(request: Any) -> Idempotency:
     return Idempotency(request_id, fingerprint)
 
 
+def operator_of_change(method: str) -> str:
+    """The operator a change (``method``) is made for: the caller's. Only operator tokens may
+    call a change and each belongs to one operator, so a change without one is refused, never
+    made for a default."""
+    operator = current_operator.get()
+    if operator is None:
+        raise PermissionDenied(str(current_role.get()), method)
+    return operator
+
+
 def deadline_of(context: Context) -> float | None:
     """The call's deadline as a ``time.monotonic()`` value; None if the client set none."""
     remaining = context.time_remaining()
@@ -109,6 +122,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             request.table_id,
             rules,
             idempotency,
+            operator=operator_of_change("Shuffle"),
             actor=current_actor.get(),
             deadline=deadline_of(context),
         )
@@ -137,6 +151,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             seats,
             beacon,
             idempotency,
+            operator=operator_of_change("Deal"),
             actor=current_actor.get(),
             deadline=deadline_of(context),
         )
@@ -148,6 +163,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         view = await self._dealer.reveal(
             request.round_id,
             idempotency_of(request),
+            operator=operator_of_change("Reveal"),
             actor=current_actor.get(),
             deadline=deadline_of(context),
         )
@@ -159,6 +175,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         view = await self._dealer.settle(
             request.round_id,
             idempotency_of(request),
+            operator=operator_of_change("Settle"),
             actor=current_actor.get(),
             deadline=deadline_of(context),
         )
@@ -172,6 +189,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             void_reason_from_proto(request.reason_code),
             request.reason,
             idempotency_of(request),
+            operator=operator_of_change("VoidRound"),
             actor=current_actor.get(),
             deadline=deadline_of(context),
         )
@@ -182,7 +200,10 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
     ) -> dealer_pb2.GetRoundResponse:
         view = await asyncio.to_thread(
             functools.partial(
-                self._dealer.get, request.round_id, public=current_role.get() is Role.PUBLIC
+                self._dealer.get,
+                request.round_id,
+                operator=current_operator.get(),
+                public=current_role.get() is Role.PUBLIC,
             )
         )
         return dealer_pb2.GetRoundResponse(round=round_to_proto(view))
@@ -195,6 +216,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
                 round_receipt,
                 self._dealer,
                 request.round_id,
+                operator=current_operator.get(),
                 public=current_role.get() is Role.PUBLIC,
                 pinned_size=request.pinned_size,
                 quorum=self._quorum,
@@ -214,6 +236,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
                 request.table_id,
                 request.page_size,
                 request.page_token,
+                operator=current_operator.get(),
                 public=public,
                 completed_by=request.completed_by,
                 completed_since=timestamp_from_proto(request.completed_since)
@@ -252,6 +275,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             self._dealer.store,
             request.player_id,
             request_id,
+            operator=operator_of_change("ForgetPlayer"),
             actor=current_actor.get(),
             deadline=deadline_of(context),
         )
@@ -379,6 +403,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
             functools.partial(
                 lookup_player,
                 self._store,
+                operator=current_operator.get(),
                 player_id=request.player_id if which == "player_id" else None,
                 reference=request.player_ref if which == "player_ref" else None,
             )

@@ -10,12 +10,13 @@ reads ``N``. Migration 1 is the schema as gnau made it before there were migrati
 A released migration never changes (``tests/store/test_migrations.py`` holds each file's digest):
 a change to the schema is a new migration, with the next number, for both dialects. Each is
 written to be safe to apply again (``IF NOT EXISTS``), so a database whose recorded version was
-lost can still be brought up to date.
+lost can still be brought up to date; SQLite's migration 10 cannot be (SQLite adds a column
+without ``IF NOT EXISTS``): run again, it fails on the column it finds and changes nothing.
 
 >>> [migration.name for migration in MIGRATIONS][-3:]
-['sequencer_lease', 'private_columns_unanalyzed', 'round_deadlines']
+['private_columns_unanalyzed', 'round_deadlines', 'operators']
 >>> SCHEMA_VERSION
-9
+10
 """
 
 from __future__ import annotations
