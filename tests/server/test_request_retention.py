@@ -11,7 +11,9 @@ import grpc
 import pytest
 from gnau.v1 import dealer_pb2
 
+from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.server.process.request_retention import prune_expired
+from gnau_service.store import Transaction
 from tests.server.conftest import Service
 from tests.server.test_interceptors import error_info
 from tests.server.test_service import SEATS, rid, shuffle
@@ -47,3 +49,28 @@ async def test_a_request_is_remembered_for_the_retention_and_then_forgotten(
     assert error_info(refused.value).reason == "ROUND_STATE"
     # The log lost nothing.
     assert await asyncio.to_thread(store.size) == size
+
+
+async def test_pruning_one_operator_s_request_keeps_another_s_of_the_same_id(
+    service: Service,
+) -> None:
+    """A request id is an operator's own (issue 38): the expired record of one operator goes,
+    the younger one of another operator with the same id stays."""
+    store = service.app.store
+    now = datetime.now(UTC)
+    old, young = (format_utc_timestamp(now - timedelta(days=days)) for days in (100, 1))
+
+    def two_records(tx: Transaction) -> None:
+        for operator, created_at in (("casino-a", old), ("casino-b", young)):
+            tx.execute(
+                "INSERT INTO requests (operator, request_id, operation, fingerprint, response,"
+                " created_at) VALUES (?, 'shared-id', 'Shuffle', '', '{}', ?)",
+                (operator, created_at),
+            )
+
+    await store.run_async(two_records)
+    assert await prune_expired(store, 90, now=now) == 1
+    kept = await asyncio.to_thread(
+        store.query, "SELECT operator FROM requests WHERE request_id = 'shared-id'"
+    )
+    assert kept == [("casino-b",)]

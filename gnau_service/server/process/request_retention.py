@@ -42,10 +42,12 @@ def _delete_older(cutoff: str) -> Work[int]:
             (cutoff, PRUNE_BATCH),
         )
         if expired:
+            # A request id is an operator's own: another operator's record of the same id is
+            # deleted only if it has expired too.
             marks = ", ".join("?" * len(expired))
             tx.execute(
-                f"DELETE FROM requests WHERE request_id IN ({marks})",  # noqa: S608  (only ?s)
-                [row[0] for row in expired],
+                f"DELETE FROM requests WHERE created_at < ? AND request_id IN ({marks})",  # noqa: S608  (only ?s)
+                [cutoff, *(row[0] for row in expired)],
             )
         return len(expired)
 
