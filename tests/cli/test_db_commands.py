@@ -71,6 +71,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
         ["pending", " 7 sequencer_lease"],
         ["pending", " 8 private_columns_unanalyzed"],
         ["pending", " 9 round_deadlines"],
+        ["pending", " 10 operators"],
     ]
     assert "log: 3 entries" in lines
     assert lines[-1] == "to migrate: back it up (gnau db backup FILE), then run gnau db migrate"
@@ -87,6 +88,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
         "applied: 7 sequencer",
         "applied: 8 private_c",
         "applied: 9 round_dea",
+        "applied: 10 operator",
     ]
 
     after = gnau("db", "status", "--database", url)
@@ -117,7 +119,7 @@ def test_a_newer_schema_is_reported_and_not_migrated(settings: Settings, gnau: G
     refused = gnau("db", "migrate", "--database", url)
     assert refused.status == 2
     assert refused.err.count("\n") == 1
-    assert "database schema version 10 is newer than this gnau (9): upgrade gnau" in refused.err
+    assert "database schema version 11 is newer than this gnau (10): upgrade gnau" in refused.err
 
 
 def test_the_database_is_found_as_gnau_serve_finds_it(

@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 
 from gnau_service.audit.entries import EntryError, decode_entry
 from gnau_service.audit.note import Verifier
+from gnau_service.audit.operators import check_operator
 from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.identities import forget_player, lookup_player
@@ -52,11 +53,12 @@ from gnau_service.server.grpc.convert import (
     void_reason_from_proto,
 )
 from gnau_service.server.grpc.interceptors import current_actor, current_operator, current_role
-from gnau_service.server.grpc.statuses import PermissionDenied
+from gnau_service.server.grpc.statuses import OperatorScope, PermissionDenied
 from gnau_service.server.grpc.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
 from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
+from gnau_service.store.round_rows import read_round
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -92,6 +94,26 @@ def operator_of_change(method: str) -> str:
     operator = current_operator.get()
     if operator is None:
         raise PermissionDenied(str(current_role.get()), method)
+    return operator
+
+
+def listed_operator(asked: str) -> str | None:
+    """Whose rounds a listing holds: the caller's operator's, or, for a caller of every
+    operator (an all-operator auditor, or the public), the operator ``asked`` for (every
+    operator's if none). A caller of one operator asking for another's is refused."""
+    operator = current_operator.get()
+    if not asked:
+        return operator
+    if operator is None:
+        problem = check_operator(asked)
+        if problem is not None:
+            raise InvalidRequest([("operator", problem)])
+        return asked
+    if asked != operator:
+        raise OperatorScope(
+            f"a credential of operator {operator} lists its own operator's rounds only",
+            operator=operator,
+        )
     return operator
 
 
@@ -230,13 +252,14 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         public = current_role.get() is Role.PUBLIC
         if public and not self._public_round_listing:
             raise ListingNotPublic
+        operator = listed_operator(request.operator)
         views, token = await asyncio.to_thread(
             functools.partial(
                 self._dealer.list,
                 request.table_id,
                 request.page_size,
                 request.page_token,
-                operator=current_operator.get(),
+                operator=operator,
                 public=public,
                 completed_by=request.completed_by,
                 completed_since=timestamp_from_proto(request.completed_since)
@@ -381,7 +404,9 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
     ) -> audit_pb2.VerifyRoundResponse:
         check_round_id(request.round_id)
         try:
-            entries, replay = await asyncio.to_thread(_replayed, self._store, request.round_id)
+            entries, replay = await asyncio.to_thread(
+                _replayed, self._store, request.round_id, current_operator.get()
+            )
         except (EntryError, ReplayError) as error:
             return audit_pb2.VerifyRoundResponse(
                 ok=False, failures=[str(error)], summary=f"round {request.round_id} FAILS: {error}"
@@ -421,10 +446,13 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         )
 
 
-def _replayed(store: Store, round_id: str) -> tuple[int, RoundReplay]:
+def _replayed(store: Store, round_id: str, operator: str | None) -> tuple[int, RoundReplay]:
     """The round's entries, each checked against the log's keys and replayed in order, and how
-    many there were; raises EntryError or ReplayError at the first that fails. Blocking (it
-    reads the store and checks signatures): call it from a thread."""
+    many there were, if it is ``operator``'s round (any operator's if None: another's is not
+    found, as a round that does not exist); raises EntryError or ReplayError at the first that
+    fails. Blocking (it reads the store and checks signatures): call it from a thread."""
+    if operator is not None and read_round(store, round_id, operator=operator) is None:
+        raise RoundNotFound(round_id)
     entries = store.round_entries(round_id)
     if not entries:
         raise RoundNotFound(round_id)
