@@ -112,6 +112,7 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
     message = round_pb2.Round(
         round_id=record.round_id,
         table_id=record.table_id,
+        operator=record.operator,
         state=_STATES[record.state],
         house_rules=house_rules_to_proto(record.rules),
         commitment=record.commitment.hex(),

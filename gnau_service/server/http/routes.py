@@ -260,6 +260,7 @@ class _Routes:
                 round_receipt,
                 self._dealer,
                 request.match_info["round_id"],
+                operator=None,  # the public's: a revealed round of any operator, by its id
                 public=True,
                 pinned_size=pinned_size,
                 quorum=self._quorum,
@@ -278,6 +279,7 @@ class _Routes:
                 query.get("table_id", ""),
                 page_size,
                 query.get("page_token", ""),
+                operator=None,  # the public lists every operator's revealed rounds, if at all
                 public=True,
             )
         )
