@@ -143,7 +143,20 @@ def test_the_image_alone(images: Podman, tmp_path: Path) -> None:
         images.wait_healthy(name)
         assert serving_key(images.logs(name), last=True) == key, "a restart kept the key"
         play(f"127.0.0.1:{port}", token, rounds=1)
-        _, settled = export_and_verify(port, token, key, tmp_path / "alone")
+        # The log is an auditor of every operator's to export: the running dealer takes up the
+        # token added to its file within a second, and says so.
+        reloads = images.logs(name).count("tokens reloaded")
+        images.podman(
+            "exec", name, "gnau", "token", "add", "--role", "auditor", "--all-operators",
+            "--name", "audit", "--tokens", "/var/lib/gnau/tokens.json",
+            "--out", "/var/lib/gnau/auditor-token",
+        )  # fmt: skip
+        auditor = images.podman("exec", name, "cat", "/var/lib/gnau/auditor-token").stdout.strip()
+        deadline = time.monotonic() + 30
+        while images.logs(name).count("tokens reloaded") == reloads:
+            assert time.monotonic() < deadline, images.logs(name)[-4000:]
+            time.sleep(0.1)
+        _, settled = export_and_verify(port, auditor, key, tmp_path / "alone")
         assert settled == 3, "the rounds before the restart are in the log"
         images.podman("stop", "--time", "30", name)
         assert images.exit_code(name) == 0
@@ -199,13 +212,14 @@ def test_the_compose_stack(images: Podman, tmp_path: Path) -> None:
             for container in dealers.values():
                 images.wait_healthy(container, timeout=120)
         token = (secrets / "operator-token").read_text().strip()
+        auditor = (secrets / "auditor-token").read_text().strip()
         with phase("compose: rounds on both dealers, export, verify"):
             key = serving_key(images.logs(dealers[1]))
             assert serving_key(images.logs(dealers[2])) == key, "both dealers sign one log"
             for number in dealers:
                 play(f"127.0.0.1:{ports[f'GNAU_DEALER_{number}_GRPC_PORT']}", token, rounds=2)
             first, settled = export_and_verify(
-                ports["GNAU_DEALER_2_GRPC_PORT"], token, key, tmp_path / "a"
+                ports["GNAU_DEALER_2_GRPC_PORT"], auditor, key, tmp_path / "a"
             )
             assert settled == 4, "the rounds of both dealers are in one log"
         with phase("compose: prometheus targets and rules"):
@@ -225,7 +239,7 @@ def test_the_compose_stack(images: Podman, tmp_path: Path) -> None:
                 images.wait_healthy(container, timeout=120)
             play(f"127.0.0.1:{ports['GNAU_DEALER_1_GRPC_PORT']}", token, rounds=1)
             second, settled = export_and_verify(
-                ports["GNAU_DEALER_1_GRPC_PORT"], token, key, tmp_path / "b"
+                ports["GNAU_DEALER_1_GRPC_PORT"], auditor, key, tmp_path / "b"
             )
             assert second > first and settled == 5, f"the log went on: {first}, then {second}"
     finally:

@@ -153,6 +153,7 @@ def check_compose_secrets(directory: Path) -> None:
         "pgpass": (SERVICE_UID, 0o600),
         "postgres-password": (0, 0o600),
         "operator-token": (0, 0o600),
+        "auditor-token": (0, 0o600),
     }
     password = (directory / "postgres-password").read_text().strip()
     assert re.fullmatch(r"[0-9a-f]{64}", password)
@@ -164,10 +165,21 @@ def check_compose_secrets(directory: Path) -> None:
         load_private_key(directory / "log-signing-key.pem")
         tokens = read_token_file(directory / "tokens.json")
     token = (directory / "operator-token").read_text().strip()
-    assert len(token) == 43 and tokens.legacy_tokens == {}  # hashes only
-    assert tokens.hashes == {hashlib.sha256(token.encode()).hexdigest(): Role.OPERATOR}
-    assert token not in (directory / "tokens.json").read_text()
-    assert token not in made.stdout + made.stderr and password not in made.stdout + made.stderr
+    auditor = (directory / "auditor-token").read_text().strip()
+    assert len(token) == len(auditor) == 43 and tokens.legacy_tokens == {}  # hashes only
+    assert tokens.hashes == {
+        hashlib.sha256(token.encode()).hexdigest(): Role.OPERATOR,
+        hashlib.sha256(auditor.encode()).hexdigest(): Role.AUDITOR,
+    }
+    # The operator token deals for the operator "default"; the auditor's reads every operator's
+    # log (gnau audit export takes no other).
+    assert {record.name: record.operator for record in tokens.records} == {
+        "operator": "default",
+        "auditor": "*",
+    }
+    for secret in (token, auditor, password):
+        assert secret not in (directory / "tokens.json").read_text()
+        assert secret not in made.stdout + made.stderr
 
     # Run again: nothing replaced, a widened mode narrowed back.
     before = {path.name: path.read_bytes() for path in directory.iterdir()}

@@ -11,7 +11,7 @@ public).
 
 >>> labels = OperatorLabels(limit=2)
 >>> [labels.label(operator) for operator in ("casino-b", "casino-a", "casino-c", "casino-b", None)]
-['casino-b', 'casino-a', 'other', 'casino-b', 'other']
+['casino-b', 'casino-a', '_other', 'casino-b', '_other']
 >>> from gnau_service.server.grpc.auth import Caller, Role
 >>> credentials = Credentials(
 ...     {f"hash-{name}": Caller(Role.OPERATOR, "", name) for name in ("casino-c", "casino-b")},
@@ -19,7 +19,7 @@ public).
 ... )
 >>> labels = OperatorLabels(lambda: credentials, limit=2)
 >>> [labels.label(operator) for operator in ("casino-c", "casino-a", "casino-b", "casino-z")]
-['other', 'casino-a', 'casino-b', 'other']
+['_other', 'casino-a', 'casino-b', '_other']
 """
 
 from __future__ import annotations
