@@ -53,6 +53,24 @@ class Served:
         text = self.stderr_path.read_text(encoding="utf-8", errors="replace")
         return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
+    def add_token(self, name: str, *options: str) -> str:
+        """A token added to the running service's token file (``gnau token add --name NAME
+        OPTIONS``), once the service has taken it up (it says ``tokens reloaded``): an auditor of
+        every operator is ``add_token("audit", "--role", "auditor", "--all-operators")``, the
+        only caller that reads the whole log."""
+        reloads = self.output().count("tokens reloaded")
+        out = self.data_dir.parent / f"{name}.token"
+        added = gnau(
+            "token", "add", "--name", name, *options, "--data-dir", str(self.data_dir),
+            "--out", str(out),
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        deadline = time.monotonic() + START_TIMEOUT
+        while self.output().count("tokens reloaded") == reloads:
+            assert time.monotonic() < deadline, f"the token was not taken up:\n{self.output()}"
+            time.sleep(0.05)
+        return out.read_text().strip()
+
     def stop(self) -> None:
         """SIGTERM, then the service must exit 0 within its grace period."""
         status = self.terminate()

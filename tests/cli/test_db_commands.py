@@ -172,7 +172,7 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     why = refused.stderr.splitlines()[-1]
     assert "cannot start" in why
-    assert "database schema version 1 is older than this gnau (9)" in why
+    assert "database schema version 1 is older than this gnau (10)" in why
     assert "run 'gnau db migrate' (or start with --migrate true)" in why
 
     with served(data, "--migrate", "true") as service:

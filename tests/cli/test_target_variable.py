@@ -82,7 +82,8 @@ def test_the_commands_find_a_served_process_through_the_variable(
         assert got.status == 0, got.err
         verified = gnau("receipt", "verify", str(receipt), "--key", service.vkey)
         assert verified.status == 0, verified.out
-        shown = gnau("audit", "show", env={**variable, "GNAU_TOKEN": service.token})
+        auditor = service.add_token("audit", "--role", "auditor", "--all-operators")
+        shown = gnau("audit", "show", env={**variable, "GNAU_TOKEN": auditor})
         assert shown.status == 0, shown.err
         assert round_id in shown.out
         # A --database on the command line wins over the variable.

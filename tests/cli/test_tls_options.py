@@ -50,11 +50,13 @@ def test_the_client_commands_reach_a_tls_service_through_a_port_forward(
         unnamed = gnau_process("play", *tls, "--token", service.token)
         assert unnamed.returncode == 2 and "UNAVAILABLE" in unnamed.stderr
         token = ("--token", service.token)
+        # The whole log is an auditor of every operator's to read.
+        auditor = ("--token", service.add_token("audit", "--role", "auditor", "--all-operators"))
         for command in (
             ("round", "get", round_id, *token),
             ("receipt", "get", round_id),
             ("audit", "checkpoint"),
-            ("audit", "show", *token),
+            ("audit", "show", *auditor),
             ("key", "show"),
             ("health",),
         ):

@@ -64,8 +64,8 @@ def test_tokens_change_under_a_running_server_and_streams_survive(
 
         # Added: the file watch picks it up (no signal sent).
         out = tmp_path / "ci.token"
-        added = gnau("token", "add", "--role", "auditor", "--name", "ci", "--out", str(out),
-                     "--data-dir", str(data))  # fmt: skip
+        added = gnau("token", "add", "--role", "auditor", "--all-operators", "--name", "ci",
+                     "--out", str(out), "--data-dir", str(data))  # fmt: skip
         assert added.status == 0, added.err
         ci = out.read_text().strip()
         assert ci not in added.out + added.err
@@ -104,7 +104,11 @@ def test_tokens_change_under_a_running_server_and_streams_survive(
             assert time.monotonic() < deadline, "no line about the unusable token file"
             time.sleep(0.1)
         time.sleep(2.5)  # two polls of the watch, which must not repeat the line
-        assert code_of(read_checkpoint_entries(service.token)) == grpc.StatusCode.OK
+        listing = dealer_pb2.ListRoundsRequest(page_size=1)
+        assert (
+            code_of(lambda: dealer.ListRounds(listing, metadata=bearer(service.token), timeout=10))
+            == grpc.StatusCode.OK
+        )
         assert code_of(read_checkpoint_entries(ci)) == grpc.StatusCode.UNAUTHENTICATED
     output = service.output()
     lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]

@@ -1,5 +1,6 @@
-"""docs/integration.md's ``buf curl`` lines, every public and operator call, run as printed
-(with ``DEALER``, ``TOKEN`` and ``ROUND`` set as the text says) against a real ``gnau serve``."""
+"""docs/integration.md's ``buf curl`` lines, every public, operator and auditor call, run as
+printed (with ``DEALER``, ``TOKEN``, ``AUDITOR`` and ``ROUND`` set as the text says) against a
+real ``gnau serve``."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ def test_every_call_of_the_guide_runs_as_printed(tmp_path: Path) -> None:
             "PATH": f"{BUF.parent}:{os.environ['PATH']}",
             "DEALER": service.target,
             "TOKEN": service.token,
+            "AUDITOR": service.add_token("audit", "--role", "auditor", "--all-operators"),
             "ROUND": "",
         }
         for line in lines:
