@@ -5,6 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime
 INSTALLED := $(VENV)/.installed
+# No single test of CI's stages runs near this: one that does is stuck, and fails with every
+# thread's stack instead of holding CI to its own limit. `make test-slow` has none.
+STUCK := --timeout 600
 
 .PHONY: serve test test-system test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets rtp-table par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
@@ -34,13 +37,13 @@ serve: $(RUNTIME)
 ## real timer, browser or other language, on every core (one test file to a worker: a file's
 ## servers and databases are set up once)
 test: $(INSTALLED) lint
-	$(BIN)/python -m pytest -q -n auto --dist loadfile tests gnau_service --doctest-modules
+	$(BIN)/python -m pytest -q $(STUCK) -n auto --dist loadfile tests gnau_service --doctest-modules
 
 ## test-system: the tests marked system: `gnau serve` and worker processes, killed, frozen and
 ## cut off; real timers (leases, stalls, grace periods); chromium; Node.js and Go; and the
 ## service's tests again on PostgreSQL
 test-system: $(INSTALLED)
-	$(BIN)/python -m pytest -q -n auto --dist loadfile tests -m "system and not slow and not containers"
+	$(BIN)/python -m pytest -q $(STUCK) -n auto --dist loadfile tests -m "system and not slow and not containers"
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
@@ -67,7 +70,7 @@ test-slow: $(INSTALLED)
 ## test-deploy: deploy/ for real under podman (as root): the base image from Debian packages,
 ## the image, the Compose stack and the Kubernetes pod; prints each phase's time (about 3 min)
 test-deploy: $(INSTALLED)
-	$(BIN)/python -m pytest -q tests/containers -m containers
+	$(BIN)/python -m pytest -q $(STUCK) tests/containers -m containers
 
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
