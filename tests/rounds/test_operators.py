@@ -16,25 +16,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.operators import OPERATOR_PATTERN
 from gnau_service.audit.round_events import VoidReason
-from gnau_service.audit.signing import LogSigner
 from gnau_service.rounds.deadlines import Deadlines
-from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.identities import forget_player, lookup_player
 from gnau_service.rounds.record import RoundState
 from gnau_service.rounds.refusals import InvalidRequest, RoundNotFound, TableBusy
 from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.store import Store, open_store
+from gnau_service.store import Store
 from gnau_service.store.players import read_player_key
-from tests.postgres import SERVICE_BACKENDS, database_of
+from tests.dealers import fresh, opened_store
+from tests.postgres import SERVICE_BACKENDS
 
 A, B = "casino-a", "casino-b"
 ACTOR = {A: "token:casino-a-platform", B: "token:casino-b-platform"}
@@ -43,16 +42,8 @@ SEATS = [SeatRequest(1, "42", 100), SeatRequest(2, "alice", 50)]
 
 @pytest.fixture(params=SERVICE_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    signer = LogSigner.from_private_key("gnau-dealer/test", Ed25519PrivateKey.generate())
-    with (
-        database_of(request.param, tmp_path / "gnau.db") as url,
-        open_store(url, signer) as opened,
-    ):
+    with opened_store(request.param, tmp_path) as opened:
         yield opened
-
-
-def fresh() -> Idempotency:
-    return Idempotency(str(uuid.uuid4()), "fingerprint")
 
 
 async def shuffled(dealer: Dealer, operator: str, table: str = "t-1") -> RoundView:

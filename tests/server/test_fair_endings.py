@@ -12,7 +12,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,17 +19,15 @@ from typing import Any
 
 import grpc
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import dealer_pb2, round_pb2
 
 from gnau_service.audit.entries import decode_entry
 from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.round_events import VoidReason
-from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.rounds.completion import SWEEP_BATCH, RoundCompletion
 from gnau_service.rounds.deadlines import Deadlines
-from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.record import RoundState
 from gnau_service.rounds.refusals import InvalidRequest, WrongState
 from gnau_service.rounds.requests import SeatRequest
@@ -38,10 +35,11 @@ from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
-from gnau_service.store import Store, open_store
+from gnau_service.store import Store
 from gnau_service.store.gauges import overdue_rounds
+from tests.dealers import fresh, opened_store
 from tests.independent.rules import settle as independent_settle
-from tests.postgres import SERVICE_BACKENDS, database_of
+from tests.postgres import SERVICE_BACKENDS
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_service import deal, play, shuffle
 
@@ -51,16 +49,8 @@ SEATS = [SeatRequest(n, f"player-{n}", 100 * n, b"") for n in range(1, 7)]
 
 @pytest.fixture(params=SERVICE_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    signer = LogSigner.from_private_key("gnau-dealer/test", Ed25519PrivateKey.generate())
-    with (
-        database_of(request.param, tmp_path / "gnau.db") as url,
-        open_store(url, signer) as opened,
-    ):
+    with opened_store(request.param, tmp_path) as opened:
         yield opened
-
-
-def fresh() -> Idempotency:
-    return Idempotency(str(uuid.uuid4()), "fingerprint")
 
 
 async def dealt(dealer: Dealer, table: str = "t-1") -> RoundView:
