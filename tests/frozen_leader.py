@@ -161,15 +161,27 @@ def backend_state(admin: psycopg.Connection[tuple[object, ...]], pid: int) -> tu
 
 
 def _until(condition: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
+    assert _within(condition, WAIT_SECONDS), f"never: {what}"
+
+
+def _within(condition: object, seconds: float) -> bool:
+    """Whether ``condition`` holds within ``seconds``."""
+    deadline = time.monotonic() + seconds
     while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"never: {what}"
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.01)
+    return True
 
 
 #: How long a stopped client's backend is given to finish what it had received, before the drill
 #: reads where it was caught.
 SETTLE_SECONDS: Final = 0.05
+#: A leader stopped while its COPY waits for a lock is caught inside the COPY only if some of the
+#: COPY's data was still unsent; if all of it was, its backend ends the COPY, and the drill tries
+#: the next one, up to this many times, each given this long to show the backend waiting.
+IN_COPY_TRIES: Final = 20
+COPY_CAUGHT_SECONDS: Final = 2.0
 
 
 def freeze(url: str, how: Freeze, process: int, backend: int) -> tuple[int, str]:
@@ -185,29 +197,34 @@ def _freeze(
     admin: psycopg.Connection[tuple[object, ...]], url: str, how: Freeze, process: int, backend: int
 ) -> int:
     if how is Freeze.IN_COPY:
-        holder = psycopg.connect(url)
-        try:
-            holder.execute("LOCK TABLE log_entries IN SHARE MODE")
-            _until(
+        for _ in range(IN_COPY_TRIES):
+            holder = psycopg.connect(url)
+            try:
+                holder.execute("LOCK TABLE log_entries IN SHARE MODE")
+                _until(
+                    lambda: (
+                        (now := activity(admin, backend)).wait_event_type == "Lock"
+                        and now.statement == "COPY log_entries"
+                    ),
+                    "the leader's COPY waits for the entries' table",
+                )
+                os.kill(process, signal.SIGSTOP)
+            finally:
+                holder.rollback()
+                holder.close()
+            if _within(
                 lambda: (
-                    (now := activity(admin, backend)).wait_event_type == "Lock"
+                    (now := activity(admin, backend)).wait_event == "ClientRead"
+                    and now.state == "active"
                     and now.statement == "COPY log_entries"
                 ),
-                "the leader's COPY waits for the entries' table",
-            )
-            os.kill(process, signal.SIGSTOP)
-        finally:
-            holder.rollback()
-            holder.close()
-        _until(
-            lambda: (
-                (now := activity(admin, backend)).wait_event == "ClientRead"
-                and now.state == "active"
-                and now.statement == "COPY log_entries"
-            ),
-            "the frozen leader's backend waits for it inside the COPY",
-        )
-        return process
+                COPY_CAUGHT_SECONDS,
+            ):
+                return process
+            # The leader had sent the whole COPY before it stopped, so its backend finished it:
+            # not frozen inside it. Again, with its next COPY.
+            os.kill(process, signal.SIGCONT)
+        raise AssertionError("the frozen leader's backend never waited for it inside the COPY")
     if how is Freeze.ANYWHERE:
         for _ in range(1000):
             time.sleep(random.uniform(0.0, 0.05))  # a random instant

@@ -84,6 +84,9 @@ class Served:
         that accepts another status sets :attr:`expected_status` to it (a benchmark notes it)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
+            # A process a test stopped (SIGSTOP) and left stopped, by failing before it resumed
+            # it, must still be able to stop, or its test's own failure is lost behind this one.
+            self.process.send_signal(signal.SIGCONT)
         try:
             return self.process.wait(timeout=GRACE_SECONDS + STOP_ENTRY_SECONDS + 5)
         except subprocess.TimeoutExpired:
