@@ -11,19 +11,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gnau_service.audit.operators import DEFAULT_OPERATOR
-from gnau_service.audit.signing import LogSigner
-from gnau_service.rounds.dealer import Dealer, Idempotency
+from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.record import RoundState
 from gnau_service.rounds.refusals import InvalidRequest
 from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.process.config import ConfigError, load_settings
-from gnau_service.store import Store, open_store
+from gnau_service.store import Store
+from tests.dealers import fresh, opened_store
 from tests.rules.test_settlement import RULES
 from tests.serving import gnau
 
@@ -35,13 +34,8 @@ LARGEST_MAX_STAKE = 5_492_194_667_524
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[Store]:
-    signer = LogSigner.from_private_key("gnau-dealer/test", Ed25519PrivateKey.generate())
-    with open_store(f"sqlite:///{tmp_path / 'gnau.db'}", signer) as opened:
+    with opened_store("sqlite", tmp_path) as opened:
         yield opened
-
-
-def idempotency() -> Idempotency:
-    return Idempotency(str(uuid.uuid4()), "fingerprint")
 
 
 def test_the_largest_max_stake_is_worked_out_right() -> None:
@@ -64,12 +58,12 @@ def test_a_max_stake_that_could_settle_beyond_the_range_is_refused(stake: int) -
 def deal(dealer: Dealer, rules: HouseRules, stakes: list[int]) -> str:
     async def go() -> str:
         shuffled = await dealer.shuffle(
-            f"t-{uuid.uuid4()}", rules, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+            f"t-{uuid.uuid4()}", rules, fresh(), operator=DEFAULT_OPERATOR, actor="token:test"
         )
         round_id = shuffled.record.round_id
         seats = [SeatRequest(n, f"p{n}", stake) for n, stake in enumerate(stakes, start=1)]
         await dealer.deal(
-            round_id, seats, None, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+            round_id, seats, None, fresh(), operator=DEFAULT_OPERATOR, actor="token:test"
         )
         return round_id
 
@@ -123,9 +117,9 @@ def test_any_round_deal_accepts_settles(store: Store, rules: HouseRules, stakes:
         return  # refused before anything was written: nothing can get stuck
 
     async def finish() -> RoundState:
-        await dealer.reveal(round_id, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test")
+        await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor="token:test")
         settled = await dealer.settle(
-            round_id, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test"
+            round_id, fresh(), operator=DEFAULT_OPERATOR, actor="token:test"
         )
         assert settled.settlement is not None
         assert all(abs(seat.delta) <= MAX_SAFE for seat in settled.settlement.seats)
