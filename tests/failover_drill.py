@@ -20,10 +20,10 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import grpc
-from gnau.v1 import round_pb2
+from gnau.v1 import dealer_pb2, round_pb2
 from gnau_client import GnauClient, Seat
 
 from gnau_service.audit.bundle import write_bundle
@@ -33,7 +33,7 @@ from gnau_service.audit.note import Verifier
 from gnau_service.cli.remote_log import checkpoint_size
 from gnau_service.store import open_reader
 from tests.replication import Pair, replicated_pair
-from tests.serving import Served, gnau, served
+from tests.serving import Served, gnau, served, table_config_message
 
 SEATS: Final = [Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n) for n in (1, 2, 3)]
 CALL_SECONDS: Final = 5.0  # each attempt's deadline
@@ -83,9 +83,10 @@ class Player:
         return sum(start <= ack.acknowledged < end for ack in self.acks)
 
 
-def _until_acknowledged(
-    player: Player, call: Callable[[], round_pb2.Round], stop: threading.Event
-) -> round_pb2.Round:
+T = TypeVar("T")
+
+
+def _until_acknowledged(player: Player, call: Callable[[], T], stop: threading.Event) -> T:
     """The call, again and again (its request id fixed by ``call``) until acknowledged; a drill
     that has stopped (it failed elsewhere) waits for it a short while only."""
     sent = time.monotonic()
@@ -105,10 +106,23 @@ def _until_acknowledged(
 
 
 def play(service: Served, player: Player, stop: threading.Event) -> None:
-    """Play whole rounds until ``stop``; a round under way is always finished."""
+    """Play whole rounds until ``stop``; a round under way is always finished. The player's
+    table is first put in its operator's catalogue (a round is dealt only at a catalogued
+    table), under tests/serving.py's :func:`table_config_message`: PutTable is idempotent, so
+    it too is sent again until acknowledged."""
     table = f"table-{player.name}"
+    config = table_config_message()
     # No gRPC retries: the drill retries by itself, and counts.
     with GnauClient(service.target, token=service.token, retry=None) as client:
+
+        def put() -> dealer_pb2.Table:
+            return client.put_table(table, config, timeout=CALL_SECONDS)
+
+        try:  # its retries, if any, are not counted as the player's: those are its steps'
+            _until_acknowledged(Player(player.name), put, stop)
+        except grpc.RpcError as error:
+            player.failures.append(f"PutTable: {error.code().name}: {error.details()}")
+            return
         while not stop.is_set():
             try:
                 round_id, step = "", "Shuffle"

@@ -12,13 +12,19 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gnau.v1 import dealer_pb2
+from gnau_client import GnauClient
+
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.server.grpc.convert import house_rules_to_proto
 from gnau_service.server.process.app import STOP_ENTRY_SECONDS
+from tests.catalogued import table_config
 
 REPO = Path(__file__).resolve().parents[1]
 #: The ``gnau`` command, run by this interpreter.
@@ -71,6 +77,10 @@ class Served:
             time.sleep(0.05)
         return out.read_text().strip()
 
+    def put_tables(self, tables: Iterable[str], *rule_sets: HouseRules, **limits: Any) -> None:
+        """:func:`put_tables` on this service, with its operator token."""
+        put_tables(self.target, self.token, tables, table_config_message(*rule_sets, **limits))
+
     def stop(self) -> None:
         """SIGTERM, then the service must exit 0 within its grace period."""
         status = self.terminate()
@@ -98,6 +108,36 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
             raise AssertionError(f"gnau serve did not stop in time:\n{self.output()}") from None
+
+
+def table_config_message(*rule_sets: HouseRules, **limits: Any) -> dealer_pb2.TableConfig:
+    """tests/catalogued.py's :func:`~tests.catalogued.table_config` (any stake and seat count
+    the service allows, unless ``limits`` say otherwise; the default house rules unless
+    ``rule_sets`` are given), as PutTable takes it."""
+    config = table_config(*rule_sets, **limits)
+    return dealer_pb2.TableConfig(
+        currency=config.currency.code,
+        rule_sets=[house_rules_to_proto(rules) for rules in config.rule_sets],
+        min_stake=config.min_stake,
+        max_stake=config.max_stake,
+        max_seats=config.max_seats,
+        deal_deadline_seconds=config.deal_seconds or 0,
+        settle_deadline_seconds=config.settle_seconds or 0,
+        enabled=config.enabled,
+    )
+
+
+def put_tables(
+    target: str, token: str, tables: Iterable[str], config: dealer_pb2.TableConfig | None = None
+) -> None:
+    """Catalogue ``tables`` in the catalogue of ``token``'s operator on the running service at
+    ``target`` (a round is dealt only at a catalogued table, issue 38), under ``config``
+    (:func:`table_config_message` if none). PutTable is idempotent: a table already under
+    ``config`` is left as it is, one under another configuration gets ``config``."""
+    message = config or table_config_message()
+    with GnauClient(target, token=token) as client:
+        for table_id in tables:
+            client.put_table(table_id, message)
 
 
 def worker_pids(supervisor: int) -> list[int]:

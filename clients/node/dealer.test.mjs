@@ -121,6 +121,18 @@ function rulesText(rules) {
 }
 
 const uniqueTable = (what) => `node-${what}-${randomUUID().slice(0, 8)}`;
+/** What the tests' tables deal under (docs/api.md, "Tables"): euro stakes of 1 cent to 100
+ * million euro, the default rules (unset fields take their defaults), up to 6 seats. */
+const TABLE_CONFIG = {
+  currency: 'EUR', rule_sets: [{}], min_stake: '1', max_stake: '10000000000', max_seats: 6, enabled: true,
+};
+
+/** A fresh table, put in the operator's catalogue: a round is dealt only at a catalogued table. */
+async function catalogued(what) {
+  const tableId = uniqueTable(what);
+  await call(dealer, 'PutTable', { table_id: tableId, config: TABLE_CONFIG });
+  return tableId;
+}
 
 /**
  * The fairness version the log holds for a revealed or voided round (docs/fairness.md): its
@@ -154,7 +166,7 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
     audit?.close();
   });
 
-  it('plays a full round: Shuffle, Deal, Reveal, Settle', async (t) => {
+  it('plays a full round: PutTable, Shuffle, Deal, Reveal, Settle', async (t) => {
     const tableId = uniqueTable('round');
     const seats = [
       // Given out of order: the server locks them in ascending seat number.
@@ -167,6 +179,21 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
     let shuffled;
     let dealt;
     let revealed;
+
+    await t.test('PutTable catalogues the table; the same configuration again changes nothing', async () => {
+      const refused = await refusal(call(dealer, 'Shuffle', { request_id: randomUUID(), table_id: tableId }));
+      assert.equal(refused.code, grpc.status.NOT_FOUND, refused.message);
+      const info = richStatus(refused).details['type.googleapis.com/google.rpc.ErrorInfo'];
+      assert.equal(field(fields(info), 1).toString(), 'TABLE_NOT_FOUND');
+      const { table } = await call(dealer, 'PutTable', { table_id: tableId, config: TABLE_CONFIG });
+      assert.equal(table.table_id, tableId);
+      assert.equal(table.version, '1');
+      assert.deepEqual(table.currency, { code: 'EUR', exponent: 2 });
+      assert.equal(table.config.max_stake, TABLE_CONFIG.max_stake, 'int64 comes back exact');
+      assert.equal(table.config.rule_sets.length, 1);
+      const again = await call(dealer, 'PutTable', { table_id: tableId, config: TABLE_CONFIG });
+      assert.deepEqual(again.table, table);
+    });
 
     await t.test('Shuffle commits to a seed', async () => {
       const { round } = await call(dealer, 'Shuffle', { request_id: randomUUID(), table_id: tableId });
@@ -300,7 +327,7 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
   });
 
   it('refuses Settle before Reveal with FAILED_PRECONDITION, then voids the round', async () => {
-    const tableId = uniqueTable('early-settle');
+    const tableId = await catalogued('early-settle');
     const { round } = await call(dealer, 'Shuffle', { request_id: randomUUID(), table_id: tableId });
     const error = await refusal(call(dealer, 'Settle', { request_id: randomUUID(), round_id: round.round_id }));
     assert.equal(error.code, grpc.status.FAILED_PRECONDITION, error.message);

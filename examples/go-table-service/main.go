@@ -1,7 +1,8 @@
 // A table service in Go: rounds of Gnau for one table through the dealer, as
 // docs/integration.md says.
 //
-// For each round:
+// At start-up it puts its table in the operator's catalogue (PutTable: a round is dealt only at
+// a catalogued table; the same configuration again changes nothing). Then, for each round:
 //  1. Shuffle, and show the commitment to the table before any bet is taken;
 //  2. Deal the locked bets (the seats);
 //  3. Reveal, and check with crypto/sha256 that the revealed server seed opens the commitment
@@ -260,6 +261,24 @@ type player struct {
 
 var players = []player{{"player-ana", 100}, {"player-bo", 250}, {"player-chi", 40}}
 
+// tableConfig is what the table deals under (docs/api.md, "Tables"): euro stakes of 1 cent to
+// 100 euro, the default house rules (the Shuffle's), at most 6 seats, the dealer's deadlines.
+var tableConfig = &gnauv1.TableConfig{
+	Currency: "EUR", RuleSets: []*gnauv1.HouseRules{{}}, MinStake: 1, MaxStake: 10000, MaxSeats: 6,
+	Enabled: true,
+}
+
+// catalogue puts the table in the operator's catalogue as this service deals at it. PutTable
+// is idempotent, so it is safe at every start and to retry.
+func catalogue(dealer gnauv1.DealerServiceClient) error {
+	response, err := call("PutTable", dealer.PutTable, &gnauv1.PutTableRequest{TableId: *table, Config: tableConfig})
+	if err != nil {
+		return err
+	}
+	emit("table", map[string]interface{}{"table_id": response.GetTable().GetTableId(), "version": response.GetTable().GetVersion()})
+	return nil
+}
+
 // shuffle opens the table's next round. A table left busy by an earlier run (TABLE_BUSY)
 // has its unfinished round, named in the ErrorInfo's metadata, voided first.
 func shuffle(dealer gnauv1.DealerServiceClient) (*gnauv1.Round, error) {
@@ -373,16 +392,18 @@ func main() {
 	}
 	defer connection.Close()
 	dealer := gnauv1.NewDealerServiceClient(connection)
-	for i := 0; i < *rounds; i++ {
-		if err := playRound(dealer); err != nil {
-			event := map[string]interface{}{"message": err.Error()}
-			var r *refusal
-			if errors.As(err, &r) {
-				event = map[string]interface{}{"code": codeName(r.code), "reason": r.reason, "message": r.message}
-			}
-			emit("error", event)
-			connection.Close()
-			os.Exit(1)
+	err = catalogue(dealer)
+	for i := 0; err == nil && i < *rounds; i++ {
+		err = playRound(dealer)
+	}
+	if err != nil {
+		event := map[string]interface{}{"message": err.Error()}
+		var r *refusal
+		if errors.As(err, &r) {
+			event = map[string]interface{}{"code": codeName(r.code), "reason": r.reason, "message": r.message}
 		}
+		emit("error", event)
+		connection.Close()
+		os.Exit(1)
 	}
 }

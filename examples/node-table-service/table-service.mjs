@@ -4,8 +4,9 @@
 //   GNAU_TOKEN=<operator token> node table-service.mjs --target 127.0.0.1:50051 --table t-1 \
 //       --rounds 3 [--receipts DIR] [--max-attempts 8]
 //
-// It loads proto/gnau/v1/*.proto at run time (@grpc/proto-loader, no generated code), and for
-// each round:
+// It loads proto/gnau/v1/*.proto at run time (@grpc/proto-loader, no generated code), puts its
+// table in the operator's catalogue (PutTable: a round is dealt only at a catalogued table), and
+// for each round:
 //   1. Shuffle, and show the commitment to the table before any bet is taken;
 //   2. take the bets (here: three made-up players), then Deal them: the bets are now locked;
 //   3. Reveal, then Settle, and pay out each seat's delta;
@@ -41,6 +42,13 @@ const MAX_ATTEMPTS = Number(options['max-attempts']);
 const DEADLINE_MS = Number(options['deadline-ms']);
 const INITIAL_BACKOFF_MS = 100;
 const MAX_BACKOFF_MS = 2000;
+/**
+ * What the table deals under (docs/api.md, "Tables"): euro stakes of 1 cent to 100 euro, the
+ * default house rules (the Shuffle's), at most 6 seats, the dealer's own deadlines.
+ */
+const TABLE_CONFIG = {
+  currency: 'EUR', rule_sets: [{}], min_stake: '1', max_stake: '10000', max_seats: 6, enabled: true,
+};
 /** Status codes after which the outcome of a change is unknown: retry with the same request id. */
 const RETRYABLE = new Set([grpc.status.UNAVAILABLE, grpc.status.DEADLINE_EXCEEDED]);
 
@@ -187,6 +195,9 @@ async function main() {
     return 2;
   }
   try {
+    // Idempotent, so safe at every start and to retry: the same configuration changes nothing.
+    const { table } = await call('PutTable', { table_id: options.table, config: TABLE_CONFIG });
+    emit({ event: 'table', table_id: table.table_id, version: table.version });
     for (let number = 1; number <= Number(options.rounds); number += 1) {
       await playRound(options.table, number);
     }

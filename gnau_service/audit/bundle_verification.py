@@ -424,7 +424,20 @@ def _log_event_failure(entry: LogEntry) -> str | None:
         problem = _tokens_changed_failure(payload)
         if problem is not None:
             return f"TOKENS_CHANGED {problem}"
+    members = _CATALOGUE_MEMBERS.get(kind)
+    if members is not None and set(payload) != members:
+        # A catalogue change names tables, operators and limits; a member beyond its own could
+        # carry what the log must not hold.
+        return f"{kind}'s payload must hold exactly {', '.join(sorted(members))}"
     return _who_failure(entry)
+
+
+#: The members of the catalogue's entries (docs/audit.md, *Events of the log*).
+_CATALOGUE_MEMBERS: Final = {
+    EntryKind.TABLE_CHANGED: {_ACTOR, OPERATOR_FIELD, "table_id", "version", "config"},
+    EntryKind.OPERATOR_CHANGED: {_ACTOR, OPERATOR_FIELD, "config"},
+    EntryKind.GAMING_CHANGED: {_ACTOR, "enabled"},
+}
 
 
 def _tokens_changed_failure(payload: dict[str, JsonValue]) -> str | None:

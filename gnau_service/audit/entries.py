@@ -87,7 +87,10 @@ class EntryKind(StrEnum):
     have ``round_id`` null. ``PLAYER_FORGOTTEN``: a player's key was deleted (crypto-shredding);
     its payload is ``{}``, naming neither the player nor any of their references.
     ``SERVICE_STOPPED``: a process stopped cleanly. ``TOKENS_CHANGED``: a process took up a changed
-    token file; the payload names the tokens added and revoked, by name and role only."""
+    token file; the payload names the tokens added and revoked, by name and role only.
+    ``TABLE_CHANGED``, ``OPERATOR_CHANGED``, ``GAMING_CHANGED``: the table catalogue changed
+    (:mod:`gnau_service.rounds.catalogue`): a table's new version, an operator's configuration,
+    or all gaming turned on or off, each naming its actor."""
 
     ROUND_COMMITTED = "ROUND_COMMITTED"
     ROUND_DEALT = "ROUND_DEALT"
@@ -100,6 +103,9 @@ class EntryKind(StrEnum):
     PLAYER_FORGOTTEN = "PLAYER_FORGOTTEN"
     SERVICE_STOPPED = "SERVICE_STOPPED"
     TOKENS_CHANGED = "TOKENS_CHANGED"
+    TABLE_CHANGED = "TABLE_CHANGED"
+    OPERATOR_CHANGED = "OPERATOR_CHANGED"
+    GAMING_CHANGED = "GAMING_CHANGED"
 
     @property
     def is_round_event(self) -> bool:

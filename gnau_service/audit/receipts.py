@@ -25,6 +25,7 @@ unreadable, not invalid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from gnau_service.audit.note import NoteError, Verifier
 from gnau_service.audit.operators import OPERATOR_FIELD
 from gnau_service.audit.replay import ReplayError, RoundCheck, RoundReplay
 from gnau_service.audit.round_events import (
+    CURRENCY_FIELD,
     DEALT_FIELDS,
     DISCLOSED_FIELD,
     REVEALED_FIELDS,
@@ -58,6 +60,7 @@ from gnau_service.common.strict_json import (
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, RevealedRound
 from gnau_service.fairness.verifier import verify_revealed_round
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.return_to_player import ReturnToPlayer
 
 RECEIPT_FORMAT: Final = "gnau-dealer/round-receipt/v1"
@@ -211,6 +214,9 @@ class ReceiptReport:
     #: The operator the round's entries name (replay has held them to one); None for a round
     #: logged before operators, which is the default operator's.
     operator: str | None = None
+    #: The currency its stakes and settlement are counted in, as its ROUND_COMMITTED names it
+    #: (None for a round from before the table catalogue).
+    currency: Currency | None = None
     #: A step that could not be checked because the receipt lacks what it needs (a consistency
     #: proof from the pinned size): not evidence of tampering. Every step before it passed.
     unchecked: StepFailure | None = None
@@ -243,10 +249,16 @@ class ReceiptReport:
             else f"; disclosed return to player {self.return_to_player.to_json()['rtp_decimal']}"
         )
         operator = "" if self.operator is None else f"; operator {self.operator}"
+        currency = (
+            ""
+            if self.currency is None
+            else f"; amounts in {self.currency.code} minor units (exponent"
+            f" {self.currency.exponent})"
+        )
         return (
             f"round {self.round_id}: VALID ({self.state}): {', '.join(self.passed)} all hold; "
             f"in the log's signed tree of {self.checkpoint_size:,} entries{cosigned}{pinned}"
-            f"{disclosed}{operator}"
+            f"{disclosed}{operator}{currency}"
         )
 
 
@@ -297,6 +309,8 @@ def _verify(
     report.return_to_player = _disclosed(entries)
     operator = entries[0].payload.get(OPERATOR_FIELD)
     report.operator = operator if isinstance(operator, str) else None
+    with contextlib.suppress(ValueError):  # a malformed one fails the round's replay below
+        report.currency = Currency.from_json(entries[0].payload.get(CURRENCY_FIELD))
     _same_round(receipt, revealed, _published(entries))
     report.passed.append(Step.ROUND)
     for check in checks:

@@ -43,12 +43,14 @@ from gnau_service.audit.operators import DEFAULT_OPERATOR, OPERATOR_FIELD, check
 from gnau_service.audit.round_events import (
     ACTOR_FIELD,
     COMMITTED_FIELDS,
+    CURRENCY_FIELD,
     DEALT_FIELDS,
     DISCLOSED_FIELD,
     MAX_VOID_REASON_BYTES,
     REVEALED_FIELDS,
     SETTLING_VOID_FIELDS,
     SOFTWARE_FIELD,
+    TABLE_VERSION_FIELD,
     VERSION_FIELD,
     VOIDED_FIELDS,
     VoidReason,
@@ -62,6 +64,7 @@ from gnau_service.fairness.commitment import compute_commitment
 from gnau_service.fairness.errors import FairnessError
 from gnau_service.fairness.reveal import REVEALED_ROUND_FORMATS, VERSION_OF_FORMAT, RevealedRound
 from gnau_service.fairness.verifier import verify_revealed_round
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer, ReturnToPlayerError
@@ -180,11 +183,12 @@ class RoundReplay:
         if kind is EntryKind.ROUND_COMMITTED:
             # Exactly its own fields: a payload member must not stand in for the round id or
             # format that replay puts in the document itself.
-            optional = tuple(key for key in (DISCLOSED_FIELD, VERSION_FIELD) if key in payload)
+            optional = tuple(key for key in COMMITTED_OPTIONAL if key in payload)
             fields = _only(payload, (*COMMITTED_FIELDS, *optional), round_id, kind)
             _require_every_rule(round_id, fields["house_rules"])
             if DISCLOSED_FIELD in payload:
                 _check_disclosed(round_id, payload[DISCLOSED_FIELD])
+            _check_table_played(round_id, payload)
             try:
                 version = committed_version(payload)
             except ValueError as error:
@@ -452,6 +456,35 @@ def _check_disclosed(round_id: str, figures: JsonValue) -> None:
         ReturnToPlayer.from_json(figures)
     except ReturnToPlayerError as error:
         raise ReplayError(f"round {round_id}: {clip(str(error))}") from None
+
+
+#: The members a committed entry may carry besides its own: the disclosed figures, the fairness
+#: version, and the table's catalogue version with the round's currency (issue 38).
+COMMITTED_OPTIONAL: Final = (DISCLOSED_FIELD, VERSION_FIELD, TABLE_VERSION_FIELD, CURRENCY_FIELD)
+
+
+def _check_table_played(round_id: str, payload: dict[str, JsonValue]) -> None:
+    """The table version and the currency are both there or both absent (a round from before
+    the catalogue): a positive version, and an ISO 4217 code with a minor-unit exponent of 0 to
+    4 (their form only; whether the catalogue had that version is its TABLE_CHANGED entries')."""
+    present = [key for key in (TABLE_VERSION_FIELD, CURRENCY_FIELD) if key in payload]
+    if not present:
+        return
+    if len(present) == 1:
+        raise ReplayError(
+            f"round {round_id}: ROUND_COMMITTED names {TABLE_VERSION_FIELD} and {CURRENCY_FIELD}"
+            " together or neither"
+        )
+    version = payload[TABLE_VERSION_FIELD]
+    if type(version) is not int or version < 1:
+        raise ReplayError(
+            f"round {round_id}: ROUND_COMMITTED's {TABLE_VERSION_FIELD} must be a positive"
+            f" integer, got {quoted(version)}"
+        )
+    try:
+        Currency.from_json(payload[CURRENCY_FIELD])
+    except ValueError as error:
+        raise ReplayError(f"round {round_id}: ROUND_COMMITTED's {clip(str(error))}") from None
 
 
 #: Every house rule by name: a logged ``house_rules`` names them all.

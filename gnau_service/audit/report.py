@@ -51,8 +51,10 @@ from typing import Final, Protocol
 
 from gnau_service.audit.entries import EntryKind, JsonValue, LogEntry
 from gnau_service.audit.operators import DEFAULT_OPERATOR, OPERATOR_FIELD, check_operator
+from gnau_service.audit.round_events import CURRENCY_FIELD
 from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.common.quoting import quoted
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.errors import RulesError
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import DECIMAL_PLACES, fraction_text
@@ -62,6 +64,11 @@ REPORT_FORMAT: Final = "gnau-dealer/report/v1"
 Z_PLACES: Final = 3
 #: Significant digits of the square root behind the standard error: far more than any output.
 _SQRT_DIGITS: Final = 40
+
+
+#: A row's currency for the rounds from before the table catalogue, which name none: ISO
+#: 4217's code for "no currency".
+NO_CURRENCY_CODE: Final = "XXX"
 
 
 class ReportError(ValueError):
@@ -95,12 +102,15 @@ _PERIOD_FORMATS: Final = {Period.DAY: "%Y-%m-%d", Period.MONTH: "%Y-%m", Period.
 
 @dataclass(frozen=True, order=True)
 class RowKey:
-    """What a row of the report groups by. Issue 38, part 3 adds the currency here once round
-    entries carry it; nothing else about a row changes."""
+    """What a row of the report groups by: amounts of different currencies are never summed
+    together, so the currency is part of the key."""
 
     period: str
     operator: str
     table_id: str
+    #: The ISO 4217 code of the round's currency (its commitment's ``currency``), or
+    #: :data:`NO_CURRENCY_CODE` for a round from before the table catalogue.
+    currency: str
     #: The rule set's ``as_text()`` values, in declaration order (so that keys sort).
     rules_text: tuple[str, ...]
     rules: HouseRules = field(compare=False)
@@ -211,6 +221,7 @@ class _Open:
     #: The commitment's ``operator`` member, None where it has none.
     stated_operator: str | None
     table_id: str
+    currency: str
     rules: HouseRules
     dealt: bool = False
 
@@ -297,7 +308,15 @@ class LogReport:
             rules = _rules_of(json.dumps(house_rules, sort_keys=True))
         except RulesError as error:
             raise ReportError(f"round {round_id}: {error}", entry.index) from None
-        self._open[round_id] = _Open(_stated_operator(entry, round_id), table_id, rules)
+        currency = entry.payload.get(CURRENCY_FIELD)
+        if currency is None:
+            code = NO_CURRENCY_CODE
+        else:
+            try:
+                code = Currency.from_json(currency).code
+            except ValueError as error:
+                raise ReportError(f"round {round_id}: {error}", entry.index) from None
+        self._open[round_id] = _Open(_stated_operator(entry, round_id), table_id, code, rules)
 
     def _finish(self, entry: LogEntry, round_id: str, state: _Open) -> None:
         moment = parse_utc_timestamp(entry.time)
@@ -314,6 +333,7 @@ class LogReport:
             moment.strftime(_PERIOD_FORMATS[self.period]),
             state.operator,
             state.table_id,
+            state.currency,
             _rules_text(state.rules),
             state.rules,
         )
@@ -339,7 +359,8 @@ class LogReport:
         _add_seats(sums, hands, paid)
 
     def rows(self, figures: ExactFigures | None = None) -> list[RowFigures]:
-        """Every row, sorted by period, operator, table and rule set, with its figures."""
+        """Every row, sorted by period, operator, table, currency and rule set, with its
+        figures."""
         figures = figures or ParSheetFigures()
         return [row_figures(key, self.sums[key], figures) for key in sorted(self.sums)]
 
@@ -473,6 +494,7 @@ CSV_COLUMNS: Final = (
     "period",
     "operator",
     "table_id",
+    "currency",
     *HouseRules().as_dict(),
     "rounds_settled",
     "rounds_voided_before_deal",
@@ -535,6 +557,7 @@ def csv_text(rows: Iterable[RowFigures]) -> str:
                 row.key.period,
                 row.key.operator,
                 row.key.table_id,
+                row.key.currency,
                 *row.key.rules_text,
                 *("" if values[name] is None else values[name] for name in _FIGURE_COLUMNS),
             ]
@@ -572,6 +595,7 @@ def _row_json(row: RowFigures) -> dict[str, JsonValue]:
         "period": row.key.period,
         "operator": row.key.operator,
         "table_id": row.key.table_id,
+        "currency": row.key.currency,
         "house_rules": dict(row.key.rules.as_dict()),
         **_row_values(row),
         "exact": exact,

@@ -52,6 +52,7 @@ from gnau_service.audit.operators import DEFAULT_OPERATOR, OPERATOR_FIELD
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound, DealtRound
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import PlayerHand, Settlement, settle, settle_interrupted
 
@@ -60,6 +61,9 @@ COMMITTED_FIELDS: Final = ("table_id", "house_rules", "commitment")
 DISCLOSED_FIELD: Final = "return_to_player"
 #: The member of a committed entry that a round of any version after v1 carries.
 VERSION_FIELD: Final = "fairness_version"
+#: The committed entry's members naming the table's catalogue version and the round's currency.
+TABLE_VERSION_FIELD: Final = "table_version"
+CURRENCY_FIELD: Final = "currency"
 DEALT_FIELDS: Final = ("seats", "beacon", "transcript_hash", "hands", "dealer_hand")
 REVEALED_FIELDS: Final = ("server_seed", "deck")
 #: Who made the event happen, on every event the service writes since issue 37.
@@ -105,6 +109,13 @@ def committed_payload(
     if disclosed is not None:
         payload[DISCLOSED_FIELD] = dict(disclosed.to_json())
     return payload
+
+
+def played_at(table_version: int, currency: Currency) -> dict[str, JsonValue]:
+    """What a committed entry adds about its table (issue 38): the catalogue version the round
+    is played under, and the currency its stakes and settlement are counted in (integer minor
+    units). Entries from before the catalogue have neither."""
+    return {TABLE_VERSION_FIELD: table_version, CURRENCY_FIELD: dict(currency.to_json())}
 
 
 def committed_version(payload: dict[str, JsonValue]) -> FairnessVersion:

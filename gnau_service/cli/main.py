@@ -87,6 +87,21 @@ COMMANDS: Final = (
     Command("key", "manage the audit log's signing key", "key_commands:add_key_arguments"),
     Command("token", "add, list and revoke bearer tokens", "token_commands:add_token_arguments"),
     Command(
+        "table",
+        "the table catalogue: add, set, enable, disable and list tables",
+        "catalogue_commands:add_table_arguments",
+    ),
+    Command(
+        "operator",
+        "an operator's RTP band, and enabling or disabling all of its tables",
+        "catalogue_commands:add_operator_arguments",
+    ),
+    Command(
+        "gaming",
+        "enable or disable every table of every operator",
+        "catalogue_commands:add_gaming_arguments",
+    ),
+    Command(
         "witness",
         "run a transparency-log witness that cosigns consistent checkpoints",
         "witness_commands:add_witness_arguments",

@@ -48,6 +48,7 @@ from gnau_service.audit.round_events import (
     VoidReason,
     committed_payload,
     dealt_payload,
+    played_at,
     revealed_payload,
     settle_round,
     settled_payload,
@@ -58,6 +59,7 @@ from gnau_service.audit.round_events import (
 from gnau_service.audit.software import software_identity
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
+from gnau_service.rounds.catalogue import TableConfig, played_under, shuffle_table
 from gnau_service.rounds.deadlines import Deadlines
 from gnau_service.rounds.identities import (
     deal_fingerprint,
@@ -82,6 +84,7 @@ from gnau_service.rounds.record import (
 )
 from gnau_service.rounds.refusals import RequestConflict, RoundNotFound, TableBusy, WrongState
 from gnau_service.rounds.requests import (
+    SeatLimits,
     SeatRequest,
     check_completed_by,
     check_round_id,
@@ -152,6 +155,9 @@ class Dealer:
             request = find_request(tx, operator, idempotency.request_id)
             if request is not None:
                 return _replay(tx, idempotency, "Shuffle", request)
+            # Refused before anything is claimed or drawn: the catalogue says whether this
+            # table deals now, and under what (the round keeps the version it was shuffled under).
+            table = shuffle_table(tx, operator, table_id, rules)
             # The table first, its event after: the previous round's last event must have
             # committed before this one takes its place in the outbox (see claim_table).
             try:
@@ -164,11 +170,14 @@ class Dealer:
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
                 with_actor_and_operator(
-                    committed_payload(committed, table_id, disclosed), actor, operator
+                    committed_payload(committed, table_id, disclosed)
+                    | played_at(table.version, table.config.currency),
+                    actor,
+                    operator,
                 ),
                 round_id=committed.round_id,
             )
-            due_at = self.deadlines.deal_due(tx.time)
+            due_at = table.config.deadlines(self.deadlines).deal_due(tx.time)
             set_deadline(tx, committed.round_id, due_at)
             record = RoundRecord(
                 round_id=committed.round_id,
@@ -184,6 +193,8 @@ class Dealer:
                 return_to_player=disclosed,
                 version=committed.version,
                 due_at=due_at,
+                table_version=table.version,
+                currency=table.config.currency,
             )
             text = record_text(record)
             insert_round(tx, stored_round(record, committed.server_seed, text))
@@ -214,7 +225,13 @@ class Dealer:
             )
 
         def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            locked, locked_beacon = locked_seats(record.rules, seats, beacon, self.max_stake)
+            table = self._table(tx, record)
+            limits = SeatLimits(self.max_stake)
+            if table is not None:
+                limits = SeatLimits(
+                    min(table.max_stake, self.max_stake), table.min_stake, table.max_seats
+                )
+            locked, locked_beacon = locked_seats(record.rules, seats, beacon, limits)
             # The answer names each seat's player: known here, so not read back.
             players: dict[str, str] = {}
             if record.version is not FairnessVersion.V1:
@@ -236,7 +253,8 @@ class Dealer:
             entry = tx.append(
                 EntryKind.ROUND_DEALT, _named(payload, actor, record), round_id=round_id
             )
-            due_at = self.deadlines.settle_due(tx.time)
+            deadlines = self.deadlines if table is None else table.deadlines(self.deadlines)
+            due_at = deadlines.settle_due(tx.time)
             set_deadline(tx, round_id, due_at)
             record = replace(
                 record,
@@ -260,6 +278,14 @@ class Dealer:
             retried=retried,
             deadline=deadline,
         )
+
+    @staticmethod
+    def _table(tx: Transaction, record: RoundRecord) -> TableConfig | None:
+        """The table configuration ``record`` is played under (None for a round from before
+        the catalogue, held to the service's limits alone)."""
+        if record.table_version is None:
+            return None
+        return played_under(tx, record.operator, record.table_id, record.table_version)
 
     async def reveal(
         self,

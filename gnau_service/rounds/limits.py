@@ -56,6 +56,16 @@ MOST_SEATS: Final = max_seats(MAX_DECKS)
 #: log's range: the dealer's delta is at most (sum of stakes) x (largest payout).
 LARGEST_MAX_STAKE: Final = MAX_JSON_INTEGER // (LARGEST_PAYOUT * MOST_SEATS)
 
+# -- the table catalogue ---------------------------------------------------------------------------
+
+#: The most rule sets one table approves (``TableConfig.rule_sets``).
+MAX_RULE_SETS_PER_TABLE: Final = 64
+#: The most tables one operator's catalogue holds (and so ListTables answers).
+MAX_TABLES_PER_OPERATOR: Final = 1000
+
+#: The most text (bytes of UTF-8) one GetReport answer holds.
+MAX_REPORT_BYTES: Final = 4 * 1024 * 1024
+
 # -- reads -----------------------------------------------------------------------------------------
 
 DEFAULT_PAGE_SIZE: Final = 50
@@ -112,10 +122,13 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "MAX_PAGE_TOKEN_CHARS",
     "MAX_PLAYER_ID_BYTES",
+    "MAX_REPORT_BYTES",
     "MAX_REQUEST_ID_CHARS",
     "MAX_REQUEST_ID_HEADER_CHARS",
     "MAX_ROUND_ID_BYTES",
+    "MAX_RULE_SETS_PER_TABLE",
     "MAX_SEAT_NUMBER",
+    "MAX_TABLES_PER_OPERATOR",
     "MAX_TABLE_ID_BYTES",
     "MAX_TRAILER_BYTES",
     "MAX_VIOLATION_BYTES",

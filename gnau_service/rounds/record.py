@@ -28,6 +28,7 @@ from gnau_service.audit.round_events import VoidReason
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.reveal import beacon_to_json, read_beacon, read_seat, seat_to_json
 from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.store import PendingEntry
@@ -88,9 +89,15 @@ class RoundRecord:
     #: operators, whose later entries name none either, since replay wants every entry of a
     #: round to agree (such a record names no operator either).
     operator_logged: bool = True
+    #: The catalogue version of its table it is played under, and the currency of its stakes
+    #: (:mod:`~gnau_service.rounds.catalogue`); None for a round from before the catalogue.
+    table_version: int | None = None
+    currency: Currency | None = None
 
     def to_json(self) -> str:
-        operator = {"operator": self.operator} if self.operator_logged else {}
+        operator: dict[str, object] = {"operator": self.operator} if self.operator_logged else {}
+        if self.table_version is not None and self.currency is not None:
+            operator |= {"table_version": self.table_version, "currency": self.currency.to_json()}
         return json.dumps(
             {
                 "round_id": self.round_id,
@@ -157,6 +164,8 @@ class RoundRecord:
             completed_at=obj.get("completed_at"),
             due_at=obj.get("due_at"),
             operator_logged="operator" in obj,
+            table_version=obj.get("table_version"),
+            currency=None if obj.get("currency") is None else Currency.from_json(obj["currency"]),
         )
 
     @property

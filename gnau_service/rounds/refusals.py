@@ -72,3 +72,77 @@ class InvalidRequest(DealerError):  # noqa: N818
     def __init__(self, violations: Sequence[tuple[str, str]]) -> None:
         super().__init__("; ".join(f"{path}: {problem}" for path, problem in violations))
         self.violations = tuple(violations)
+
+
+class TableNotFound(DealerError):  # noqa: N818
+    """The caller's operator has no table of this id in the catalogue
+    (:mod:`~gnau_service.rounds.catalogue`); another operator's table of the same id is another
+    table, and is not named."""
+
+    def __init__(self, table_id: str) -> None:
+        super().__init__(
+            f"there is no table {quoted(table_id)} in your operator's catalogue (gnau table add)"
+        )
+        self.table_id = table_id
+
+
+class TableDisabled(DealerError):  # noqa: N818
+    """No new round: the table, its operator or all gaming (``what``) is disabled. Open rounds
+    still complete."""
+
+    def __init__(self, table_id: str, what: str) -> None:
+        whose = {"table": "the table", "operator": "its operator", "gaming": "all gaming"}[what]
+        super().__init__(f"table {quoted(table_id)} takes no new round: {whose} is disabled")
+        self.table_id, self.what = table_id, what
+
+
+class RulesNotApproved(DealerError):  # noqa: N818
+    """The requested rule set is not one the table is approved for."""
+
+    def __init__(self, table_id: str, approved: int) -> None:
+        super().__init__(
+            f"these house rules are not approved for table {quoted(table_id)}, which has"
+            f" {approved} approved rule set(s) (gnau table list)"
+        )
+        self.table_id = table_id
+
+
+class RtpOutsideBand(DealerError):  # noqa: N818
+    """A table would approve a rule set whose exact return to player is outside its operator's
+    band (or a band would leave an approved rule set outside it); nothing was changed."""
+
+    def __init__(self, message: str, table_id: str) -> None:
+        super().__init__(message)
+        self.table_id = table_id
+
+
+class CatalogueFull(DealerError):  # noqa: N818
+    """The operator already has the most tables a catalogue holds."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__(f"your operator already has {most} tables, the most a catalogue holds")
+        self.most = most
+
+
+class ReportBusy(DealerError):  # noqa: N818
+    """A report is being computed in this process already: one at a time."""
+
+    def __init__(self) -> None:
+        super().__init__("this process is computing another report; retry in a while")
+
+
+class ReportTooLarge(DealerError):  # noqa: N818
+    """The report's text would exceed the most one answer holds."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__(
+            f"the report is over {most:,} bytes: narrow it by operator, table or dates"
+        )
+        self.most = most
+
+
+class ReportPastDeadline(DealerError):  # noqa: N818
+    """The caller's deadline passed while the report was computed: it was stopped."""
+
+    def __init__(self) -> None:
+        super().__init__("the report was not done by the call's deadline: give it a longer one")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from gnau_service.audit.round_events import VoidReason
 from gnau_service.fairness.deal import max_seats
@@ -27,6 +27,7 @@ from gnau_service.rounds.limits import (
     MAX_ROUND_ID_BYTES,
     MAX_TABLE_ID_BYTES,
     MAX_VOID_REASON_BYTES,
+    MOST_SEATS,
 )
 from gnau_service.rounds.refusals import InvalidRequest
 from gnau_service.rules.house_rules import HouseRules
@@ -105,21 +106,35 @@ def check_completed_by(completed_by: str) -> None:
         )
 
 
+class SeatLimits(NamedTuple):
+    """What a Deal's seats are held to: its table's limits (:mod:`~gnau_service.rounds.catalogue`)
+    within the service's ``--max-stake``."""
+
+    max_stake: int
+    min_stake: int = 1
+    max_seats: int = MOST_SEATS
+
+
 def locked_seats(
     rules: HouseRules,
     seats: Sequence[SeatRequest],
     beacon: tuple[str, bytes] | None,
-    max_stake: int,
+    limits: SeatLimits,
 ) -> tuple[tuple[LockedSeat, ...], Beacon | None]:
     """The seats and the beacon of a Deal under ``rules``, each validated, every bad field
     reported at once."""
     violations: list[tuple[str, str]] = []
     most = max_seats(rules.decks)
+    min_stake, max_stake = limits.min_stake, limits.max_stake
     if not seats:
         violations.append(("seats", "a round needs at least one seat"))
     if len(seats) > most:
         violations.append(
             ("seats", f"{len(seats)} seats, but {rules.decks} deck(s) deal at most {most}")
+        )
+    elif len(seats) > limits.max_seats:
+        violations.append(
+            ("seats", f"{len(seats)} seats, but the table seats at most {limits.max_seats}")
         )
     locked: list[LockedSeat] = []
     seen: set[int] = set()
@@ -130,9 +145,9 @@ def locked_seats(
         if seat.seat_number in seen:
             violations.append((f"{path}.seat_number", f"seat {seat.seat_number} is repeated"))
         seen.add(seat.seat_number)
-        if not 1 <= seat.stake <= max_stake:
+        if not min_stake <= seat.stake <= max_stake:
             violations.append(
-                (f"{path}.stake", f"must be from 1 to {max_stake:,}, got {seat.stake}")
+                (f"{path}.stake", f"must be from {min_stake:,} to {max_stake:,}, got {seat.stake}")
             )
             continue
         if seat.stake * payout > MAX_JSON_INTEGER:

@@ -42,6 +42,9 @@ class Backend(ABC):
     #: What a SELECT appends to lock the rows it reads until the transaction ends (SQLite's
     #: transactions lock the whole database already).
     row_lock: str = ""
+    #: What a SELECT appends to share-lock its rows until the transaction ends: rows it reads to
+    #: act on, whose change must wait for it (or be read by it once made).
+    share_lock: str = ""
     #: Reads the head row; PostgreSQL appends FOR UPDATE, so sequencers (in every process) take
     #: turns on it.
     read_head_sql: str = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1"

@@ -103,6 +103,7 @@ class PostgresBackend(Backend):
     read_head_sql = "SELECT size, prev_hash, frontier FROM log_head WHERE id = 1 FOR UPDATE"
     hold_lease_sql = HOLD_SQL
     row_lock = " FOR UPDATE"
+    share_lock = " FOR SHARE"
     driver_error = psycopg.Error
     lease_seconds: float
     # The notice after a step's COMMIT, in a transaction of its own (see step_writers.py).

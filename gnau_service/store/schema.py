@@ -62,19 +62,19 @@ def migrations_to_run(
 
     >>> new, v1 = SchemaState(0, empty=True), SchemaState(1, empty=False)
     >>> [m.version for m in migrations_to_run(new, "gnau.db", migrate=False)]
-    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
     >>> [m.version for m in migrations_to_run(v1, "gnau.db", migrate=True)]
-    [2, 3, 4, 5, 6, 7, 8, 9, 10]
-    >>> migrations_to_run(SchemaState(10, empty=False), "gnau.db", migrate=False)
+    [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+    >>> migrations_to_run(SchemaState(11, empty=False), "gnau.db", migrate=False)
     ()
     >>> migrations_to_run(v1, "gnau.db", migrate=False)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     gnau_service.store.schema.SchemaTooOld: gnau.db: database schema version 1 is older than ...
-    >>> migrations_to_run(SchemaState(11, empty=False), "gnau.db", migrate=True)
+    >>> migrations_to_run(SchemaState(12, empty=False), "gnau.db", migrate=True)
     Traceback (most recent call last):
     ...
-    gnau_service.store.schema.SchemaTooNew: gnau.db: database schema version 11 is newer than this gnau (10): upgrade gnau
+    gnau_service.store.schema.SchemaTooNew: gnau.db: database schema version 12 is newer than this gnau (11): upgrade gnau
     """  # noqa: E501  (a doctest's expected line)
     latest = known[-1].version
     if state.version > latest:

@@ -65,6 +65,13 @@ class Transaction:
         cannot both change it from the same state."""
         return self._backend.row_lock
 
+    @property
+    def share_lock(self) -> str:
+        """What a SELECT appends to share-lock its rows until the step commits ("" where writers
+        take turns anyway): a row the step acts on without changing it, whose change must wait
+        for the step, or be read by it once made."""
+        return self._backend.share_lock
+
     def execute(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement (``?`` placeholders) and return its rows, if any."""
         with self._backend.unavailable_as_store_error():

@@ -1,8 +1,9 @@
 """The example log of docs/audit.md, rebuilt from today's code: a service start and one round
 (committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
 The round is what the service shuffles today: a fairness v2 round, its rule set's return to
-player disclosed in its ``ROUND_COMMITTED`` entry, each entry naming its actor and, for the round's
-entries, its operator, and the deal the software that dealt it.
+player, its table's catalogue version and its currency disclosed in its ``ROUND_COMMITTED``
+entry, each entry naming its actor and, for the round's entries, its operator, and the deal the
+software that dealt it.
 
 Every payload comes from the builders the service itself uses (``gnau_service.audit.round_events``,
 ``software_identity``), so the page shows what the service writes; only the software hash is a
@@ -28,6 +29,7 @@ from gnau_service.audit.round_events import (
     SOFTWARE_FIELD,
     committed_payload,
     dealt_payload,
+    played_at,
     revealed_payload,
     settle_round,
     settled_payload,
@@ -38,6 +40,7 @@ from gnau_service.audit.software import software_identity
 from gnau_service.fairness.player_refs import player_ref
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 
@@ -103,8 +106,10 @@ def example_log() -> ExampleLog:
         (
             EntryKind.ROUND_COMMITTED,
             # As the Shuffle writes it: with the rule set's figures (gnau_service.rounds.dealer).
+            # and with the catalogue version of its table and the table's currency.
             by_the_platform(
                 committed_payload(committed, "table-1", ReturnToPlayer.of_rules(committed.rules))
+                | played_at(1, Currency.of("EUR"))
             ),
             ROUND_ID,
         ),

@@ -288,6 +288,7 @@ def test_csv_shape() -> None:
         "period",
         "operator",
         "table_id",
+        "currency",
         "ten_is_duke",
         "three_six_pair",
         "trips_make_ox",
@@ -315,6 +316,7 @@ def test_csv_shape() -> None:
             "2026-11",
             "default",
             "t-1",
+            "XXX",  # a round from before the catalogue names no currency
             *DEFAULT_RULES,
             "1",
             "1",
@@ -333,6 +335,7 @@ def test_csv_shape() -> None:
             "2026-11",
             "default",
             "t-2",
+            "XXX",  # a round from before the catalogue names no currency
             *DEFAULT_RULES,
             "0",
             "0",
@@ -351,6 +354,7 @@ def test_csv_shape() -> None:
             "2026-12",
             "default",
             "t-1",
+            "XXX",  # a round from before the catalogue names no currency
             *DEFAULT_RULES,
             "1",
             "0",
@@ -369,6 +373,26 @@ def test_csv_shape() -> None:
     assert text.endswith("\n") and "\r" not in text
 
 
+def test_no_row_mixes_currencies() -> None:
+    """One table's rounds in two currencies (its configuration changed between them) are two
+    rows, each summing amounts of its own currency only."""
+    log = MemoryLog(new_signer())
+    log.time = "2026-12-01T10:00:00Z"
+    plays = [("r1", "EUR", 2, 10, 5), ("r2", "JPY", 0, 1000, -1000), ("r3", "EUR", 2, 20, -20)]
+    for round_id, code, exponent, stake, delta in plays:
+        currency = {"code": code, "exponent": exponent}
+        log.append(EntryKind.ROUND_COMMITTED, {**committed("t"), "currency": currency}, round_id)
+        log.append(EntryKind.ROUND_SETTLED, settled((1, stake, delta)), round_id)
+    log.checkpoint()
+    rows = report_of(log, Period.MONTH).rows(HandFigures())
+    assert [(r.key.currency, r.sums.stakes, r.sums.returned) for r in rows] == [
+        ("EUR", 30, 15),  # 10 + 5 back, 20 - 20 back
+        ("JPY", 1000, 0),
+    ]
+    lines = list(csv.reader(io.StringIO(csv_text(rows))))
+    assert [line[3] for line in lines] == ["currency", "EUR", "JPY"]
+
+
 def test_csv_row_without_stakes_has_empty_rates() -> None:
     log = MemoryLog(new_signer())
     log.append(EntryKind.ROUND_COMMITTED, committed("t"), "r")
@@ -377,7 +401,7 @@ def test_csv_row_without_stakes_has_empty_rates() -> None:
     lines = list(
         csv.reader(io.StringIO(csv_text(report_of(log, Period.MONTH).rows(HandFigures()))))
     )
-    assert lines[1][11:] == ["0", "1", "0", "0", "0", "0", "", "0", "", "0.950000", "", ""]
+    assert lines[1][12:] == ["0", "1", "0", "0", "0", "0", "", "0", "", "0.950000", "", ""]
 
 
 def test_json_shape() -> None:
@@ -400,6 +424,7 @@ def test_json_shape() -> None:
         "period": "2026-11",
         "operator": "default",
         "table_id": "t-2",
+        "currency": "XXX",
         "house_rules": {
             "ten_is_duke": False,
             "three_six_pair": False,
@@ -435,13 +460,13 @@ def test_csv_and_json_name_each_rows_operator() -> None:
     report = report_of(operators_log(), Period.MONTH, operators=frozenset({"default", "casino-a"}))
     rows = report.rows(HandFigures())
     lines = list(csv.reader(io.StringIO(csv_text(rows))))
-    assert [line[:3] for line in lines] == [
-        ["period", "operator", "table_id"],
-        ["2026-12", "casino-a", "t-1"],
-        ["2026-12", "casino-a", "t-2"],
-        ["2026-12", "default", "t-1"],
+    assert [line[:4] for line in lines] == [
+        ["period", "operator", "table_id", "currency"],
+        ["2026-12", "casino-a", "t-1", "XXX"],
+        ["2026-12", "casino-a", "t-2", "XXX"],
+        ["2026-12", "default", "t-1", "XXX"],
     ]
-    assert lines[1][11:] == [
+    assert lines[1][12:] == [
         "1",
         "0",
         "0",
@@ -455,7 +480,7 @@ def test_csv_and_json_name_each_rows_operator() -> None:
         "1.274755",
         "0.039",
     ]
-    assert lines[3][11:] == [
+    assert lines[3][12:] == [
         "2",
         "0",
         "0",
@@ -576,6 +601,10 @@ def _entry(index: int, kind: EntryKind, payload: dict[str, JsonValue]) -> LogEnt
         ([(EntryKind.ROUND_SETTLED, settled((1, 1, 1)))], "without an open round"),
         ([(EntryKind.ROUND_COMMITTED, committed("t"))] * 2, "committed twice"),
         ([(EntryKind.ROUND_COMMITTED, {**committed("t"), "table_id": 7})], "must be a string"),
+        (
+            [(EntryKind.ROUND_COMMITTED, {**committed("t"), "currency": {"code": "eur"}})],
+            "currency must be",
+        ),
         ([(EntryKind.ROUND_COMMITTED, {**committed("t"), "house_rules": {"decks": 9}})], "decks"),
         (
             [

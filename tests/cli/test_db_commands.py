@@ -18,6 +18,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from gnau.v1 import dealer_pb2, types_pb2
 from gnau_client import GnauClient
 
 from gnau_service.audit.bundle import write_bundle
@@ -61,7 +62,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     before = gnau("db", "status", "--database", url)
     assert before.status == 1, before.err
     lines = before.out.splitlines()
-    assert "schema: version 1; this gnau's is version 10" in lines
+    assert "schema: version 1; this gnau's is version 11" in lines
     assert [line.split(":")[0:2] for line in lines if line.startswith("pending")] == [
         ["pending", " 2 history"],
         ["pending", " 3 requests_by_time"],
@@ -72,13 +73,14 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
         ["pending", " 8 private_columns_unanalyzed"],
         ["pending", " 9 round_deadlines"],
         ["pending", " 10 operators"],
+        ["pending", " 11 catalogue"],
     ]
     assert "log: 3 entries" in lines
     assert lines[-1] == "to migrate: back it up (gnau db backup FILE), then run gnau db migrate"
 
     migrated = gnau("db", "migrate", "--database", url)
     assert migrated.status == 0, migrated.err
-    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 10")
+    assert migrated.out.splitlines()[0].endswith(": migrated from version 1 to version 11")
     assert [line[:20] for line in migrated.out.splitlines()[1:]] == [
         "applied: 2 history: ",
         "applied: 3 requests_",
@@ -89,11 +91,12 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
         "applied: 8 private_c",
         "applied: 9 round_dea",
         "applied: 10 operator",
+        "applied: 11 catalogu",
     ]
 
     after = gnau("db", "status", "--database", url)
     assert after.status == 0
-    assert "schema: version 10; this gnau's is version 10" in after.out
+    assert "schema: version 11; this gnau's is version 11" in after.out
     assert re.search(
         r"^applied: 2 \(Migration history: .*\) at 20\d\d-.* by gnau ", after.out, re.M
     )
@@ -102,7 +105,7 @@ def test_status_and_migrate_bring_an_older_schema_up_to_date(
     again = gnau("db", "migrate", "--database", url)
     assert (again.status, again.out.strip()[-40:]) == (
         0,
-        "schema version 10 is up to date; nothing to do"[-40:],
+        "schema version 11 is up to date; nothing to do"[-40:],
     )
 
 
@@ -119,7 +122,7 @@ def test_a_newer_schema_is_reported_and_not_migrated(settings: Settings, gnau: G
     refused = gnau("db", "migrate", "--database", url)
     assert refused.status == 2
     assert refused.err.count("\n") == 1
-    assert "database schema version 11 is newer than this gnau (10): upgrade gnau" in refused.err
+    assert "database schema version 12 is newer than this gnau (11): upgrade gnau" in refused.err
 
 
 def test_the_database_is_found_as_gnau_serve_finds_it(
@@ -172,7 +175,7 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     why = refused.stderr.splitlines()[-1]
     assert "cannot start" in why
-    assert "database schema version 1 is older than this gnau (10)" in why
+    assert "database schema version 1 is older than this gnau (11)" in why
     assert "run 'gnau db migrate' (or start with --migrate true)" in why
 
     with served(data, "--migrate", "true") as service:
@@ -187,10 +190,10 @@ def test_a_new_database_is_created_at_start_without_migrate(tmp_path: Path) -> N
         pass
     assert "migrated the database schema" not in service.output()
     assert '"event": "created the database schema"' in service.output()
-    # Its start, its settings and its clean stop.
+    # Its start, its settings, the eight starter tables an empty catalogue gets, its clean stop.
     reader = open_reader(service.database)
     kinds = [json.loads(data)["kind"] for data in reader.entries(0, reader.size())]
-    assert kinds == ["SERVICE_STARTED", "CONFIG_CHANGED", "SERVICE_STOPPED"]
+    assert kinds == ["SERVICE_STARTED", "CONFIG_CHANGED", *["TABLE_CHANGED"] * 8, "SERVICE_STOPPED"]
 
 
 # -- backup and restore: refusals ---------------------------------------------------------------
@@ -301,9 +304,21 @@ def checkpoint_size(note: str) -> int:
     return Checkpoint.parse(SignedNote.parse(note).text).size
 
 
+#: The tables the rounds here are played at: catalogued by the test, as a platform does.
+TABLE = dealer_pb2.TableConfig(
+    currency="EUR",
+    rule_sets=[types_pb2.HouseRules()],
+    min_stake=1,
+    max_stake=1_000_000,
+    max_seats=82,
+    enabled=True,
+)
+
+
 def keep_playing(service: Served, load: Load, table: str) -> None:
     """Rounds on ``table`` until told to stop; every failure counts (no client retries)."""
     with GnauClient(service.target, token=service.token, retry=None) as client:
+        client.put_table(table, TABLE)
         while not load.stop.is_set():
             try:
                 client.play_round(table, SEATS)
@@ -315,6 +330,7 @@ def keep_playing(service: Served, load: Load, table: str) -> None:
 
 def play(service: Served, rounds: int, table: str) -> None:
     with GnauClient(service.target, token=service.token) as client:
+        client.put_table(table, TABLE)  # idempotent: a table played at before stays as it is
         for _ in range(rounds):
             client.play_round(table, SEATS)
 

@@ -10,14 +10,25 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from gnau.v1 import dealer_pb2, round_pb2
 
+from tests.catalogued import catalogue
 from tests.conftest import Run
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_service import rid
 
 Gnau = Callable[..., Run]
 ALICE = "alice@example.com"
+#: The table the tests seat Alice at, catalogued for the default operator (issue 38).
+TABLE = "t"
+
+
+@pytest.fixture
+async def service(service: Service) -> Service:
+    """The server fixture's service, with :data:`TABLE` catalogued."""
+    await catalogue(service.app.store, [TABLE])
+    return service
 
 
 async def run(gnau: Gnau, *args: str) -> Run:
@@ -30,7 +41,7 @@ async def seat_alice(service: Service, seat_numbers: tuple[int, ...] = (1, 3)) -
     """A dealt round with Alice at ``seat_numbers`` (and Bob at 2): her references."""
     shuffled = (
         await service.call(
-            "dealer", "Shuffle", dealer_pb2.ShuffleRequest(request_id=rid(), table_id="t")
+            "dealer", "Shuffle", dealer_pb2.ShuffleRequest(request_id=rid(), table_id=TABLE)
         )
     ).round
     seats = [round_pb2.Seat(seat_number=n, player_id=ALICE, stake=5) for n in seat_numbers]

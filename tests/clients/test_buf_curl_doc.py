@@ -58,6 +58,17 @@ def test_every_call_of_the_guide_runs_as_printed(tmp_path: Path) -> None:
                 continue
             assert done.returncode == 0, (method, done.stderr[:300])
             answer = json.loads(done.stdout)
+            if method == "PutTable":  # the guide's table, catalogued as it printed it
+                table = answer["table"]
+                assert (table["tableId"], table["version"], table["currency"]["code"]) == (
+                    "t1", "1", "EUR",
+                )  # fmt: skip
+            if method == "ListTables":  # closed by the SetTableEnabled before it
+                (table,) = [t for t in answer["tables"] if t["tableId"] == "t1"]
+                assert not table["config"].get("enabled", False), table
+            if method == "GetReport":  # the guide's round at t1, settled, in one row
+                (row,) = json.loads(answer["report"])["rows"]
+                assert (row["table_id"], row["currency"], row["rounds_settled"]) == ("t1", "EUR", 1)
             if method == "Shuffle":
                 env["ROUND"] = answer["round"]["roundId"]
             if method == "Settle":

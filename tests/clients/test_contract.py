@@ -123,6 +123,9 @@ def test_buf_lint_enforces_comments_and_unspecified_zero_values(tmp_path: Path) 
                 "GetRoundReceipt",
                 "GetHouseRulesInfo",
                 "ForgetPlayer",
+                "PutTable",
+                "SetTableEnabled",
+                "ListTables",
             ],
         ),
         (
@@ -137,6 +140,7 @@ def test_buf_lint_enforces_comments_and_unspecified_zero_values(tmp_path: Path) 
                 "WatchEntries",
                 "VerifyRound",
                 "LookupPlayer",
+                "GetReport",
             ],
         ),
     ],

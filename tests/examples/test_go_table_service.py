@@ -1,8 +1,9 @@
 """examples/go-table-service against a real ``gnau serve``: built offline from Debian's Go
 packages by its build.sh (protoc stubs from proto/, ``go vet``, ``go test``), it plays rounds as
-docs/integration.md says (retries with the same request id on UNAVAILABLE, TABLE_BUSY voided,
-refusals read by their ErrorInfo reason), and the commitment it opened with Go's crypto/sha256 is
-the one the Python reference computes from the revealed seed.
+docs/integration.md says (its table catalogued first with PutTable, retries with the same request
+id on UNAVAILABLE, TABLE_BUSY voided, refusals read by their ErrorInfo reason), and the
+commitment it opened with Go's crypto/sha256 is the one the Python reference computes from the
+revealed seed.
 
 Needs the Go toolchain and packages named in build.sh (Debian: golang-go, golang-google-grpc-dev,
 golang-google-protobuf-dev, golang-google-genproto-dev, golang-github-golang-protobuf-1-5-dev,
@@ -117,26 +118,29 @@ def test_the_go_example_retries_until_the_dealer_answers_and_opens_each_commitme
     process = table_service(
         binary, target, token, "--table", "t-1", "--rounds", "2", "--max-attempts", "40"
     )
-    # Nothing listens yet: the first Shuffle must fail with UNAVAILABLE and be retried.
+    # Nothing listens yet: the first call, the PutTable that catalogues the table before any
+    # Shuffle, must fail with UNAVAILABLE and be retried.
     assert process.stdout is not None
     first = process.stdout.readline()
     assert json.loads(first) | {"wait_ms": 0} == {
-        "event": "retry", "method": "Shuffle", "attempt": 1, "code": "UNAVAILABLE", "wait_ms": 0,
+        "event": "retry", "method": "PutTable", "attempt": 1, "code": "UNAVAILABLE", "wait_ms": 0,
     }, first  # fmt: skip
     with served(data, "--listen", target):
         events = finished(process, [first])
         check_rounds(events, 2)
-        assert {e["method"] for e in events if e["event"] == "retry"} == {"Shuffle"}
+        assert {e["method"] for e in events if e["event"] == "retry"} == {"PutTable"}
+        table = {"event": "table", "table_id": "t-1", "version": 1}
+        assert [e for e in events if e["event"] == "table"] == [table]
 
         # A round left unfinished on the table: TABLE_BUSY's ErrorInfo names it; it is voided.
         with GnauClient(target, token=token) as client:
             unfinished = client.shuffle("t-1").round_id
         again = finished(table_service(binary, target, token, "--table", "t-1"), [])
-        assert again[0] == {
-            "event": "voided_unfinished",
-            "round_id": unfinished,
-            "state": "SHUFFLED",
-        }
+        # Put again at the start, under the same configuration: still its first version.
+        assert again[:2] == [
+            table,
+            {"event": "voided_unfinished", "round_id": unfinished, "state": "SHUFFLED"},
+        ]
         check_rounds(again, 1)
         with GnauClient(target, token=token) as client:
             assert client.get_round(unfinished).void_reason.startswith("left unfinished")

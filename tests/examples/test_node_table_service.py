@@ -1,7 +1,8 @@
 """examples/node-table-service against a real ``gnau serve``: it runs rounds as
-docs/integration.md says (request ids, retries with backoff on UNAVAILABLE, the commitment
-before the bets, the receipt after), and what it prints holds up: every round settles and sums
-to zero, and every receipt it fetched verifies with ``gnau receipt verify``."""
+docs/integration.md says (its table catalogued first, request ids, retries with backoff on
+UNAVAILABLE, the commitment before the bets, the receipt after), and what it prints holds up:
+every round settles and sums to zero, and every receipt it fetched verifies with ``gnau receipt
+verify``."""
 
 from __future__ import annotations
 
@@ -90,18 +91,21 @@ def test_the_example_retries_until_the_dealer_answers_and_its_rounds_verify(
         node, target, token, "--table", "t-1", "--rounds", "2", "--receipts", str(receipts),
         "--max-attempts", "40",
     )  # fmt: skip
-    # Nothing listens yet: the first Shuffle must fail with UNAVAILABLE and be retried.
+    # Nothing listens yet: the first call, the PutTable that catalogues the table before any
+    # Shuffle, must fail with UNAVAILABLE and be retried.
     assert process.stdout is not None
     first = process.stdout.readline()
     assert json.loads(first) | {"wait_ms": 0} == {
-        "event": "retry", "method": "Shuffle", "attempt": 1, "code": "UNAVAILABLE", "wait_ms": 0,
+        "event": "retry", "method": "PutTable", "attempt": 1, "code": "UNAVAILABLE", "wait_ms": 0,
     }, first  # fmt: skip
     # The later --listen wins over the helper's own: the service comes up where the example calls.
     with served(data, "--listen", target) as service:
         events = finished(process, [first])
         check_rounds(events, 2, service.vkey)
-        shuffles = [e for e in events if e["event"] == "retry"]
-        assert {e["method"] for e in shuffles} == {"Shuffle"}
+        retries = [e for e in events if e["event"] == "retry"]
+        assert {e["method"] for e in retries} == {"PutTable"}
+        table = {"event": "table", "table_id": "t-1", "version": "1"}
+        assert [e for e in events if e["event"] == "table"] == [table]
 
         # A round left unfinished on the table (by a crash, say) is voided, then play goes on.
         with GnauClient(target, token=token) as client:
@@ -109,11 +113,11 @@ def test_the_example_retries_until_the_dealer_answers_and_its_rounds_verify(
         again = finished(
             table_service(node, target, token, "--table", "t-1", "--receipts", str(receipts)), []
         )
-        assert again[0] == {
-            "event": "voided_unfinished",
-            "round_id": unfinished,
-            "state": "SHUFFLED",
-        }
+        # Put again at the start, under the same configuration: still its first version.
+        assert again[:2] == [
+            table,
+            {"event": "voided_unfinished", "round_id": unfinished, "state": "SHUFFLED"},
+        ]
         check_rounds(again, 1, service.vkey)
         with GnauClient(target, token=token) as client:
             assert client.get_round(unfinished).void_reason.startswith("left unfinished")

@@ -55,6 +55,14 @@ class _StopError(Exception):
         self.status, self.reason, self.line = status, reason, line
 
 
+#: The members of the catalogue's entries (docs/audit.md, TABLE_CHANGED and the two after it).
+CATALOGUE_MEMBERS = {
+    "TABLE_CHANGED": {"actor", "operator", "table_id", "version", "config"},
+    "OPERATOR_CHANGED": {"actor", "operator", "config"},
+    "GAMING_CHANGED": {"actor", "enabled"},
+}
+
+
 def _line_object(raw: bytes, number: int, status: str) -> dict[str, Any]:
     """One line: no CR, strict UTF-8, one JSON object with no member twice."""
     try:
@@ -176,6 +184,12 @@ def _verify(data: bytes, key: str | None, pinned: str | None) -> Verdict:
             )
             if entry.kind == "TOKENS_CHANGED":
                 check_token_change(entry.payload)
+            if entry.kind in CATALOGUE_MEMBERS:
+                # docs/audit.md: a catalogue change holds exactly its own members.
+                check(
+                    set(entry.payload) == CATALOGUE_MEMBERS[entry.kind],
+                    f"entry {index}: a {entry.kind}'s members",
+                )
             replay.feed(entry)
             frontier.append(entry.leaf)
             count += 1

@@ -31,6 +31,9 @@ OTHER_KINDS = (
     "TOKENS_CHANGED",
     "KEY_ROTATED",
     "PLAYER_FORGOTTEN",
+    "TABLE_CHANGED",
+    "OPERATOR_CHANGED",
+    "GAMING_CHANGED",
 )
 MEMBERS = ("index", "key_id", "kind", "payload", "prev_hash", "round_id", "signature", "time")
 GENESIS = "0" * 64

@@ -37,7 +37,7 @@ EXACT = {
 #: Who acted, and whose round it is: in any round payload, and in none of the round's fields.
 WHO = {"actor", "operator"}
 OPTIONAL = {
-    "ROUND_COMMITTED": WHO | {"return_to_player", "fairness_version"},
+    "ROUND_COMMITTED": WHO | {"return_to_player", "fairness_version", "table_version", "currency"},
     "ROUND_DEALT": WHO | {"software"},
     "ROUND_REVEALED": WHO,
 }
@@ -108,6 +108,33 @@ def check_return_to_player(figures: object) -> None:
     check(sum(exact) == 1, "rtp and house_edge do not sum to 1")
 
 
+CURRENCY_CODE = re.compile(r"[A-Z]{3}")
+
+
+def check_table_played(committed: dict[str, Any]) -> None:
+    """docs/audit.md, *Tables and currency*: ``table_version`` and ``currency`` together or
+    neither; a positive integer, and exactly ``code`` (three capital letters) and ``exponent``
+    (an integer, 0 to 4)."""
+    given = {"table_version", "currency"} & set(committed)
+    if not given:
+        return
+    check(len(given) == 2, "table_version and currency come together, or neither")
+    check(
+        is_int(committed["table_version"]) and committed["table_version"] >= 1,
+        "table_version is a positive integer",
+    )
+    currency = committed["currency"]
+    check(
+        isinstance(currency, dict)
+        and set(currency) == {"code", "exponent"}
+        and isinstance(currency["code"], str)
+        and CURRENCY_CODE.fullmatch(currency["code"]) is not None
+        and is_int(currency["exponent"])
+        and 0 <= currency["exponent"] <= 4,
+        "currency is a code of three capital letters and an exponent of 0 to 4",
+    )
+
+
 def check_payload(entry: Entry) -> None:
     """The members of a round payload, in the log's one form."""
     kind, payload = entry.kind, entry.payload
@@ -119,6 +146,7 @@ def check_payload(entry: Entry) -> None:
         fairness_version(payload)
         if "return_to_player" in payload:
             check_return_to_player(payload["return_to_player"])
+        check_table_played(payload)
         read_rules(payload["house_rules"], every_rule=True)
     if kind == "ROUND_DEALT":
         seats = payload["seats"]

@@ -35,8 +35,10 @@ from cryptography.hazmat.primitives.serialization import (
 from gnau.v1 import dealer_pb2, round_pb2, types_pb2
 
 from gnau_service.audit.signing import LogSigner
+from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.server.process.app import running
 from gnau_service.server.process.structured_logs import configure_logging
+from tests.catalogued import catalogue
 from tests.independent import forge, notes
 from tests.independent.bundle import verify_bundle
 from tests.independent.receipt import verify_receipt
@@ -67,6 +69,22 @@ EVERY_RULE = types_pb2.HouseRules(
     decks=2,
 )
 PUSH = types_pb2.HouseRules(tie=types_pb2.TIE_RULE_PUSH, payout=types_pb2.PAYOUT_TABLE_MULTIPLIER)
+#: The rule sets the rounds are shuffled under (the default, EVERY_RULE, PUSH), which each of
+#: their tables approves (issue 38: a round is dealt only at a catalogued table).
+APPROVED = (
+    HouseRules(),
+    HouseRules(
+        ten_is_duke=True,
+        three_six_pair=True,
+        trips_make_ox=False,
+        five_small=False,
+        tie=TieRule.HIGH_CARD,
+        payout=PayoutTable.MULTIPLIER,
+        suited_double=True,
+        decks=2,
+    ),
+    HouseRules(tie=TieRule.PUSH, payout=PayoutTable.MULTIPLIER),
+)
 #: Each story: its fairness version, how it ends, and its house rules as the log names them.
 STORIES = {
     "settled": (2, "ROUND_SETTLED"),
@@ -202,6 +220,9 @@ async def _serve_and_play(live: Live) -> None:
     ):
         live.vkey = app.store.signer.vkey
         live.origin = live.vkey.split("+")[0]
+        tables = [f"table-{n}" for n in range(1, 8)]
+        tables += [f"v1-{story}" for story in STORIES if "v1_" in story]
+        await catalogue(app.store, tables, *APPROVED)
         await _play(live, Service(app, settings, channel))
 
 

@@ -32,6 +32,7 @@ from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.store import Store
 from gnau_service.store.players import read_player_key
+from tests.catalogued import catalogue, catalogued
 from tests.dealers import fresh, opened_store
 from tests.postgres import SERVICE_BACKENDS
 
@@ -43,6 +44,8 @@ SEATS = [SeatRequest(1, "42", 100), SeatRequest(2, "alice", 50)]
 @pytest.fixture(params=SERVICE_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     with opened_store(request.param, tmp_path) as opened:
+        for operator in (A, B):
+            catalogued(opened, ["t-1", "t-2"], operator=operator)
         yield opened
 
 
@@ -273,6 +276,8 @@ def test_each_operator_sees_its_own_round_of_a_shared_table_id_and_no_other(
     table = f"{table}-{uuid.uuid4().hex[:8]}"  # a table no earlier example opened
 
     async def open_at_each() -> dict[str, str]:
+        for operator in operators:
+            await catalogue(store, [table], operator=operator)
         return {
             operator: (
                 await dealer.shuffle(

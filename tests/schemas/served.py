@@ -20,23 +20,28 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import grpc
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from gnau.v1 import dealer_pb2, round_pb2, types_pb2
 
+from gnau_service.audit.actors import CONSOLE
 from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.note import SignedNote
+from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.audit.signing import LogSigner
 from gnau_service.fairness.commitment import new_server_seed
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
-from gnau_service.rules.house_rules import HouseRules
+from gnau_service.rounds.catalogue import Catalogue, OperatorConfig, RtpBand
+from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.server.grpc.convert import revealed_round_from_proto
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
+from tests.catalogued import catalogue
 from tests.server.conftest import Service
 
 SEATS = [
@@ -56,6 +61,17 @@ ALL_RULES = types_pb2.HouseRules(
     five_small=False,
     tie=types_pb2.TIE_RULE_HIGH_CARD,
     payout=types_pb2.PAYOUT_TABLE_MULTIPLIER,
+    suited_double=True,
+    decks=2,
+)
+
+DOMAIN_ALL_RULES = HouseRules(
+    ten_is_duke=True,
+    three_six_pair=True,
+    trips_make_ox=False,
+    five_small=False,
+    tie=TieRule.HIGH_CARD,
+    payout=PayoutTable.MULTIPLIER,
     suited_double=True,
     decks=2,
 )
@@ -164,6 +180,16 @@ async def play_everything(settings: Settings, backend: str) -> Served:
         store = app.store
         served.vkey = store.signer.vkey
         served.signers[store.signer.key_id.hex()] = store.signer
+
+        # Every catalogue entry kind, and the tables the rounds below are dealt at.
+        await catalogue(store, [f"table-{n}" for n in range(1, 10)], HouseRules(), DOMAIN_ALL_RULES)
+        shelf = Catalogue(store)
+        band = RtpBand(Fraction(1, 2), Fraction(1))
+        await shelf.set_operator(
+            DEFAULT_OPERATOR, lambda c: OperatorConfig(True, band), actor=CONSOLE
+        )
+        await shelf.set_gaming(False, actor=CONSOLE)
+        await shelf.set_gaming(True, actor=CONSOLE)
 
         rounds: dict[str, str] = {}
         rounds["settled"] = await _shuffle(service, "table-1")

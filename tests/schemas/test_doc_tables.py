@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -574,12 +575,18 @@ def test_the_entry_and_bundle_header_tables_are_the_schemas_and_the_live_log(
     assert {"fairness_version" in entry["payload"] for entry in committed} == {True, False}
 
 
-def _fed(entries: list[Json], upto: int, payload: Json, without: str = "") -> None:
-    """Replay ``entries[:upto]`` (each without the member ``without``) and then entry ``upto``
+#: The optional members that a committed entry carries together or not at all.
+TOGETHER = {"table_version", "currency"}
+
+
+def _fed(
+    entries: list[Json], upto: int, payload: Json, without: Collection[str] = frozenset()
+) -> None:
+    """Replay ``entries[:upto]`` (each without the members ``without``) and then entry ``upto``
     with ``payload``; ReplayError if replay refuses it."""
     replay = RoundReplay()
     for entry in entries[:upto]:
-        earlier = {k: v for k, v in entry["payload"].items() if k != without}
+        earlier = {k: v for k, v in entry["payload"].items() if k not in without}
         replay.stage(EntryKind[entry["kind"]], entry["round_id"], earlier)
     entry = entries[upto]
     replay.stage(EntryKind[entry["kind"]], entry["round_id"], payload)
@@ -604,8 +611,14 @@ def test_replay_takes_exactly_the_members_the_table_lists(served: Served) -> Non
             with pytest.raises(ReplayError, match="must carry exactly"):
                 _fed(entries, position, {**entry["payload"], "player_id": "alice"})
             for member in optional & set(entry["payload"]):
-                payload = {k: v for k, v in entry["payload"].items() if k != member}
-                _fed(entries, position, payload, without=member)
+                # The table's version and currency come together: one goes with the other.
+                gone = TOGETHER if member in TOGETHER else {member}
+                payload = {k: v for k, v in entry["payload"].items() if k not in gone}
+                _fed(entries, position, payload, without=gone)
+            for member in TOGETHER & set(entry["payload"]):
+                alone = {k: v for k, v in entry["payload"].items() if k != member}
+                with pytest.raises(ReplayError, match="together or neither"):
+                    _fed(entries, position, alone)
 
 
 def test_the_round_replay_rejections_name_the_versions_and_the_optional_members() -> None:

@@ -34,6 +34,9 @@ PAYLOAD_SCHEMAS = {
     "TOKENS_CHANGED": "payload-tokens-changed.schema.json",
     "KEY_ROTATED": "payload-key-rotated.schema.json",
     "PLAYER_FORGOTTEN": "payload-player-forgotten.schema.json",
+    "TABLE_CHANGED": "payload-table-changed.schema.json",
+    "OPERATOR_CHANGED": "payload-operator-changed.schema.json",
+    "GAMING_CHANGED": "payload-gaming-changed.schema.json",
 }
 #: Entry kinds with a schema before the service writes them (issue 21 adds PLAYER_FORGOTTEN to
 #: EntryKind in another change); once it is an EntryKind this set adds nothing.

@@ -18,6 +18,7 @@ import yaml
 from gnau_service.server.grpc.statuses import Reason
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
+from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_metrics import scrape
 from tests.server.test_service import play, refusal, shuffle
@@ -89,7 +90,8 @@ def test_the_dashboard_uses_a_prometheus_datasource_variable() -> None:
 
 @pytest.fixture
 async def metered(settings: Settings) -> AsyncIterator[Service]:
-    """The metered service, asking a witness that is down: its metrics are exported too."""
+    """The metered service, asking a witness that is down: its metrics are exported too. The
+    tables the test deals at are catalogued (issue 38)."""
     witnessed = dataclasses.replace(
         settings, http_listen="127.0.0.1:0", witnesses=(down_witness("witness.test/w1").flag,)
     )
@@ -97,6 +99,7 @@ async def metered(settings: Settings) -> AsyncIterator[Service]:
         running(witnessed) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue(app.store, ["dashboard", "left-open"])
         yield Service(app, witnessed, channel)
 
 

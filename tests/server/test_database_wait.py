@@ -49,6 +49,7 @@ def test_a_dealer_started_before_postgresql_waits_then_serves(tmp_path: Path) ->
         try:
             with served(data_dir, "--database", url, "--database-wait-seconds", "30") as dealer:
                 late.join()
+                dealer.put_tables(["waited"])  # a round is dealt at a catalogued table
                 with GnauClient(dealer.target, token=dealer.token) as client:
                     played = client.play_round("waited", SEATS)
                 settled = played.settlement

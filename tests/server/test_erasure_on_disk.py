@@ -47,6 +47,7 @@ from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
 from gnau_service.store import sqlite as sqlite_backend
 from gnau_service.store.players import read_player_keys
+from tests.catalogued import catalogue
 from tests.conftest import Run
 from tests.postgres import admin_url, fresh_database, require_postgres
 from tests.server.conftest import TOKENS, Service, write_tokens
@@ -57,6 +58,8 @@ from tests.serving import REPO, gnau, served
 pytestmark = pytest.mark.system
 
 SEATS_PER_ROUND = 6
+#: The tables this module's tests deal at, in the default operator's catalogue (issue 38).
+TABLES = (*(f"table-{number}" for number in range(10)), "load")
 
 
 @dataclass(frozen=True)
@@ -120,7 +123,8 @@ def each_found(directory: Path, players: Sequence[Player]) -> bool:
 
 @pytest.fixture
 async def service(tmp_path: Path) -> AsyncIterator[Service]:
-    """The service on SQLite, with its data in ``tmp_path / "data"``."""
+    """The service on SQLite, with its data in ``tmp_path / "data"``, its catalogue holding
+    :data:`TABLES`."""
     configure_logging("json")
     settings = Settings(
         listen="127.0.0.1:0",
@@ -133,6 +137,7 @@ async def service(tmp_path: Path) -> AsyncIterator[Service]:
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue(app.store, TABLES)
         yield Service(app, settings, channel)
 
 
@@ -256,6 +261,7 @@ def test_a_player_forgotten_by_one_of_two_workers_under_load_is_in_no_file(
 ) -> None:
     data = tmp_path / "data"
     with served(data, "--workers", "2") as server:
+        server.put_tables(TABLES)
         ids = [new_player_id() for _ in range(10 * SEATS_PER_ROUND)]
         with GnauClient(server.target, token=server.token) as client:
             for number in range(10):
@@ -381,6 +387,7 @@ async def test_after_the_operator_s_commands_no_file_of_the_cluster_holds_the_pl
             grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
         ):
             service = Service(app, settings, channel)
+            await catalogue(app.store, TABLES)
             players = await seat_players(service, rounds=4)
             forgotten, kept = players[:-SEATS_PER_ROUND], players[-SEATS_PER_ROUND:]
             # What autovacuum does sooner or later, and a checkpoint: the data files hold the

@@ -21,6 +21,7 @@ from gnau_service.rounds.limits import (
 from gnau_service.rounds.refusals import RoundNotFound, TableBusy, WrongState
 from gnau_service.rules.errors import CardError
 from gnau_service.server.grpc.statuses import bad_request, status_of
+from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 
@@ -44,6 +45,18 @@ def wire_trailer_bytes(error: grpc.aio.AioRpcError) -> int:
         encoded = base64.b64encode(value) if isinstance(value, bytes) else value.encode()
         size += len(key) + len(encoded)
     return size
+
+
+#: The table the Deal tests shuffle at: catalogued to take any stake and seat count the service
+#: allows (issue 38; a starter table seats at most 6), so a Deal's refusals are the test's own.
+TABLE = "errors"
+
+
+@pytest.fixture
+async def service(service: Service) -> Service:
+    """The conftest's service, with :data:`TABLE` catalogued."""
+    await catalogue(service.app.store, [TABLE])
+    return service
 
 
 hostile_text = st.text(min_size=0, max_size=3000) | st.builds(
@@ -101,7 +114,7 @@ async def deal_refused(
 
 
 async def test_eighty_three_seats_on_one_deck_get_their_real_status(service: Service) -> None:
-    round_ = await shuffle(service)
+    round_ = await shuffle(service, TABLE)
     for count in (83, 10_000):
         seats = [
             round_pb2.Seat(seat_number=n, player_id=f"player-{n}" * 3, stake=1)
@@ -114,7 +127,7 @@ async def test_eighty_three_seats_on_one_deck_get_their_real_status(service: Ser
 
 
 async def test_a_long_list_of_bad_seats_lists_five_and_counts_the_rest(service: Service) -> None:
-    round_ = await shuffle(service)
+    round_ = await shuffle(service, TABLE)
     seats = [round_pb2.Seat(seat_number=n, player_id="p", stake=0) for n in range(1, 8)]
     error = await deal_refused(service, round_.round_id, seats)
     fields, _ = details(error)

@@ -24,6 +24,7 @@ from gnau.v1 import audit_pb2, dealer_pb2
 
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
+from tests.catalogued import catalogue
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_service import play, shuffle
 
@@ -84,6 +85,8 @@ async def served_with_http(settings: Settings) -> AsyncIterator[Service]:
         running(with_http) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        # The tables each attempt deals at (issue 38: only a catalogued table deals).
+        await catalogue(app.store, [f"table-{attempt}" for attempt in range(ATTEMPTS)])
         yield Service(app, with_http, channel)
 
 

@@ -37,6 +37,7 @@ from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from gnau_service.store import Store
 from gnau_service.store.gauges import overdue_rounds
+from tests.catalogued import catalogue, catalogued
 from tests.dealers import fresh, opened_store
 from tests.independent.rules import settle as independent_settle
 from tests.postgres import SERVICE_BACKENDS
@@ -45,11 +46,14 @@ from tests.server.test_service import deal, play, shuffle
 
 PLATFORM = "token:casino-a-platform"
 SEATS = [SeatRequest(n, f"player-{n}", 100 * n, b"") for n in range(1, 7)]
+#: The tables the tests deal at, each in the default operator's catalogue (issue 38).
+TABLES = ("t-1", "t-2", "t-shuffled", "t-dealt", "t-revealed", "t-played")
 
 
 @pytest.fixture(params=SERVICE_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     with opened_store(request.param, tmp_path) as opened:
+        catalogued(opened, TABLES)
         yield opened
 
 
@@ -339,6 +343,7 @@ async def quick(settings: Settings) -> AsyncIterator[Service]:
         running(hurried) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue(app.store, TABLES)
         yield Service(app, hurried, channel)
 
 
@@ -389,6 +394,7 @@ def test_one_sweep_works_through_a_crowd_of_due_rounds(store: Store) -> None:
     one batch a sweep interval."""
     dealer = Dealer(store, deadlines=Deadlines(deal_seconds=1, settle_seconds=60))
     crowd = SWEEP_BATCH + 6
+    catalogued(store, [f"t-{table}" for table in range(crowd)])
 
     async def abandon_and_sweep() -> int:
         for table in range(crowd):

@@ -43,7 +43,7 @@ from gnau_service.audit.entries import LogEntry
 from tests.failover_drill import start_players
 from tests.frozen_leader import lease
 from tests.independent.rules import settle as independent_settle
-from tests.independent.test_live_rounds import EVERY_RULE, PUSH
+from tests.independent.test_live_rounds import APPROVED, EVERY_RULE, PUSH
 from tests.log_checks import verified_log
 from tests.postgres import fresh_database
 from tests.server.test_workers import PATIENCE_SECONDS, until
@@ -57,7 +57,7 @@ BACKENDS: Final = ["sqlite-workers", "postgresql-replicas"]
 OPERATOR: Final = "token:local-operator"
 SEATS: Final = [Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n) for n in range(1, 7)]
 #: House rules the rounds cycle through: the defaults, and two that change how hands rank, tie
-#: and pay.
+#: and pay. Every table of the tests approves these three (APPROVED: the same rule sets).
 RULES: Final = [types_pb2.HouseRules(), PUSH, EVERY_RULE]
 OPERATOR_CODES: Final = [
     round_pb2.VOID_REASON_PLATFORM_FAILURE,
@@ -145,6 +145,12 @@ class Deployment:
                         raise
                     assert time.monotonic() < deadline, f"unavailable for too long: {error}"
             time.sleep(0.1)
+
+    def catalogue(self, tables: list[str]) -> None:
+        """Put ``tables`` in the operator's catalogue (issue 38: a round is dealt only at a
+        catalogued table), each approving :data:`RULES` with any stake and seat count, through
+        the first process (never killed)."""
+        self.processes[0].put_tables(tables, *APPROVED)
 
     def kill_one(self, chooser: random.Random) -> None:
         """SIGKILL a worker (its supervisor starts another) or the second replica (started
@@ -301,10 +307,12 @@ def test_an_operator_voids_dealt_and_revealed_rounds_paying_each_seat_the_better
     alike; the log verifies."""
     dealt: dict[str, round_pb2.Round] = {}
     voided: dict[str, round_pb2.Round] = {}
+    tables = [f"void-{n}" for n in range(VOIDED_ROUNDS)]
     with deployment(backend, tmp_path, *DEADLINE_FLAGS) as deployed:
-        for n in range(VOIDED_ROUNDS):
+        deployed.catalogue(tables)
+        for n, table in enumerate(tables):
             with deployed.client(n) as client:
-                round_id = client.shuffle(f"void-{n}", RULES[n % len(RULES)]).round_id
+                round_id = client.shuffle(table, RULES[n % len(RULES)]).round_id
             with deployed.client(n + 1) as client:
                 dealt[round_id] = client.deal(round_id, SEATS)
             if n % 2:
@@ -370,12 +378,19 @@ class Abandoned:
     dealt: round_pb2.Round | None
 
 
+ABANDONED_STATES: Final = ("SHUFFLED", "DEALT", "REVEALED")
+
+
+def abandoned_table(wave: int, state: str, n: int) -> str:
+    return f"abandoned-{wave}-{state.lower()}-{n}"
+
+
 def abandon_wave(deployed: Deployment, wave: int) -> dict[str, Abandoned]:
     """Rounds left SHUFFLED, DEALT and REVEALED, each step through another process."""
     left: dict[str, Abandoned] = {}
-    for state in ("SHUFFLED", "DEALT", "REVEALED"):
+    for state in ABANDONED_STATES:
         for n in range(ABANDONED_PER_STATE):
-            table = f"abandoned-{wave}-{state.lower()}-{n}"
+            table = abandoned_table(wave, state, n)
             rules = RULES[n % len(RULES)]
             shuffle_id, deal_id, reveal_id = (str(uuid.uuid4()) for _ in range(3))
             shuffled = deployed.call(n, "shuffle", table, rules, request_id=shuffle_id)
@@ -398,6 +413,14 @@ def test_abandoned_rounds_expire_under_load_while_processes_are_killed(
     chooser = random.Random(os.environ.get("GNAU_KILL_SEED", "37"))
     abandoned: dict[str, Abandoned] = {}
     with deployment(backend, tmp_path, *DEADLINE_FLAGS) as deployed:
+        deployed.catalogue(
+            [
+                abandoned_table(wave, state, n)
+                for wave in range(WAVES)
+                for state in ABANDONED_STATES
+                for n in range(ABANDONED_PER_STATE)
+            ]
+        )
         # The players play whole rounds on a process never killed: SQLite's port (a killed
         # worker's calls are retried on the other), PostgreSQL's first replica.
         started = datetime.now(UTC)
@@ -498,10 +521,12 @@ def test_settle_racing_the_services_completion_answers_the_one_settlement(
     backend: str, tmp_path: Path, record_property: Callable[[str, object], None]
 ) -> None:
     raced: dict[str, Raced] = {}
+    tables = [f"raced-{n}" for n in range(RACED_ROUNDS)]
     with deployment(backend, tmp_path, *DEADLINE_FLAGS) as deployed:
+        deployed.catalogue(tables)
         with deployed.client(0) as client:
-            for n in range(RACED_ROUNDS):
-                round_id = client.shuffle(f"raced-{n}", RULES[n % len(RULES)]).round_id
+            for n, table in enumerate(tables):
+                round_id = client.shuffle(table, RULES[n % len(RULES)]).round_id
                 dealt = client.deal(round_id, SEATS)
                 client.reveal(round_id)
                 raced[round_id] = Raced(dealt, seconds(dealt.due_time))

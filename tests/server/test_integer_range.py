@@ -1,6 +1,12 @@
 """Every integer a round can produce fits the log's JSON range, ±(2^53-1): the configuration
 refuses a max stake that could leave it, Deal refuses a seat or a table that could, and any round
-Deal accepts settles (it used to stick in REVEALED when its settlement did not fit)."""
+Deal accepts settles (it used to stick in REVEALED when its settlement did not fit).
+
+A round is dealt only at a catalogued table (issue 38), whose max_stake is at most
+:data:`LARGEST_MAX_STAKE`: a Dealer whose ``max_stake`` is beyond what the configuration allows
+refuses such a seat at its table's limit first. The checks of a seat's and the dealer's win are
+reached by a round held to the service's ``max_stake`` alone, as a round from before the
+catalogue is: :func:`lock` checks seats so."""
 
 from __future__ import annotations
 
@@ -18,10 +24,11 @@ from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.record import RoundState
 from gnau_service.rounds.refusals import InvalidRequest
-from gnau_service.rounds.requests import SeatRequest
+from gnau_service.rounds.requests import SeatLimits, SeatRequest, locked_seats
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.server.process.config import ConfigError, load_settings
 from gnau_service.store import Store
+from tests.catalogued import catalogue
 from tests.dealers import fresh, opened_store
 from tests.rules.test_settlement import RULES
 from tests.serving import gnau
@@ -56,9 +63,14 @@ def test_a_max_stake_that_could_settle_beyond_the_range_is_refused(stake: int) -
 
 
 def deal(dealer: Dealer, rules: HouseRules, stakes: list[int]) -> str:
+    """Deal ``stakes`` in a new round under ``rules``, at a table catalogued for it that takes
+    any stake up to :data:`LARGEST_MAX_STAKE` and any number of seats."""
+
     async def go() -> str:
+        table = f"t-{uuid.uuid4()}"
+        await catalogue(dealer.store, [table], rules)
         shuffled = await dealer.shuffle(
-            f"t-{uuid.uuid4()}", rules, fresh(), operator=DEFAULT_OPERATOR, actor="token:test"
+            table, rules, fresh(), operator=DEFAULT_OPERATOR, actor="token:test"
         )
         round_id = shuffled.record.round_id
         seats = [SeatRequest(n, f"p{n}", stake) for n, stake in enumerate(stakes, start=1)]
@@ -70,11 +82,25 @@ def deal(dealer: Dealer, rules: HouseRules, stakes: list[int]) -> str:
     return asyncio.run(go())
 
 
+def lock(rules: HouseRules, stakes: list[int]) -> None:
+    """Check the seats of a Deal of ``stakes`` under ``rules`` as the Dealer checks those of a
+    round from before the catalogue: held to the service's ``max_stake`` alone, here 2^62,
+    beyond what the configuration allows."""
+    seats = [SeatRequest(n, f"p{n}", stake) for n, stake in enumerate(stakes, start=1)]
+    locked_seats(rules, seats, None, SeatLimits(max_stake=2**62))
+
+
 def test_a_seat_whose_win_could_leave_the_range_is_refused_by_name(store: Store) -> None:
     dealer = Dealer(store, max_stake=2**62)  # beyond what the configuration allows
     with pytest.raises(InvalidRequest) as refused:
         deal(dealer, HouseRules(), [5, 2**53 // 10 + 1])
     assert [path for path, _ in refused.value.violations] == ["seats[1].stake"]
+    assert f"{LARGEST_MAX_STAKE:,}" in refused.value.violations[0][1]  # the table's limit
+    # Held to the service's max_stake alone, the seat is refused for its win.
+    with pytest.raises(InvalidRequest) as refused:
+        lock(HouseRules(), [5, 2**53 // 10 + 1])
+    assert [path for path, _ in refused.value.violations] == ["seats[1].stake"]
+    assert "2^53-1" in refused.value.violations[0][1]
 
 
 def test_the_testers_stuck_round_is_refused_at_deal(store: Store) -> None:
@@ -86,16 +112,30 @@ def test_the_testers_stuck_round_is_refused_at_deal(store: Store) -> None:
     assert [path for path, _ in refused.value.violations][:5] == [
         f"seats[{n}].stake" for n in range(5)
     ]
+    with pytest.raises(InvalidRequest) as refused:
+        lock(HouseRules(), [2**52] * 9)
+    assert [path for path, _ in refused.value.violations][:5] == [
+        f"seats[{n}].stake" for n in range(5)
+    ]
+    assert all("2^53-1" in problem for _, problem in refused.value.violations)
 
 
 def test_a_table_whose_dealer_could_leave_the_range_is_refused(store: Store) -> None:
     dealer = Dealer(store, max_stake=2**62)
     each = MAX_SAFE // 10 // 5  # each seat's win fits; the dealer paying nine of them does not
+    # No catalogued table takes such a stake (82 seats at its largest max_stake fit the range):
+    # at one, each seat is refused at the table's limit.
+    assert each > LARGEST_MAX_STAKE
     with pytest.raises(InvalidRequest) as refused:
         deal(dealer, HouseRules(), [each] * 9)
+    assert [path for path, _ in refused.value.violations] == [f"seats[{n}].stake" for n in range(9)]
+    # Held to the service's max_stake alone, the table is refused as a whole.
+    with pytest.raises(InvalidRequest) as refused:
+        lock(HouseRules(), [each] * 9)
     assert [path for path, _ in refused.value.violations] == ["seats"]
     assert "2^53-1" in refused.value.violations[0][1]
-    deal(dealer, HouseRules(), [each] * 5)  # five of them fit
+    lock(HouseRules(), [each] * 5)  # five of them fit
+    deal(dealer, HouseRules(), [LARGEST_MAX_STAKE] * 9)  # nine at a table's largest limit fit
 
 
 # Every house rule, as the settlement tests draw them, with up to eight decks.

@@ -13,6 +13,7 @@ from gnau_client import _common as client_common
 
 from gnau_service.rounds import limits
 from gnau_service.server.process.config import Settings
+from tests.catalogued import WIDE_OPEN, catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 
@@ -127,6 +128,20 @@ def rid() -> str:
     return str(uuid.uuid4())
 
 
+#: A table id of exactly the most bytes a table id may have (two bytes a character).
+LONGEST_TABLE_ID = "é" * (limits.MAX_TABLE_ID_BYTES // 2)
+#: The tables the tests below deal at. Each is catalogued (issue 38) with :data:`WIDE_OPEN`
+#: limits, so that a stake or seat is held to the service's limits, not a table's.
+TABLES = (LONGEST_TABLE_ID, "rq", "void-1", "void-2", "seats", "stakes", "list-a", "list-b")
+
+
+@pytest.fixture
+async def service(service: Service) -> Service:
+    """The server fixture's service, its catalogue holding :data:`TABLES`."""
+    await catalogue(service.app.store, TABLES, config=WIDE_OPEN)
+    return service
+
+
 async def refused_fields(service: Service, method: str, request: object) -> list[str]:
     with pytest.raises(grpc.aio.AioRpcError) as caught:
         await service.call("dealer", method, request)
@@ -135,7 +150,7 @@ async def refused_fields(service: Service, method: str, request: object) -> list
 
 
 async def test_table_id_holds_at_its_boundary(service: Service) -> None:
-    at_limit = "é" * (limits.MAX_TABLE_ID_BYTES // 2)  # two bytes each
+    at_limit = LONGEST_TABLE_ID
     await service.call(
         "dealer", "Shuffle", dealer_pb2.ShuffleRequest(request_id=rid(), table_id=at_limit)
     )

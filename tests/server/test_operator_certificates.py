@@ -22,6 +22,7 @@ from gnau.v1 import audit_pb2, audit_pb2_grpc, dealer_pb2, dealer_pb2_grpc, roun
 
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import ConfigError, Settings, load_settings
+from tests.catalogued import catalogue
 from tests.server.conftest import write_tokens
 from tests.server.test_service import SEATS, details, refusal, rid
 from tests.server.test_tls_and_config import _certificate, _key_pem, _pem
@@ -37,6 +38,9 @@ MAPPINGS = (
     "platform.legacy=operator",
 )
 COMMON_NAMES = tuple(mapping.partition("=")[0] for mapping in MAPPINGS)
+#: The table ids both casinos deal at, each casino's own table in its catalogue (issue 38); the
+#: default operator's are its starter tables.
+TABLES = ("table-1", "table-2")
 #: The async tests share the module's service, so they run in its event loop.
 in_module_loop = pytest.mark.asyncio(loop_scope="module")
 CONFIG_DOC = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
@@ -135,6 +139,8 @@ async def certified(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[C
     options = (("grpc.ssl_target_name_override", "localhost"),)
     async with AsyncExitStack() as stack:
         app = await stack.enter_async_context(running(settings))
+        for operator in (A, B):
+            await catalogue(app.store, TABLES, operator=operator)
         channels = {}
         for common_name in COMMON_NAMES:
             client, client_key = _certificate(common_name, issuer)

@@ -21,6 +21,7 @@ from gnau_service.server.grpc.auth import Role
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.tokens import add_token
+from tests.catalogued import catalogue
 from tests.server.test_service import SEATS, details, refusal, rid
 
 A, B = "casino-a", "casino-b"
@@ -32,6 +33,9 @@ CREDENTIALS = {
     "auditor-b": (Role.AUDITOR, B),
     "regulator": (Role.AUDITOR, "*"),
 }
+#: The tables each operator deals at in the tests, in its own catalogue (issue 38): the same
+#: table ids, each operator's own table.
+TABLES = {A: ("t1", "t2", "t3", "t4"), B: ("t1", "t2")}
 
 
 @dataclass
@@ -103,6 +107,8 @@ async def operators(settings: Settings, tmp_path: Path) -> AsyncIterator[Operato
         running(dataclasses.replace(settings, tokens=path)) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        for operator, tables in TABLES.items():
+            await catalogue(app.store, tables, operator=operator)
         yield Operators(channel, tokens)
 
 
@@ -220,6 +226,10 @@ async def test_a_request_id_and_a_table_id_are_each_operators_own(operators: Ope
     # Each table still has its one unfinished round: a second shuffle at A's t1 is refused.
     error = await refusal(operators.shuffle("operator-a", "t1"))
     assert details(error)[1] == "TABLE_BUSY"
+    # A's catalogue is not B's: B has no table t3, whatever A has.
+    error = await refusal(operators.shuffle("operator-b", "t3"))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    assert details(error)[1] == "TABLE_NOT_FOUND"
 
 
 async def test_players_are_each_operators_own(operators: Operators) -> None:

@@ -25,6 +25,7 @@ from google.protobuf import json_format
 from gnau_service.server.grpc.auth import POLICY, Role
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
+from tests.catalogued import catalogue
 from tests.server.conftest import TOKENS, Service
 
 DOC: Final = Path(__file__).resolve().parents[2] / "docs" / "privacy.md"
@@ -33,6 +34,8 @@ ROLES: Final = ("public", "auditor", "operator")
 ALICE: Final = "alice.smith@example.com"
 BOB: Final = "bob+casino@example.org"
 CAROL: Final = "carol-account-0042"
+#: The tables the live checks deal at, catalogued for the default operator (issue 38).
+TABLES: Final = ("privacy-table", "another-table", "m")
 
 
 def privacy_table() -> dict[str, dict[str, str]]:
@@ -89,13 +92,15 @@ SQLITE_ONLY: Final = pytest.mark.parametrize("settings", ["sqlite"], indirect=Tr
 
 @pytest.fixture
 async def live(settings: Settings) -> AsyncIterator[tuple[Service, str]]:
-    """The service with its HTTP port, public listing off (the default)."""
+    """The service with its HTTP port, public listing off (the default), and :data:`TABLES`
+    catalogued."""
     with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0")
     async with (
         running(with_http) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         assert app.web is not None
+        await catalogue(app.store, TABLES)
         yield Service(app, with_http, channel), f"http://127.0.0.1:{app.web.port}"
 
 
@@ -234,6 +239,10 @@ CALLS: Final[dict[str, Call]] = {
     "AuditService/VerifyRound": _unary(
         "audit", "VerifyRound", lambda p: audit_pb2.VerifyRoundRequest(round_id=p.settled)
     ),
+    "DealerService/ListTables": _unary(
+        "dealer", "ListTables", lambda p: dealer_pb2.ListTablesRequest(operator="default")
+    ),
+    "AuditService/GetReport": _unary("audit", "GetReport", lambda p: audit_pb2.GetReportRequest()),
     "AuditService/LookupPlayer": _unary(
         "audit", "LookupPlayer", lambda p: audit_pb2.LookupPlayerRequest(player_id=ALICE)
     ),
@@ -245,6 +254,8 @@ MUTATIONS: Final = {
     "DealerService/Settle",
     "DealerService/VoidRound",
     "DealerService/ForgetPlayer",
+    "DealerService/PutTable",
+    "DealerService/SetTableEnabled",
 }
 
 

@@ -32,10 +32,31 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound
+from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import deal, details, play, refusal, shuffle, void
 
 Document = dict[str, Any]
+#: The tables this module's tests deal at besides the starter tables, each catalogued (issue 38).
+TABLES = (
+    "receipt-early",
+    "receipt-void-1",
+    "receipt-void-2",
+    "receipt-reveal",
+    "pin-1",
+    "pin-2",
+    "pin-3",
+    "rotation",
+    "after-rotation",
+    "round-get-open",
+)
+
+
+@pytest.fixture
+async def service(service: Service) -> Service:
+    """The server fixture's service, its catalogue holding :data:`TABLES`."""
+    await catalogue(service.app.store, TABLES)
+    return service
 
 
 def rid() -> str:

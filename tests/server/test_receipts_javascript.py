@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.receipts import Receipt, verify_receipt
 from gnau_service.audit.signing import LogSigner
+from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_receipts import TAMPERED, _signature, receipt_of
 from tests.server.test_service import deal, play, shuffle, void
@@ -27,6 +28,16 @@ from tests.web.nodejs import node
 pytestmark = pytest.mark.system
 
 JS = Path(__file__).parents[2] / "gnau_service" / "web" / "js"
+#: The tables the tests deal at, each in the default operator's catalogue (issue 38).
+TABLES = ("agree", "agree-void-early", "agree-void-late", "agree-after-rotation", "named-once")
+
+
+@pytest.fixture
+async def service(service: Service) -> Service:
+    """The server fixture's service, its catalogue holding :data:`TABLES`."""
+    await catalogue(service.app.store, TABLES)
+    return service
+
 
 VERIFY_ALL = """
 import { readReceipt, verifyReceipt } from %(receipt)s;

@@ -16,6 +16,7 @@ from gnau.v1 import dealer_pb2
 from gnau_service.audit.timestamps import format_utc_timestamp
 from gnau_service.server.process.request_retention import prune_expired
 from gnau_service.store import Store, Transaction
+from tests.catalogued import catalogue
 from tests.dealers import opened_store
 from tests.postgres import SERVICE_BACKENDS
 from tests.server.conftest import Service
@@ -27,6 +28,7 @@ async def test_a_request_is_remembered_for_the_retention_and_then_forgotten(
     service: Service,
 ) -> None:
     store = service.app.store
+    await catalogue(store, ["retention"])
     round_id = (await shuffle(service, "retention")).round_id
     reveal_id = rid()
     deal = dealer_pb2.DealRequest(

@@ -18,11 +18,29 @@ from gnau.v1 import dealer_pb2
 
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import ConfigError, Settings, load_settings
+from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import deal, details, play, refusal, shuffle
 
 ROUND_ID = re.compile(r"r-[0-9a-f]{24}")
 NOT_FOUND = "there is no round with this id"
+#: The tables the tests deal at, each catalogued (issue 38).
+TABLES = (
+    "listing-off",
+    "listing-on",
+    "guess-table",
+    "guess-other",
+    "metric-table-0",
+    "metric-table-1",
+    "metric-open",
+)
+
+
+@pytest.fixture
+async def metered(metered: Service) -> Service:
+    """The server fixture's service with its HTTP port, its catalogue holding :data:`TABLES`."""
+    await catalogue(metered.app.store, TABLES)
+    return metered
 
 
 @pytest.fixture
@@ -33,6 +51,7 @@ async def listing(settings: Settings) -> AsyncIterator[Service]:
         running(on) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue(app.store, TABLES)
         yield Service(app, on, channel)
 
 

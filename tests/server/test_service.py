@@ -18,9 +18,11 @@ from gnau_service.audit.checkpoint import open_checkpoint
 from gnau_service.audit.merkle import leaf_hash, verify_consistency, verify_inclusion
 from gnau_service.audit.note import Verifier
 from gnau_service.fairness.verifier import verify_revealed_round
+from gnau_service.rules.house_rules import HouseRules, TieRule
 from gnau_service.server.grpc.convert import revealed_round_from_proto
 from gnau_service.server.process.app import running
 from tests.audit.logs import chain_failure
+from tests.catalogued import catalogue, table_config
 from tests.server.conftest import TOKENS, Service
 
 SEATS = [
@@ -28,6 +30,29 @@ SEATS = [
     round_pb2.Seat(seat_number=2, player_id="bob", stake=250),
     round_pb2.Seat(seat_number=5, player_id="carol", stake=7),
 ]
+#: The tables this module's tests deal at, each in the default operator's catalogue (issue 38)
+#: with any stake and seat count, approving the rule sets the tests shuffle under.
+TABLES = (
+    "table-1",
+    "table-pages",
+    "table-busy",
+    "table-free",
+    "table-race",
+    "table-retry",
+    "t-a",
+    "t-b",
+    "table-roles",
+    "table-restart",
+    *(f"parallel-{n}" for n in range(8)),
+)
+RULE_SETS = (HouseRules(), HouseRules(ten_is_duke=True, tie=TieRule.PUSH))
+
+
+@pytest.fixture
+async def service(service: Service) -> Service:
+    """The server fixture's service, its catalogue holding :data:`TABLES`."""
+    await catalogue(service.app.store, TABLES, *RULE_SETS)
+    return service
 
 
 def rid() -> str:
@@ -203,6 +228,39 @@ async def test_one_unfinished_round_per_table(service: Service) -> None:
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert first.round_id in str(error.details()) and details(error)[1] == "TABLE_BUSY"
     await shuffle(service, "table-free")  # other tables are not affected
+
+
+async def test_a_round_is_dealt_only_as_its_table_s_catalogue_entry_allows(
+    service: Service,
+) -> None:
+    before = await log_size(service)
+    error = await refusal(shuffle(service, "table-uncatalogued"))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    assert details(error)[1] == "TABLE_NOT_FOUND"
+    error = await refusal(shuffle(service, "table-1", decks=2))  # not among RULE_SETS
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert details(error)[1] == "RULES_NOT_APPROVED"
+    assert await log_size(service) == before, "a refused Shuffle logs nothing"
+    limited = table_config(min_stake=10, max_stake=1_000, max_seats=2)
+    await catalogue(service.app.store, ["table-limited"], config=limited)
+    round_ = await shuffle(service, "table-limited")
+    before = await log_size(service)
+    for seats, fields in (
+        (SEATS, ["seats", "seats[2].stake"]),  # three seats, one staking 7
+        ([round_pb2.Seat(seat_number=1, player_id="a", stake=1_001)], ["seats[0].stake"]),
+    ):
+        request = dealer_pb2.DealRequest(request_id=rid(), round_id=round_.round_id, seats=seats)
+        error = await refusal(service.call("dealer", "Deal", request))
+        assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert (sorted(details(error)[0]), details(error)[1]) == (fields, "INVALID_ARGUMENT")
+    assert await log_size(service) == before, "a refused Deal logs nothing"
+    at_limits = [
+        round_pb2.Seat(seat_number=1, player_id="a", stake=10),
+        round_pb2.Seat(seat_number=2, player_id="b", stake=1_000),
+    ]
+    request = dealer_pb2.DealRequest(request_id=rid(), round_id=round_.round_id, seats=at_limits)
+    dealt = (await service.call("dealer", "Deal", request)).round
+    assert dealt.state == round_pb2.ROUND_STATE_DEALT
 
 
 async def test_racing_calls_on_one_round_or_table_have_one_winner(service: Service) -> None:

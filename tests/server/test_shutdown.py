@@ -21,6 +21,7 @@ from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.view import RoundView
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
+from tests.catalogued import catalogue
 from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_interceptors import error_info
 from tests.serving import served
@@ -48,6 +49,7 @@ async def test_shutdown_goes_in_order(
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
         service = Service(app, settings, channel)
+        await catalogue(app.store, ["t"])  # the table the round is shuffled at
         health = health_pb2_grpc.HealthStub(channel)
         watch_health = health.Watch(health_pb2.HealthCheckRequest())
         assert (await watch_health.read()).status == health_pb2.HealthCheckResponse.SERVING

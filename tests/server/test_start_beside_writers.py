@@ -72,6 +72,7 @@ def test_a_second_service_starts_cleanly_beside_a_live_writer(backend: str, tmp_
     configure_logging("json")
     with database_of(backend, tmp_path / "writer" / "gnau.db") as url:
         with served(tmp_path / "writer", "--database", url) as writer:
+            writer.put_tables(["table-under-load"])  # a round is dealt at a catalogued table
             load = Load()
             player = threading.Thread(target=keep_playing, args=(writer, load))
             player.start()

@@ -20,6 +20,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
+from tests.catalogued import catalogue
 from tests.mounts import fill, tmpfs
 from tests.postgres import admin_url, fresh_database
 from tests.server.conftest import Service, write_tokens
@@ -31,10 +32,13 @@ pytestmark = pytest.mark.system
 
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+#: The tables this module's tests shuffle at, in the default operator's catalogue (issue 38).
+TABLES = ("before", "after", "full")
 
 
 @contextlib.asynccontextmanager
 async def serving(tmp_path: Path, database: str) -> AsyncIterator[Service]:
+    """The service on ``database``, its catalogue holding :data:`TABLES`."""
     settings = Settings(
         listen="127.0.0.1:0",
         data_dir=tmp_path / "data",
@@ -47,6 +51,7 @@ async def serving(tmp_path: Path, database: str) -> AsyncIterator[Service]:
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue(app.store, TABLES)
         yield Service(app, settings, channel)
 
 

@@ -24,6 +24,7 @@ from gnau_service.server.grpc.streams import StreamSlots
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from gnau_service.store import LogTail
+from tests.catalogued import catalogue
 from tests.server.conftest import TOKENS, Service
 from tests.server.test_interceptors import error_info
 from tests.server.test_service import play
@@ -216,7 +217,9 @@ async def test_streams_cancelled_under_load_leave_no_trace(
 
     async def load() -> None:
         for _ in range(6):
-            await play(service, f"cancel-load-{uuid.uuid4()}")
+            table = f"cancel-load-{uuid.uuid4()}"
+            await catalogue(service.app.store, [table])  # a round is dealt at a catalogued table
+            await play(service, table)
 
     await asyncio.gather(load(), load(), *(read_then_cancel(0.01 * n) for n in range(40)))
     err = capsys.readouterr().err

@@ -26,6 +26,7 @@ from gnau_service.server.grpc.tracing import Tracing
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
+from tests.catalogued import catalogue
 from tests.server.conftest import TOKENS, write_tokens
 from tests.server.test_interceptors import log_lines
 from tests.server.test_service import refusal
@@ -47,6 +48,7 @@ async def traced(tmp_path: Path) -> AsyncIterator[tuple[InMemorySpanExporter, in
     )
     try:
         async with running(settings, tracing=Tracing.to(exporter)) as app:
+            await catalogue(app.store, ["traced"])  # the table its Shuffle deals at (issue 38)
             yield exporter, app.port
     finally:
         configure_logging("json")

@@ -29,6 +29,7 @@ from gnau_service.server.process.witnessing import Submission, WitnessStatus
 from gnau_service.store import Store
 from gnau_service.store.cosignatures import WitnessQuorum, cosigned_size
 from tests.audit.logs import new_signer
+from tests.catalogued import catalogue
 from tests.conftest import Run
 from tests.schemas.test_receipt_script import docs_script
 from tests.server.conftest import TOKENS, Service
@@ -39,6 +40,8 @@ from tests.store.test_schema_startup import append_as_older_gnau, older_gnau
 
 ORIGIN = "gnau-dealer/witnessed"
 STEPS_WITHOUT_PIN = "fairness, entries, round, outcome, checkpoint, inclusion"
+#: The tables these tests deal at, catalogued for the default operator (issue 38).
+TABLES = ("t1", "t2", "t3")
 
 Gnau = Callable[..., Run]
 
@@ -72,7 +75,8 @@ class Witnessed:
 @pytest.fixture
 async def witnessed(settings: Settings, tmp_path: Path) -> AsyncIterator[Witnessed]:
     """The server fixture's service (SQLite and PostgreSQL) with its HTTP port, asking one
-    witness that is up and two that are down; its own quorum is 1."""
+    witness that is up and two that are down; its own quorum is 1. :data:`TABLES` are
+    catalogued."""
     vkey = log_vkey(settings.data_dir, ORIGIN)
     async with local_witness(tmp_path / "w1", "witness.test/w1", ORIGIN, vkey) as up:
         down = (down_witness("witness.test/w2"), down_witness("witness.test/w3"))
@@ -88,6 +92,7 @@ async def witnessed(settings: Settings, tmp_path: Path) -> AsyncIterator[Witness
             running(with_witnesses) as app,
             grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
         ):
+            await catalogue(app.store, TABLES)
             yield Witnessed(Service(app, with_witnesses, channel), up, down)
 
 
@@ -192,6 +197,7 @@ async def test_a_409_is_retried_from_the_size_the_witness_holds(
         )
         async with running(with_witness) as app:
             service = Service(app, with_witness, grpc.aio.insecure_channel(f"127.0.0.1:{app.port}"))
+            await catalogue(app.store, TABLES)
             await play(service, "t1")
             assert app.witnessing is not None
             (status,) = app.witnessing.statuses

@@ -73,11 +73,13 @@ def test_workers_share_one_port_and_one_log_and_each_answers(tmp_path: Path) -> 
         assert sorted(str(e.get("worker")) for e in serving) == ["0", "1", "None"]
         supervisor_line = next(e for e in serving if "worker" not in e)
         assert supervisor_line["workers"] == 2
+        tables = [f"table-{table}" for table in range(16)]
+        server.put_tables(tables)  # a round is dealt only at a catalogued table
         # Each client its own connection: the kernel spreads connections, not calls.
         rounds = []
-        for table in range(16):
+        for table in tables:
             with GnauClient(server.target, token=server.token) as client:
-                rounds.append(client.play_round(f"table-{table}", SEATS))
+                rounds.append(client.play_round(table, SEATS))
         assert len({round_.round_id for round_ in rounds}) == 16
         text = scrape(http.metrics)
         started = samples(text, "grpc_server_started_total")
@@ -114,6 +116,7 @@ def test_a_killed_worker_is_started_again_and_sigterm_drains_every_worker(
         assert restarted[0]["restarts"] == 1
         restarts = samples(scrape(http.metrics), "gnau_worker_restarts_total")
         assert sorted(restarts.values()) == [0.0, 1.0]
+        server.put_tables(["after-the-kill"])
         with GnauClient(server.target, token=server.token) as client:
             assert client.play_round("after-the-kill", SEATS).round_id
         # SIGHUP reaches every worker: each rereads the token file.

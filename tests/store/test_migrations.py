@@ -22,7 +22,7 @@ import pytest
 from gnau_service.audit.bundle import write_bundle
 from gnau_service.audit.bundle_verification import verify_bundle
 from gnau_service.audit.checkpoint import Checkpoint
-from gnau_service.audit.entries import decode_entry
+from gnau_service.audit.entries import EntryKind, decode_entry
 from gnau_service.audit.merkle import verify_consistency
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.operators import DEFAULT_OPERATOR
@@ -30,16 +30,19 @@ from gnau_service.audit.round_events import with_actor
 from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main
 from gnau_service.rounds import dealer as dealer_module
+from gnau_service.rounds.catalogue import Catalogue
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.identities import forget_player, lookup_player
 from gnau_service.rounds.record import RoundState
 from gnau_service.rounds.refusals import RoundNotFound
 from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rounds.view import RoundView
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.store import Store, Transaction, open_store
 from gnau_service.store.migrations import MIGRATIONS, SCHEMA_VERSION, parse_migrations
 from gnau_service.store.schema import APPEND_ONLY_TABLES, SchemaTooOld
+from tests.catalogued import catalogued
 from tests.postgres import fresh_database
 from tests.steps import run_step
 from tests.store.test_schema_startup import (
@@ -102,13 +105,25 @@ RELEASED = {
     "0009_round_deadlines.sqlite.sql": (
         "e19d83f9c2c7957b2b0851fab5a5cd2a36d2362934a25ee143e3e37eb554b8b7"
     ),
+    "0010_operators.postgresql.sql": (
+        "e93c813624fb6eb2fb23491bb03cfa294caad69063fe25b16dfa80aeeef5a171"
+    ),
+    "0010_operators.sqlite.sql": (
+        "274a6808dc0f0ae37ed4e4c0d938da50d3179081be8cbb731410da2441e96715"
+    ),
+    "0011_catalogue.postgresql.sql": (
+        "a9cb7fc395c5f1ce6dd2050cd0b602f21702fa4cefffc873dd700acb957f1994"
+    ),
+    "0011_catalogue.sqlite.sql": (
+        "2001a7fa78b370c8961c4ac0e8711c3a5643429c64d27e6effbdb0d14f55b400"
+    ),
 }
 
 
 def test_released_migrations_never_change() -> None:
     for name, digest in RELEASED.items():
         assert hashlib.sha256((MIGRATIONS_DIR / name).read_bytes()).hexdigest() == digest, name
-    assert [m.version for m in MIGRATIONS] == list(range(1, 11)) and SCHEMA_VERSION == 10
+    assert [m.version for m in MIGRATIONS] == list(range(1, 12)) and SCHEMA_VERSION == 11
 
 
 @pytest.mark.parametrize(
@@ -206,18 +221,24 @@ def bundle_of(store: Store) -> bytes:
 
 @pytest.fixture
 def before_operators(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Dealer logs its entries as a gnau from before operators did: naming no operator."""
+    """The Dealer logs its entries as a gnau from before operators (and the table catalogue)
+    did: naming no operator, no table version and no currency."""
     monkeypatch.setattr(
         dealer_module,
         "with_actor_and_operator",
         lambda payload, actor, operator: with_actor(payload, actor),
     )
+    # Nor, before the catalogue, the table's version and currency.
+    monkeypatch.setattr(dealer_module, "played_at", lambda version, currency: {})
 
 
 def as_before_operators(text: str) -> str:
-    """A round record (or a request's answer) as a gnau from before operators wrote it."""
+    """A round record (or a request's answer) as a gnau from before operators and the table
+    catalogue wrote it."""
     document = json.loads(text)
     del document["operator"]
+    for member in ("table_version", "currency"):
+        document.pop(member, None)
     return json.dumps(document, sort_keys=True)
 
 
@@ -300,6 +321,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     with Store(older_gnau(database_url, 1), signer):
         pass  # the version-1 schema, with the log's key
     with open_store(f"sqlite:///{tmp_path / 'played.db'}", signer) as played_on:
+        catalogued(played_on, ["table-1"])
         played = asyncio.run(play_rounds(Dealer(played_on), 4, "table-1"))
         write_as_older_gnau(played_on, database_url, VERSION_1_COLUMNS)
         # As they read back after the migration: the default operator's, their entries naming
@@ -310,6 +332,8 @@ def test_rounds_played_on_version_1_survive_the_migration(
                 record=replace(
                     Dealer(played_on).get(view.record.round_id, operator=DEFAULT_OPERATOR).record,
                     operator_logged=False,
+                    table_version=None,
+                    currency=None,
                 ),
             )
             for view in played
@@ -327,12 +351,12 @@ def test_rounds_played_on_version_1_survive_the_migration(
 
     assert main(["db", "migrate", "--database", database_url]) == 0
     out = capsys.readouterr().out
-    assert "migrated from version 1 to version 10" in out
+    assert "migrated from version 1 to version 11" in out
     assert stored_version(database_url) == SCHEMA_VERSION
 
     with open_store(database_url, signer) as store:
         assert store.migrated == ()
-        dealer = Dealer(store)
+        dealer, shelf = Dealer(store), Catalogue(store)
         for view in played:  # every round reads back as it was played
             again = dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR)
             assert again.record == view.record
@@ -352,6 +376,12 @@ def test_rounds_played_on_version_1_survive_the_migration(
         asyncio.run(
             dealer.settle(open_round, idempotency(), operator=DEFAULT_OPERATOR, actor="token:test")
         )
+        # Migration 11 catalogued the table the rounds were played at, under the rule set
+        # they were played under; a new table is added as any is.
+        assert [(e.operator, e.table_id, e.version) for e in asyncio.run(shelf.tables(None))] == [
+            (DEFAULT_OPERATOR, "table-1", 1)
+        ]
+        catalogued(store, ["table-2"])
         asyncio.run(play_rounds(dealer, 2, "table-2"))
 
         size = store.size()
@@ -373,7 +403,7 @@ def test_rounds_played_on_version_1_survive_the_migration(
     assert (report.rounds_settled, report.rounds_open) == (7, 1)
 
     history = execute(database_url, "SELECT version FROM gnau_migrations ORDER BY version")
-    assert history == [(version,) for version in range(2, 11)]
+    assert history == [(version,) for version in range(2, 12)]
     index = (
         "SELECT name FROM sqlite_master WHERE name = 'requests_by_time'"
         if is_sqlite(database_url)
@@ -423,7 +453,7 @@ def test_after_migration_8_analyze_keeps_no_player_id_or_key(signer: LogSigner) 
         assert [column for column, _ in sampled] == ["player_id", "player_id", "secret"]
         assert all("@players.example" in values or "\\x" in values for _, values in sampled)
         with open_store(url, signer, migrate=True) as store:
-            assert [m.version for m in store.migrated] == [8, 9, 10]
+            assert [m.version for m in store.migrated] == [8, 9, 10, 11]
             run_step(store, seat_fifty)
         execute(url, "ANALYZE")
         assert execute(url, PRIVATE_STATISTICS) == []
@@ -447,6 +477,7 @@ def test_a_version_9_database_becomes_the_default_operator_s(
     (tmp_path / "played").mkdir()
     with open_store(f"sqlite:///{tmp_path / 'played' / 'played.db'}", signer) as played_on:
         dealer = Dealer(played_on)
+        catalogued(played_on, ["table-1", "table-2"])
         played = asyncio.run(play_rounds(dealer, 2, "table-1"))
         kept = idempotency()
         waiting = asyncio.run(
@@ -456,6 +487,10 @@ def test_a_version_9_database_becomes_the_default_operator_s(
         )
         write_as_older_gnau(played_on, database_url, VERSION_9_COLUMNS)
         played = [dealer.get(view.record.round_id, operator=DEFAULT_OPERATOR) for view in played]
+        played = [
+            replace(view, record=replace(view.record, table_version=None, currency=None))
+            for view in played
+        ]
         old_key = bytes(
             played_on.query("SELECT secret FROM player_keys WHERE player_id = 'player-1'")[0][0]
         )
@@ -465,7 +500,25 @@ def test_a_version_9_database_becomes_the_default_operator_s(
     assert before is not None
 
     with open_store(database_url, signer, migrate=True) as store:
-        assert [m.version for m in store.migrated] == [10]
+        assert [m.version for m in store.migrated] == [10, 11]
+        # Migration 11: each table of the rounds already played is catalogued, in no currency,
+        # approving the rule sets it was played under; its TABLE_CHANGED comes at the next start.
+        shelf = Catalogue(store)
+        tables = asyncio.run(shelf.tables(None))
+        assert [(e.operator, e.table_id, e.version) for e in tables] == [
+            (DEFAULT_OPERATOR, "table-1", 1),
+            (DEFAULT_OPERATOR, "table-2", 1),
+        ]
+        for entry in tables:
+            assert entry.config.currency == Currency("XXX", 0)
+            assert entry.config.rule_sets == (HouseRules(),)
+            assert (entry.config.min_stake, entry.config.max_stake) == (1, 10**12)
+            assert (entry.config.max_seats, entry.config.enabled) == (82, True)
+        changed = len(store.entries_of_kind(EntryKind.TABLE_CHANGED))
+        assert asyncio.run(shelf.log_migrated(actor="service")) == 2
+        assert asyncio.run(shelf.log_migrated(actor="service")) == 0  # once only
+        assert len(store.entries_of_kind(EntryKind.TABLE_CHANGED)) == changed + 2
+        catalogued(store, ["table-2"], operator=OTHER_OPERATOR)
         for table in ("rounds", "requests", "player_keys", "player_seats"):
             assert store.query(f"SELECT DISTINCT operator FROM {table}") == [("default",)], table
         dealer = Dealer(store)

@@ -28,6 +28,7 @@ from gnau_service.store.postgres import (
 )
 from gnau_service.store.sequencer import Notices, Sequencer, sequence
 from tests.audit.logs import chain_failure
+from tests.catalogued import catalogued
 from tests.postgres import OutsideLeader, fresh_database
 from tests.steps import append, run_steps
 
@@ -55,6 +56,12 @@ async def until(condition: object, what: str) -> None:
 def test_a_retry_before_integration_gets_the_same_answer(
     postgres_url: str, signer: LogSigner
 ) -> None:
+    # The table the round is dealt at (issue 38), catalogued while a store of the log leads:
+    # its TABLE_CHANGED entry is integrated first, as index 0.
+    with open_store(postgres_url, signer) as setup:
+        catalogued(setup, ["table-1"])
+    catalogue_rows = pending_rows(postgres_url)
+    assert [index for _, index in catalogue_rows] == [0]
     outside = OutsideLeader(postgres_url)
     with open_store(postgres_url, signer) as store:
         dealer = Dealer(store)
@@ -66,18 +73,18 @@ def test_a_retry_before_integration_gets_the_same_answer(
                     "table-1", HouseRules(), request, operator=DEFAULT_OPERATOR, actor="token:test"
                 )
             )
-            await until(lambda: len(pending_rows(postgres_url)) == 1, "the step committed")
+            await until(lambda: len(pending_rows(postgres_url)) == 2, "the step committed")
             retry = asyncio.create_task(
                 dealer.shuffle(
                     "table-1", HouseRules(), request, operator=DEFAULT_OPERATOR, actor="token:test"
                 )
             )
             await asyncio.sleep(0.3)
-            # Committed, not integrated: nobody is answered, nothing is in the log, and a read
-            # of the round shows no index for the event.
+            # Committed, not integrated: nobody is answered, nothing of the round is in the log,
+            # and a read of the round shows no index for the event.
             assert not first.done() and not retry.done()
-            assert pending_rows(postgres_url)[0][1] is None
-            assert store.size() == 0
+            assert pending_rows(postgres_url)[1][1] is None
+            assert store.size() == 1  # the catalogue's entry alone
             round_id = dealer.list("table-1", 10, "", operator=DEFAULT_OPERATOR)[0][
                 0
             ].record.round_id
@@ -85,12 +92,15 @@ def test_a_retry_before_integration_gets_the_same_answer(
             outside.release()
             answered, replayed = await asyncio.wait_for(asyncio.gather(first, retry), 10)
             assert replayed == answered
-            assert answered.record.log_indices == (0,)
+            assert answered.record.log_indices == (1,)
             assert dealer.get(round_id, operator=DEFAULT_OPERATOR).record == answered.record
-            assert pending_rows(postgres_url) == [(pending_rows(postgres_url)[0][0], 0)]
+            assert pending_rows(postgres_url) == [
+                *catalogue_rows,
+                (pending_rows(postgres_url)[1][0], 1),
+            ]
 
         asyncio.run(scenario())
-        assert decode_entry(store.entries(0, 1)[0], signer.verifier).round_id is not None
+        assert decode_entry(store.entries(1, 2)[0], signer.verifier).round_id is not None
 
 
 @pytest.mark.system

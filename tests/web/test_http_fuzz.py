@@ -50,7 +50,7 @@ from gnau_service.witness.logs import parse_logs
 from gnau_service.witness.server import RunningWitness, Witness, start_witness
 from gnau_service.witness.state import WitnessState
 from tests.rawhttp import SECURITY_HEADERS, Answer
-from tests.serving import Served, ServedHttp, gnau, served_with_http
+from tests.serving import Served, ServedHttp, gnau, served_with_http, table_config_message
 from tests.witnessing import GrowingLog, write_logs_toml
 
 # make test-system: `gnau serve` processes fuzzed over raw sockets.
@@ -722,13 +722,18 @@ def dealer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedHttp]:
 
 
 async def play(dealer: ServedHttp, until: str) -> tuple[str, str]:
-    """A round through gRPC as far as ``until`` (Shuffle, Deal, Reveal or Settle): its id and
-    its server seed once revealed."""
+    """A round through gRPC as far as ``until`` (Shuffle, Deal, Reveal or Settle), at a table
+    of its own, catalogued first (issue 38): its id and its server seed once revealed."""
     metadata = (("authorization", f"Bearer {dealer.served.token}"),)
+    table = f"t-{uuid.uuid4()}"
     async with grpc.aio.insecure_channel(dealer.served.target) as channel:
         stub = dealer_pb2_grpc.DealerServiceStub(channel)
+        await stub.PutTable(
+            dealer_pb2.PutTableRequest(table_id=table, config=table_config_message()),
+            metadata=metadata,
+        )
         shuffled = await stub.Shuffle(
-            dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id=f"t-{uuid.uuid4()}"),
+            dealer_pb2.ShuffleRequest(request_id=str(uuid.uuid4()), table_id=table),
             metadata=metadata,
         )
         round_id = shuffled.round.round_id

@@ -63,6 +63,9 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.DealerService/EvaluateHand": _EVERYONE,
     "/gnau.v1.DealerService/GetHouseRulesInfo": _EVERYONE,
     "/gnau.v1.DealerService/ForgetPlayer": _OPERATORS,
+    "/gnau.v1.DealerService/PutTable": _OPERATORS,
+    "/gnau.v1.DealerService/SetTableEnabled": _OPERATORS,
+    "/gnau.v1.DealerService/ListTables": _READERS,
     "/gnau.v1.AuditService/GetCheckpoint": _EVERYONE,
     "/gnau.v1.AuditService/GetCheckpoints": _EVERYONE,
     "/gnau.v1.AuditService/GetInclusionProof": _EVERYONE,
@@ -73,6 +76,7 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.AuditService/WatchEntries": _AUDITORS,
     "/gnau.v1.AuditService/VerifyRound": _READERS,
     "/gnau.v1.AuditService/LookupPlayer": _READERS,  # maps player ids and references
+    "/gnau.v1.AuditService/GetReport": _AUDITORS,  # one operator's rows, or every operator's
 }
 
 #: The methods that read every operator's data at once (the log's entries, which is what an

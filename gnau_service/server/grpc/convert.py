@@ -6,12 +6,13 @@ Only shapes change here; every rule of the game and of the round lifecycle lives
 from __future__ import annotations
 
 import functools
-from datetime import UTC
+from datetime import UTC, date
 from typing import Final
 
-from gnau.v1 import round_pb2, types_pb2
+from gnau.v1 import audit_pb2, dealer_pb2, round_pb2, types_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from gnau_service.audit.report import Period
 from gnau_service.audit.round_events import VoidReason
 from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.fairness.encoding import FairnessVersion
@@ -23,9 +24,15 @@ from gnau_service.fairness.reveal import (
     seat_to_json,
 )
 from gnau_service.fairness.transcript import Beacon, LockedSeat
+from gnau_service.rounds.catalogue import CatalogueEntry, CatalogueError, TableConfig
+from gnau_service.rounds.limits import MAX_RULE_SETS_PER_TABLE
 from gnau_service.rounds.record import RoundState
 from gnau_service.rounds.refusals import InvalidRequest
+from gnau_service.rounds.reporting import ReportQuery
+from gnau_service.rounds.requests import check_table_id
 from gnau_service.rounds.view import RoundView
+from gnau_service.rules.currency import Currency
+from gnau_service.rules.errors import RulesError
 from gnau_service.rules.evaluation import Category, Evaluation
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
 from gnau_service.rules.return_to_player import ReturnToPlayer
@@ -147,6 +154,9 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
     )
     if record.return_to_player is not None:
         message.return_to_player.CopyFrom(return_to_player_to_proto(record.return_to_player))
+    if record.table_version is not None and record.currency is not None:
+        message.table_version = record.table_version
+        message.currency.CopyFrom(currency_to_proto(record.currency))
     if record.beacon is not None:
         message.beacon.CopyFrom(
             round_pb2.Beacon(label=record.beacon.label, value=record.beacon.value)
@@ -271,3 +281,115 @@ _VOID_REASONS: Final = {
     reason: round_pb2.VoidReason.Value(f"VOID_REASON_{reason}") for reason in VoidReason
 }
 _VOID_REASONS_BY_NUMBER: Final = {number: reason for reason, number in _VOID_REASONS.items()}
+
+
+def currency_to_proto(currency: Currency) -> types_pb2.Currency:
+    return types_pb2.Currency(code=currency.code, exponent=currency.exponent)
+
+
+def table_to_proto(entry: CatalogueEntry) -> dealer_pb2.Table:
+    config = entry.config
+    message = dealer_pb2.Table(
+        operator=entry.operator,
+        table_id=entry.table_id,
+        version=entry.version,
+        config=dealer_pb2.TableConfig(
+            currency=config.currency.code,
+            rule_sets=[house_rules_to_proto(rules) for rules in config.rule_sets],
+            min_stake=config.min_stake,
+            max_stake=config.max_stake,
+            max_seats=config.max_seats,
+            deal_deadline_seconds=config.deal_seconds or 0,
+            settle_deadline_seconds=config.settle_seconds or 0,
+            enabled=config.enabled,
+        ),
+        currency=currency_to_proto(config.currency),
+    )
+    message.changed_time.CopyFrom(_timestamp(entry.changed_at))
+    return message
+
+
+def table_config_from_proto(config: dealer_pb2.TableConfig) -> TableConfig:
+    """The configuration a PutTable asks for; :class:`InvalidRequest` naming each bad field."""
+    violations: list[tuple[str, str]] = []
+    currency: Currency | None = None
+    try:
+        currency = Currency.of(config.currency)
+    except ValueError as error:
+        violations.append(("config.currency", str(error)))
+    if len(config.rule_sets) > MAX_RULE_SETS_PER_TABLE:
+        violations.append(
+            (
+                "config.rule_sets",
+                f"at most {MAX_RULE_SETS_PER_TABLE} rule sets, not {len(config.rule_sets)}",
+            )
+        )
+    rule_sets: list[HouseRules] = []
+    for i, rules in enumerate(config.rule_sets[:MAX_RULE_SETS_PER_TABLE]):
+        try:
+            rule_sets.append(house_rules_from_proto(rules))
+        except RulesError as error:
+            violations.append((f"config.rule_sets[{i}]", str(error)))
+    for name in ("deal_deadline_seconds", "settle_deadline_seconds"):
+        if getattr(config, name) < 0:
+            violations.append((f"config.{name}", "must be 0 (the service's) or 1 to 604800"))
+    if violations or currency is None:
+        raise InvalidRequest(violations)
+    try:
+        return TableConfig(
+            currency,
+            tuple(rule_sets),
+            min_stake=config.min_stake,
+            max_stake=config.max_stake,
+            max_seats=config.max_seats,
+            deal_seconds=config.deal_deadline_seconds or None,
+            settle_seconds=config.settle_deadline_seconds or None,
+            enabled=config.enabled,
+        )
+    except CatalogueError as error:
+        raise InvalidRequest([("config", str(error))]) from None
+
+
+#: The most tables one GetReport may name.
+MAX_REPORT_TABLES: Final = 100
+
+
+def report_query_from_proto(
+    request: audit_pb2.GetReportRequest, operator: str | None
+) -> ReportQuery:
+    """What a GetReport asks for, of ``operator``'s rounds (every operator's if None);
+    :class:`InvalidRequest` naming each bad field."""
+    violations: list[tuple[str, str]] = []
+    periods = {str(period) for period in Period}
+    if request.period and request.period not in periods:
+        violations.append(("period", f"must be one of {', '.join(sorted(periods))}, or empty"))
+    days: dict[str, date | None] = {}
+    for name in ("since", "until"):
+        text = getattr(request, name)
+        try:
+            days[name] = date.fromisoformat(text) if text else None
+        except ValueError:
+            violations.append((name, "must be a date YYYY-MM-DD, or empty"))
+            days[name] = None
+    since, until = days["since"], days["until"]
+    if since is not None and until is not None and until < since:
+        violations.append(("until", "must not be before since"))
+    if len(request.table_ids) > MAX_REPORT_TABLES:
+        violations.append(("table_ids", f"at most {MAX_REPORT_TABLES} tables"))
+    for i, table_id in enumerate(request.table_ids[:MAX_REPORT_TABLES]):
+        try:
+            check_table_id(table_id)
+        except InvalidRequest as error:
+            violations += [(f"table_ids[{i}]", problem) for _, problem in error.violations]
+    if request.format not in ("", "csv", "json"):
+        violations.append(("format", "must be csv, json, or empty"))
+    if violations:
+        raise InvalidRequest(violations)
+    return ReportQuery(
+        period=Period(request.period or "month"),
+        since=since,
+        until=until,
+        operators=None if operator is None else frozenset({operator}),
+        tables=frozenset(request.table_ids) or None,
+        form=request.format or "csv",
+    )

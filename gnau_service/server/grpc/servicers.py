@@ -10,6 +10,7 @@ import asyncio
 import functools
 import hashlib
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from time import monotonic
 from typing import Any
 
@@ -21,6 +22,7 @@ from gnau_service.audit.entries import EntryError, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.operators import check_operator
 from gnau_service.audit.replay import ReplayError, RoundReplay
+from gnau_service.rounds.catalogue import Catalogue
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.identities import forget_player, lookup_player
 from gnau_service.rounds.limits import (
@@ -37,6 +39,7 @@ from gnau_service.rounds.refusals import (
     OutOfRange,
     RoundNotFound,
 )
+from gnau_service.rounds.reporting import Reporting
 from gnau_service.rounds.requests import SeatRequest, check_round_id
 from gnau_service.rules.cards import parse_cards
 from gnau_service.rules.evaluation import Evaluator
@@ -47,8 +50,11 @@ from gnau_service.server.grpc.convert import (
     evaluation_to_proto,
     house_rules_from_proto,
     house_rules_to_proto,
+    report_query_from_proto,
     return_to_player_to_proto,
     round_to_proto,
+    table_config_from_proto,
+    table_to_proto,
     timestamp_from_proto,
     void_reason_from_proto,
 )
@@ -132,6 +138,7 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         public_round_listing: bool = False,
     ) -> None:
         self._dealer = dealer
+        self._catalogue = Catalogue(dealer.store)
         self._quorum = quorum
         self._public_round_listing = public_round_listing
 
@@ -288,6 +295,41 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
             largest_payout=largest_payout(rules),
         )
 
+    async def PutTable(
+        self, request: dealer_pb2.PutTableRequest, context: Context
+    ) -> dealer_pb2.PutTableResponse:
+        config = table_config_from_proto(request.config)
+        entry = await self._catalogue.put_table(
+            operator_of_change("PutTable"),
+            request.table_id,
+            config,
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
+        )
+        return dealer_pb2.PutTableResponse(table=table_to_proto(entry))
+
+    async def SetTableEnabled(
+        self, request: dealer_pb2.SetTableEnabledRequest, context: Context
+    ) -> dealer_pb2.SetTableEnabledResponse:
+        enabled = request.enabled
+        entry = await self._catalogue.change_table(
+            operator_of_change("SetTableEnabled"),
+            request.table_id,
+            lambda config: replace(config, enabled=enabled),
+            actor=current_actor.get(),
+            deadline=deadline_of(context),
+        )
+        return dealer_pb2.SetTableEnabledResponse(table=table_to_proto(entry))
+
+    async def ListTables(
+        self, request: dealer_pb2.ListTablesRequest, context: Context
+    ) -> dealer_pb2.ListTablesResponse:
+        operator = listed_operator(request.operator)
+        if operator is None:  # an auditor of every operator: one operator's at a time
+            raise InvalidRequest([("operator", "name the operator whose tables to list")])
+        entries = await self._catalogue.tables(operator, deadline=deadline_of(context))
+        return dealer_pb2.ListTablesResponse(tables=[table_to_proto(e) for e in entries])
+
     async def ForgetPlayer(
         self, request: dealer_pb2.ForgetPlayerRequest, context: Context
     ) -> dealer_pb2.ForgetPlayerResponse:
@@ -314,6 +356,7 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         self._store = store
         self._tail = tail
         self._quorum = quorum
+        self._reporting = Reporting(store)
 
     async def GetCheckpoint(
         self, request: audit_pb2.GetCheckpointRequest, context: Context
@@ -444,6 +487,13 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
                 for seat in seats
             ],
         )
+
+    async def GetReport(
+        self, request: audit_pb2.GetReportRequest, context: Context
+    ) -> audit_pb2.GetReportResponse:
+        query = report_query_from_proto(request, listed_operator(request.operator))
+        text, size = await self._reporting.report(query, deadline=deadline_of(context))
+        return audit_pb2.GetReportResponse(report=text, log_size=size)
 
 
 def _replayed(store: Store, round_id: str, operator: str | None) -> tuple[int, RoundReplay]:

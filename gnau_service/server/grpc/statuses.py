@@ -31,13 +31,21 @@ from gnau_service.rounds.limits import (
     MAX_VIOLATION_BYTES,
 )
 from gnau_service.rounds.refusals import (
+    CatalogueFull,
     DealerError,
     InvalidRequest,
     ListingNotPublic,
     OutOfRange,
+    ReportBusy,
+    ReportPastDeadline,
+    ReportTooLarge,
     RequestConflict,
     RoundNotFound,
+    RtpOutsideBand,
+    RulesNotApproved,
     TableBusy,
+    TableDisabled,
+    TableNotFound,
     WrongState,
 )
 from gnau_service.rules.errors import RulesError
@@ -59,6 +67,14 @@ class Reason(StrEnum):
     ROUND_NOT_FOUND = "ROUND_NOT_FOUND"
     ROUND_STATE = "ROUND_STATE"
     TABLE_BUSY = "TABLE_BUSY"
+    TABLE_NOT_FOUND = "TABLE_NOT_FOUND"
+    TABLE_DISABLED = "TABLE_DISABLED"
+    RULES_NOT_APPROVED = "RULES_NOT_APPROVED"
+    RTP_OUTSIDE_BAND = "RTP_OUTSIDE_BAND"
+    CATALOGUE_FULL = "CATALOGUE_FULL"
+    REPORT_BUSY = "REPORT_BUSY"
+    REPORT_TOO_LARGE = "REPORT_TOO_LARGE"
+    REPORT_PAST_DEADLINE = "REPORT_PAST_DEADLINE"
     REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
     OUT_OF_RANGE = "OUT_OF_RANGE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
@@ -81,6 +97,14 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.ROUND_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     Reason.ROUND_STATE: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.TABLE_BUSY: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.TABLE_NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    Reason.TABLE_DISABLED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.RULES_NOT_APPROVED: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.RTP_OUTSIDE_BAND: grpc.StatusCode.FAILED_PRECONDITION,
+    Reason.CATALOGUE_FULL: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.REPORT_BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.REPORT_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.REPORT_PAST_DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
     Reason.REQUEST_ID_REUSED: grpc.StatusCode.ALREADY_EXISTS,
     Reason.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
@@ -188,6 +212,24 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
             str(error),
             {"round_id": error.round_id, "state": error.state},
         )
+    if isinstance(error, TableNotFound):
+        return _status(Reason.TABLE_NOT_FOUND, str(error))
+    if isinstance(error, TableDisabled):
+        return _precondition(
+            Reason.TABLE_DISABLED, error.table_id, str(error), {"disabled": error.what}
+        )
+    if isinstance(error, RulesNotApproved):
+        return _precondition(Reason.RULES_NOT_APPROVED, error.table_id, str(error), {})
+    if isinstance(error, RtpOutsideBand):
+        return _precondition(Reason.RTP_OUTSIDE_BAND, error.table_id, str(error), {})
+    if isinstance(error, ReportBusy):
+        return _status(Reason.REPORT_BUSY, str(error))
+    if isinstance(error, ReportTooLarge):
+        return _status(Reason.REPORT_TOO_LARGE, str(error), None, {"limit": str(error.most)})
+    if isinstance(error, ReportPastDeadline):
+        return _status(Reason.REPORT_PAST_DEADLINE, str(error))
+    if isinstance(error, CatalogueFull):
+        return _status(Reason.CATALOGUE_FULL, str(error), None, {"limit": str(error.most)})
     if isinstance(error, RoundNotFound):
         return _status(Reason.ROUND_NOT_FOUND, str(error))
     if isinstance(error, OutOfRange):

@@ -37,6 +37,7 @@ from gnau_service.audit.software import software_identity
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.edge.http import connection_cap, descriptor_limit
 from gnau_service.edge.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
+from gnau_service.rounds.catalogue import Catalogue
 from gnau_service.rounds.completion import RoundCompletion
 from gnau_service.rounds.dealer import Dealer
 from gnau_service.rules.house_rules import HouseRules
@@ -246,6 +247,19 @@ async def start(
                 tx.append(EntryKind.CONFIG_CHANGED, configured),
             ]
         )
+        # Tables catalogued by a migration, from the rounds already played, get their entries.
+        catalogue = Catalogue(store)
+        await catalogue.log_migrated(actor=SERVICE)
+        starters = await catalogue.open_starter_tables(actor=SERVICE)
+        if starters:
+            log.info(
+                "starter tables catalogued",
+                first=starters[0].table_id,
+                last=starters[-1].table_id,
+                operator=starters[0].operator,
+                hint="the catalogue was empty; see them with `gnau table list`, change them with "
+                "`gnau table set`",
+            )
         await tail.start()
         dealer = Dealer(store, max_stake=settings.max_stake, deadlines=settings.deadlines)
         completion = RoundCompletion(dealer)

@@ -14,9 +14,9 @@ lost can still be brought up to date; SQLite's migration 10 cannot be (SQLite ad
 without ``IF NOT EXISTS``): run again, it fails on the column it finds and changes nothing.
 
 >>> [migration.name for migration in MIGRATIONS][-3:]
-['private_columns_unanalyzed', 'round_deadlines', 'operators']
+['round_deadlines', 'operators', 'catalogue']
 >>> SCHEMA_VERSION
-10
+11
 """
 
 from __future__ import annotations

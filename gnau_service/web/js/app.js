@@ -261,6 +261,7 @@ function showRound(text, report) {
       ["Seats name", round.version === 2 ? "player references (fairness v2): ask the casino for yours" : "the platform's player ids (fairness v1)"],
       ...(report?.tableId ? [["Table", report.tableId]] : []),
       ...(report?.operator ? [["Operator", report.operator]] : []),
+      ...(report?.currency ? [["Currency", `${report.currency.code}: every amount below is in its minor units (${report.currency.exponent} decimal place${report.currency.exponent === 1 ? "" : "s"})`]] : []),
       ...(verified && report?.returnToPlayer ? [["Return to player", `${report.returnToPlayer.rtp} per unit staked (house edge ${report.returnToPlayer.houseEdge}), as disclosed when the round began`]] : []),
       ...(verified && report.state === "voided" && settlement ? [["Voided after the deal", "each seat is paid the better of its result and a refund of its stake (its delta below)"]] : []),
       ["House rules", `${rules.decks} deck${rules.decks > 1 ? "s" : ""}; tie: ${rules.tie}; payout: ${rules.payout}; 10 is a Duke: ${rules.ten_is_duke ? "yes" : "no"}; 3-6 pairs: ${rules.three_six_pair ? "yes" : "no"}; trips make an ox: ${rules.trips_make_ox ? "yes" : "no"}; Five Small: ${rules.five_small ? "yes" : "no"}; suited pays double: ${rules.suited_double ? "yes" : "no"}`],

@@ -115,6 +115,7 @@ const ENTRY_MEMBERS = ["index", "key_id", "kind", "payload", "prev_hash", "round
 const KINDS = [
   "ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED",
   "SERVICE_STARTED", "SERVICE_STOPPED", "CONFIG_CHANGED", "TOKENS_CHANGED", "KEY_ROTATED", "PLAYER_FORGOTTEN",
+  "TABLE_CHANGED", "OPERATOR_CHANGED", "GAMING_CHANGED",
 ];
 const MAX_NESTING = 32;
 const MAX_ACTOR_BYTES = 256;
@@ -230,10 +231,32 @@ const WHO = ["actor", "operator"];
  *  return to player (docs/audit.md), a v2 round's fairness version (docs/fairness.md; absent
  *  means v1), and the software that dealt the round. */
 const OPTIONAL_FIELDS = {
-  ROUND_COMMITTED: [...WHO, "return_to_player", "fairness_version"],
+  ROUND_COMMITTED: [...WHO, "return_to_player", "fairness_version", "table_version", "currency"],
   ROUND_DEALT: [...WHO, "software"],
   ROUND_REVEALED: WHO,
 };
+/** A committed entry's table version and currency (docs/audit.md, *Rounds in the log*): both or
+ *  neither (a round from before the catalogue); a positive version, and an ISO 4217 code with a
+ *  minor-unit exponent of 0 to 4. */
+function requireTablePlayed(payload, roundId) {
+  const present = ["table_version", "currency"].filter((key) => Object.hasOwn(payload, key));
+  if (present.length === 0) {
+    return;
+  }
+  if (present.length === 1) {
+    throw new StepFailure("entries", `round ${roundId}: ROUND_COMMITTED names table_version and currency together or neither`);
+  }
+  const version = payload.table_version;
+  if (!Number.isSafeInteger(version) || version < 1) {
+    throw new StepFailure("entries", `round ${roundId}: ROUND_COMMITTED's table_version must be a positive integer, got ${quoted(version)}`);
+  }
+  const currency = payload.currency;
+  const keys = currency !== null && typeof currency === "object" && !Array.isArray(currency) ? Object.keys(currency).sort() : [];
+  if (!same(keys, ["code", "exponent"]) || typeof currency.code !== "string" || !/^[A-Z]{3}$/.test(currency.code)
+      || !Number.isSafeInteger(currency.exponent) || currency.exponent < 0 || currency.exponent > 4) {
+    throw new StepFailure("entries", `round ${roundId}: ROUND_COMMITTED's currency must be {"code": three capital letters, "exponent": 0 to 4}`);
+  }
+}
 /** A void's closed list of reason codes; the last is the service's own (docs/audit.md). */
 export const VOID_REASON_CODES = ["PLATFORM_FAILURE", "STAKE_REJECTED", "GAME_MALFUNCTION", "TABLE_CLOSED", "REGULATOR_ORDER", "DEAL_DEADLINE_PASSED"];
 const VOID_MEMBERS = ["reason", "reason_code", "server_seed", "state"];
@@ -351,6 +374,9 @@ async function entriesStep(receipt, keys) {
     }
     if (entry.kind === "ROUND_COMMITTED" && Object.hasOwn(entry.payload, "fairness_version") && entry.payload.fairness_version !== 2) {
       throw new StepFailure("entries", `round ${receipt.roundId}: ROUND_COMMITTED's fairness_version must be 2 (absent for a v1 round), got ${quoted(entry.payload.fairness_version)}`);
+    }
+    if (entry.kind === "ROUND_COMMITTED") {
+      requireTablePlayed(entry.payload, receipt.roundId);
     }
     requireOneForm(entry, receipt.roundId);
     const operator = operatorOf(entry);
@@ -670,7 +696,7 @@ async function consistencyStep(receipt, checkpoint, pinned, keys) {
  * held, or the first that failed.
  */
 export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witnessing = { witnesses: [], quorum: 0 }) {
-  const report = { roundId: receipt.roundId, passed: [], failure: null, unchecked: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null, operator: null };
+  const report = { roundId: receipt.roundId, passed: [], failure: null, unchecked: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null, operator: null, currency: null };
   try {
     if (receipt.round !== null) report.round = await fairnessStep(receipt);
     report.passed.push("fairness");
@@ -679,6 +705,7 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witn
     report.tableId = entries[0].kind === "ROUND_COMMITTED" ? entries[0].payload.table_id : null;
     report.operator = operatorOf(entries[0]); // one for the whole round (the entries step)
     report.returnToPlayer = entries[0].kind === "ROUND_COMMITTED" ? disclosed(entries[0].payload.return_to_player, receipt.roundId) : null;
+    report.currency = entries[0].kind === "ROUND_COMMITTED" && Object.hasOwn(entries[0].payload, "currency") ? entries[0].payload.currency : null;
     report.passed.push("entries");
     roundStep(receipt, report.round, published(entries));
     report.passed.push("round");
@@ -799,5 +826,6 @@ export const summaryOf = (report) => {
   const pin = report.pinnedSize === null ? "" : `; one history with the pinned checkpoint of size ${report.pinnedSize}`;
   const cosigned = report.cosignedBy?.length ? `, cosigned by ${report.cosignedBy.length} witnesses (${report.cosignedBy.join(", ")})` : "";
   const operator = report.operator ? `; operator ${report.operator}` : "";
-  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${cosigned}${pin}${operator}`;
+  const currency = report.currency ? `; amounts in ${report.currency.code} minor units (exponent ${report.currency.exponent})` : "";
+  return `round ${report.roundId}: VALID (${report.state}): ${report.passed.join(", ")} all hold; in the log's signed tree of ${report.checkpointSize} entries${cosigned}${pin}${operator}${currency}`;
 };

@@ -172,6 +172,31 @@ class AsyncGnauClient:
         request = _common.forget_player_request(player_id, request_id)
         return await self._unary(self._dealer.ForgetPlayer, request, timeout)
 
+    async def put_table(
+        self, table_id: str, config: dealer_pb2.TableConfig, *, timeout: float | None = None
+    ) -> dealer_pb2.Table:
+        """Add a table to the caller's operator's catalogue, or replace its configuration
+        (operator only). The same configuration again changes nothing; a change is a new
+        version, and rounds already shuffled keep theirs."""
+        request = dealer_pb2.PutTableRequest(table_id=table_id, config=config)
+        return (await self._unary(self._dealer.PutTable, request, timeout)).table
+
+    async def set_table_enabled(
+        self, table_id: str, enabled: bool, *, timeout: float | None = None
+    ) -> dealer_pb2.Table:
+        """Enable or disable a table of the caller's operator (operator only): a disabled table
+        starts no round; its open rounds complete."""
+        request = dealer_pb2.SetTableEnabledRequest(table_id=table_id, enabled=enabled)
+        return (await self._unary(self._dealer.SetTableEnabled, request, timeout)).table
+
+    async def list_tables(
+        self, operator: str = "", *, timeout: float | None = None
+    ) -> list[dealer_pb2.Table]:
+        """The tables of ``operator`` (empty: the caller's), each with its configuration in
+        force; an auditor of every operator names one."""
+        request = dealer_pb2.ListTablesRequest(operator=operator)
+        return list((await self._unary(self._dealer.ListTables, request, timeout)).tables)
+
     async def get_round(self, round_id: str, *, timeout: float | None = None) -> round_pb2.Round:
         """The round as it stands."""
         request = dealer_pb2.GetRoundRequest(round_id=round_id)
@@ -387,6 +412,30 @@ class AsyncGnauClient:
                     raise
             finally:
                 call.cancel()
+
+    async def get_report(
+        self,
+        *,
+        period: str = "",
+        since: str = "",
+        until: str = "",
+        operator: str = "",
+        table_ids: Sequence[str] = (),
+        format: str = "",
+        timeout: float | None = None,
+    ) -> audit_pb2.GetReportResponse:
+        """The report of docs/reports.md, computed by the service from its log (auditor only):
+        ``report`` (CSV, or JSON with ``format="json"``) and the ``log_size`` it covers. A long
+        log takes a while: give a ``timeout`` to match."""
+        request = audit_pb2.GetReportRequest(
+            period=period,
+            since=since,
+            until=until,
+            operator=operator,
+            table_ids=list(table_ids),
+            format=format,
+        )
+        return await self._unary(self._audit.GetReport, request, timeout)
 
     async def lookup_player(
         self,

@@ -549,3 +549,80 @@ class LookupPlayerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___LookupPlayerResponse: _TypeAlias = LookupPlayerResponse  # noqa: Y015
+
+@_typing.final
+class GetReportRequest(_message.Message):
+    """Request of AuditService.GetReport: `gnau report`'s options."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PERIOD_FIELD_NUMBER: _builtins.int
+    SINCE_FIELD_NUMBER: _builtins.int
+    UNTIL_FIELD_NUMBER: _builtins.int
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    TABLE_IDS_FIELD_NUMBER: _builtins.int
+    FORMAT_FIELD_NUMBER: _builtins.int
+    period: _builtins.str
+    """"day", "month" (empty: month) or "year": the period of each row, by its rounds' final
+    entries' UTC time.
+    """
+    since: _builtins.str
+    """Only rounds whose final entry is on or after this UTC date, "YYYY-MM-DD"; empty: any."""
+    until: _builtins.str
+    """Only rounds whose final entry is on or before this UTC date, "YYYY-MM-DD"; empty: any."""
+    operator: _builtins.str
+    """Whose rounds: an auditor of one operator may leave it empty or name its own (another is
+    PERMISSION_DENIED, OPERATOR_SCOPE); an auditor of every operator names one, or none for
+    every operator's.
+    """
+    format: _builtins.str
+    """"csv" (empty: csv) or "json", as docs/reports.md describes them."""
+    @_builtins.property
+    def table_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these tables (of whichever operator the report covers); empty: every table. At most
+        100, each a table id.
+        """
+
+    def __init__(
+        self,
+        *,
+        period: _builtins.str = ...,
+        since: _builtins.str = ...,
+        until: _builtins.str = ...,
+        operator: _builtins.str = ...,
+        table_ids: _abc.Iterable[_builtins.str] | None = ...,
+        format: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["format", b"format", "operator", b"operator", "period", b"period", "since", b"since", "table_ids", b"table_ids", "until", b"until"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReportRequest: _TypeAlias = GetReportRequest  # noqa: Y015
+
+@_typing.final
+class GetReportResponse(_message.Message):
+    """Response of AuditService.GetReport."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPORT_FIELD_NUMBER: _builtins.int
+    LOG_SIZE_FIELD_NUMBER: _builtins.int
+    report: _builtins.str
+    """The report's text, in the format asked for."""
+    log_size: _builtins.int
+    """The log size it was computed from: the entries 0 to log_size - 1."""
+    def __init__(
+        self,
+        *,
+        report: _builtins.str = ...,
+        log_size: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["log_size", b"log_size", "report", b"report"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReportResponse: _TypeAlias = GetReportResponse  # noqa: Y015

@@ -98,6 +98,11 @@ class AuditServiceStub:
                 request_serializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerResponse.FromString,
                 _registered_method=True)
+        self.GetReport = channel.unary_unary(
+                '/gnau.v1.AuditService/GetReport',
+                request_serializer=gnau_dot_v1_dot_audit__pb2.GetReportRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_audit__pb2.GetReportResponse.FromString,
+                _registered_method=True)
 
 
 class AuditServiceServicer:
@@ -200,6 +205,19 @@ class AuditServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReport(self, request, context):
+        """The report of docs/reports.md (rounds, seats, stakes, payouts and actual against exact
+        return to player per period, operator, table, currency and rule set), computed from the log
+        exactly as `gnau report` computes it (auditor only). An auditor of one operator gets that
+        operator's rounds only. A report reads the whole log: one runs at a time in each process
+        (another is RESOURCE_EXHAUSTED, REPORT_BUSY), within the call's deadline (past it,
+        DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
+        (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuditServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -247,6 +265,11 @@ def add_AuditServiceServicer_to_server(servicer, server):
                     servicer.LookupPlayer,
                     request_deserializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_audit__pb2.LookupPlayerResponse.SerializeToString,
+            ),
+            'GetReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReport,
+                    request_deserializer=gnau_dot_v1_dot_audit__pb2.GetReportRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_audit__pb2.GetReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -511,6 +534,33 @@ class AuditService:
             '/gnau.v1.AuditService/LookupPlayer',
             gnau_dot_v1_dot_audit__pb2.LookupPlayerRequest.SerializeToString,
             gnau_dot_v1_dot_audit__pb2.LookupPlayerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.AuditService/GetReport',
+            gnau_dot_v1_dot_audit__pb2.GetReportRequest.SerializeToString,
+            gnau_dot_v1_dot_audit__pb2.GetReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

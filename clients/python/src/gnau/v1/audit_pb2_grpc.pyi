@@ -92,6 +92,15 @@ class AuditServiceStub:
     answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
     from an unknown one).
     """
+    GetReport: _grpc.UnaryUnaryMultiCallable[_audit_pb2.GetReportRequest, _audit_pb2.GetReportResponse]
+    """The report of docs/reports.md (rounds, seats, stakes, payouts and actual against exact
+    return to player per period, operator, table, currency and rule set), computed from the log
+    exactly as `gnau report` computes it (auditor only). An auditor of one operator gets that
+    operator's rounds only. A report reads the whole log: one runs at a time in each process
+    (another is RESOURCE_EXHAUSTED, REPORT_BUSY), within the call's deadline (past it,
+    DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
+    (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
+    """
 
 @_typing.type_check_only
 class AuditServiceAsyncStub(AuditServiceStub):
@@ -154,6 +163,15 @@ class AuditServiceAsyncStub(AuditServiceStub):
     the stored key. A player never seated or forgotten, or a reference of no known player,
     answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
     from an unknown one).
+    """
+    GetReport: _aio.UnaryUnaryMultiCallable[_audit_pb2.GetReportRequest, _audit_pb2.GetReportResponse]  # type: ignore[assignment]
+    """The report of docs/reports.md (rounds, seats, stakes, payouts and actual against exact
+    return to player per period, operator, table, currency and rule set), computed from the log
+    exactly as `gnau report` computes it (auditor only). An auditor of one operator gets that
+    operator's rounds only. A report reads the whole log: one runs at a time in each process
+    (another is RESOURCE_EXHAUSTED, REPORT_BUSY), within the call's deadline (past it,
+    DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
+    (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
     """
 
 class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -268,6 +286,21 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         the stored key. A player never seated or forgotten, or a reference of no known player,
         answers an empty player_id and no seats (never NOT_FOUND: nothing tells a forgotten player
         from an unknown one).
+        """
+
+    @_abc_1.abstractmethod
+    def GetReport(
+        self,
+        request: _audit_pb2.GetReportRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_audit_pb2.GetReportResponse, _abc.Awaitable[_audit_pb2.GetReportResponse]]:
+        """The report of docs/reports.md (rounds, seats, stakes, payouts and actual against exact
+        return to player per period, operator, table, currency and rule set), computed from the log
+        exactly as `gnau report` computes it (auditor only). An auditor of one operator gets that
+        operator's rounds only. A report reads the whole log: one runs at a time in each process
+        (another is RESOURCE_EXHAUSTED, REPORT_BUSY), within the call's deadline (past it,
+        DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
+        (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
         """
 
 def add_AuditServiceServicer_to_server(servicer: AuditServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

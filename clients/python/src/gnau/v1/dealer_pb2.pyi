@@ -681,3 +681,264 @@ class ForgetPlayerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ForgetPlayerResponse: _TypeAlias = ForgetPlayerResponse  # noqa: Y015
+
+@_typing.final
+class TableConfig(_message.Message):
+    """What a table deals under (docs/api.md, "Tables")."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CURRENCY_FIELD_NUMBER: _builtins.int
+    RULE_SETS_FIELD_NUMBER: _builtins.int
+    MIN_STAKE_FIELD_NUMBER: _builtins.int
+    MAX_STAKE_FIELD_NUMBER: _builtins.int
+    MAX_SEATS_FIELD_NUMBER: _builtins.int
+    DEAL_DEADLINE_SECONDS_FIELD_NUMBER: _builtins.int
+    SETTLE_DEADLINE_SECONDS_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    currency: _builtins.str
+    """The ISO 4217 code of the currency its stakes are counted in, e.g. "EUR": every amount of its
+    rounds is an integer of that currency's minor units.
+    """
+    min_stake: _builtins.int
+    """The least stake of a seat, in minor units: 1 to max_stake."""
+    max_stake: _builtins.int
+    """The most stake of a seat, in minor units: min_stake to 5492194667524 (and the service's
+    --max-stake holds too).
+    """
+    max_seats: _builtins.int
+    """The most seats of a round: 1 to 82 (and at most what the rule set's decks deal)."""
+    deal_deadline_seconds: _builtins.int
+    """How long a round may stay shuffled before the service voids it: 1 to 604800 seconds; 0
+    for the service's deal deadline.
+    """
+    settle_deadline_seconds: _builtins.int
+    """How long a dealt round may stay unsettled before the service settles it: 1 to 604800
+    seconds; 0 for the service's settle deadline.
+    """
+    enabled: _builtins.bool
+    """Whether the table starts rounds. PutTable with false adds or keeps it disabled."""
+    @_builtins.property
+    def rule_sets(self) -> _containers.RepeatedCompositeFieldContainer[_types_pb2.HouseRules]:
+        """The approved rule sets: 1 to 64, each once (unset fields take their defaults). Shuffle
+        with any other rule set is refused (RULES_NOT_APPROVED).
+        """
+
+    def __init__(
+        self,
+        *,
+        currency: _builtins.str = ...,
+        rule_sets: _abc.Iterable[_types_pb2.HouseRules] | None = ...,
+        min_stake: _builtins.int = ...,
+        max_stake: _builtins.int = ...,
+        max_seats: _builtins.int = ...,
+        deal_deadline_seconds: _builtins.int = ...,
+        settle_deadline_seconds: _builtins.int = ...,
+        enabled: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["currency", b"currency", "deal_deadline_seconds", b"deal_deadline_seconds", "enabled", b"enabled", "max_seats", b"max_seats", "max_stake", b"max_stake", "min_stake", b"min_stake", "rule_sets", b"rule_sets", "settle_deadline_seconds", b"settle_deadline_seconds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___TableConfig: _TypeAlias = TableConfig  # noqa: Y015
+
+@_typing.final
+class Table(_message.Message):
+    """A table of the catalogue, as its version in force has it."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    VERSION_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
+    CHANGED_TIME_FIELD_NUMBER: _builtins.int
+    operator: _builtins.str
+    """The operator the table belongs to; a table id is the operator's own."""
+    table_id: _builtins.str
+    """The table's id (1 to 128 bytes of UTF-8, as ShuffleRequest.table_id)."""
+    version: _builtins.int
+    """Its configurations, counted from 1: the version a round's Round.table_version names."""
+    @_builtins.property
+    def config(self) -> Global___TableConfig:
+        """The configuration of this version."""
+
+    @_builtins.property
+    def currency(self) -> _types_pb2.Currency:
+        """The currency of config.currency, with its minor-unit exponent."""
+
+    @_builtins.property
+    def changed_time(self) -> _timestamp_pb2.Timestamp:
+        """When this version came into force."""
+
+    def __init__(
+        self,
+        *,
+        operator: _builtins.str = ...,
+        table_id: _builtins.str = ...,
+        version: _builtins.int = ...,
+        config: Global___TableConfig | None = ...,
+        currency: _types_pb2.Currency | None = ...,
+        changed_time: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["changed_time", b"changed_time", "config", b"config", "currency", b"currency"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["changed_time", b"changed_time", "config", b"config", "currency", b"currency", "operator", b"operator", "table_id", b"table_id", "version", b"version"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Table: _TypeAlias = Table  # noqa: Y015
+
+@_typing.final
+class PutTableRequest(_message.Message):
+    """Request of DealerService.PutTable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    CONFIG_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    """The table (1 to 128 bytes of UTF-8, no control character, no space at either end)."""
+    @_builtins.property
+    def config(self) -> Global___TableConfig:
+        """Its whole configuration from now on."""
+
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        config: Global___TableConfig | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["config", b"config"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["config", b"config", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutTableRequest: _TypeAlias = PutTableRequest  # noqa: Y015
+
+@_typing.final
+class PutTableResponse(_message.Message):
+    """Response of DealerService.PutTable."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def table(self) -> Global___Table:
+        """The table as it now is: a new version if the configuration changed."""
+
+    def __init__(
+        self,
+        *,
+        table: Global___Table | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["table", b"table"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["table", b"table"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PutTableResponse: _TypeAlias = PutTableResponse  # noqa: Y015
+
+@_typing.final
+class SetTableEnabledRequest(_message.Message):
+    """Request of DealerService.SetTableEnabled."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_ID_FIELD_NUMBER: _builtins.int
+    ENABLED_FIELD_NUMBER: _builtins.int
+    table_id: _builtins.str
+    """A table of the caller's operator; another's, or none, is NOT_FOUND (TABLE_NOT_FOUND)."""
+    enabled: _builtins.bool
+    """Whether it starts rounds."""
+    def __init__(
+        self,
+        *,
+        table_id: _builtins.str = ...,
+        enabled: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["enabled", b"enabled", "table_id", b"table_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTableEnabledRequest: _TypeAlias = SetTableEnabledRequest  # noqa: Y015
+
+@_typing.final
+class SetTableEnabledResponse(_message.Message):
+    """Response of DealerService.SetTableEnabled."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLE_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def table(self) -> Global___Table:
+        """The table as it now is."""
+
+    def __init__(
+        self,
+        *,
+        table: Global___Table | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["table", b"table"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["table", b"table"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SetTableEnabledResponse: _TypeAlias = SetTableEnabledResponse  # noqa: Y015
+
+@_typing.final
+class ListTablesRequest(_message.Message):
+    """Request of DealerService.ListTables."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    OPERATOR_FIELD_NUMBER: _builtins.int
+    operator: _builtins.str
+    """Whose tables: empty for the caller's operator. A caller of one operator may name only its
+    own (another is PERMISSION_DENIED, OPERATOR_SCOPE); an auditor of every operator must name
+    one.
+    """
+    def __init__(
+        self,
+        *,
+        operator: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["operator", b"operator"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTablesRequest: _TypeAlias = ListTablesRequest  # noqa: Y015
+
+@_typing.final
+class ListTablesResponse(_message.Message):
+    """Response of DealerService.ListTables."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TABLES_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def tables(self) -> _containers.RepeatedCompositeFieldContainer[Global___Table]:
+        """The operator's tables, by id: at most 1000."""
+
+    def __init__(
+        self,
+        *,
+        tables: _abc.Iterable[Global___Table] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["tables", b"tables"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListTablesResponse: _TypeAlias = ListTablesResponse  # noqa: Y015

@@ -114,6 +114,21 @@ class DealerServiceStub:
                 request_serializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerResponse.FromString,
                 _registered_method=True)
+        self.PutTable = channel.unary_unary(
+                '/gnau.v1.DealerService/PutTable',
+                request_serializer=gnau_dot_v1_dot_dealer__pb2.PutTableRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_dealer__pb2.PutTableResponse.FromString,
+                _registered_method=True)
+        self.SetTableEnabled = channel.unary_unary(
+                '/gnau.v1.DealerService/SetTableEnabled',
+                request_serializer=gnau_dot_v1_dot_dealer__pb2.SetTableEnabledRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_dealer__pb2.SetTableEnabledResponse.FromString,
+                _registered_method=True)
+        self.ListTables = channel.unary_unary(
+                '/gnau.v1.DealerService/ListTables',
+                request_serializer=gnau_dot_v1_dot_dealer__pb2.ListTablesRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_dealer__pb2.ListTablesResponse.FromString,
+                _registered_method=True)
 
 
 class DealerServiceServicer:
@@ -237,6 +252,36 @@ class DealerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PutTable(self, request, context):
+        """Adds a table to the caller's operator's catalogue, or replaces its configuration (operator
+        only; docs/api.md, "Tables"). A round is dealt only at a catalogued, enabled table, under a
+        rule set approved for it and within its stake and seat limits; Shuffle elsewhere is refused
+        (TABLE_NOT_FOUND, TABLE_DISABLED, RULES_NOT_APPROVED). Each change is a new version of the
+        table and a TABLE_CHANGED entry naming the caller; rounds already shuffled keep the version
+        they were shuffled under. The same configuration again changes nothing and logs nothing, so
+        the call needs no request_id. A rule set outside the operator's RTP band is refused
+        (FAILED_PRECONDITION, RTP_OUTSIDE_BAND); an operator has at most 1000 tables
+        (RESOURCE_EXHAUSTED, CATALOGUE_FULL).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetTableEnabled(self, request, context):
+        """Enables or disables a table of the caller's operator (operator only). A disabled table
+        starts no round (TABLE_DISABLED); its open rounds complete. Unchanged, it logs nothing.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTables(self, request, context):
+        """Lists an operator's tables, each with its configuration in force (operator and auditor).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_DealerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -294,6 +339,21 @@ def add_DealerServiceServicer_to_server(servicer, server):
                     servicer.ForgetPlayer,
                     request_deserializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_dealer__pb2.ForgetPlayerResponse.SerializeToString,
+            ),
+            'PutTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.PutTable,
+                    request_deserializer=gnau_dot_v1_dot_dealer__pb2.PutTableRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_dealer__pb2.PutTableResponse.SerializeToString,
+            ),
+            'SetTableEnabled': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetTableEnabled,
+                    request_deserializer=gnau_dot_v1_dot_dealer__pb2.SetTableEnabledRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_dealer__pb2.SetTableEnabledResponse.SerializeToString,
+            ),
+            'ListTables': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTables,
+                    request_deserializer=gnau_dot_v1_dot_dealer__pb2.ListTablesRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_dealer__pb2.ListTablesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -618,6 +678,87 @@ class DealerService:
             '/gnau.v1.DealerService/ForgetPlayer',
             gnau_dot_v1_dot_dealer__pb2.ForgetPlayerRequest.SerializeToString,
             gnau_dot_v1_dot_dealer__pb2.ForgetPlayerResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PutTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.DealerService/PutTable',
+            gnau_dot_v1_dot_dealer__pb2.PutTableRequest.SerializeToString,
+            gnau_dot_v1_dot_dealer__pb2.PutTableResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetTableEnabled(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.DealerService/SetTableEnabled',
+            gnau_dot_v1_dot_dealer__pb2.SetTableEnabledRequest.SerializeToString,
+            gnau_dot_v1_dot_dealer__pb2.SetTableEnabledResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTables(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.DealerService/ListTables',
+            gnau_dot_v1_dot_dealer__pb2.ListTablesRequest.SerializeToString,
+            gnau_dot_v1_dot_dealer__pb2.ListTablesResponse.FromString,
             options,
             channel_credentials,
             insecure,

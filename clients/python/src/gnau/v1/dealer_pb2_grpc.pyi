@@ -101,6 +101,23 @@ class DealerServiceStub:
     still verify unchanged. A player never seated, or already forgotten, changes nothing and
     logs nothing (forgotten false). If seated again later, a player gets a new key.
     """
+    PutTable: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.PutTableRequest, _dealer_pb2.PutTableResponse]
+    """Adds a table to the caller's operator's catalogue, or replaces its configuration (operator
+    only; docs/api.md, "Tables"). A round is dealt only at a catalogued, enabled table, under a
+    rule set approved for it and within its stake and seat limits; Shuffle elsewhere is refused
+    (TABLE_NOT_FOUND, TABLE_DISABLED, RULES_NOT_APPROVED). Each change is a new version of the
+    table and a TABLE_CHANGED entry naming the caller; rounds already shuffled keep the version
+    they were shuffled under. The same configuration again changes nothing and logs nothing, so
+    the call needs no request_id. A rule set outside the operator's RTP band is refused
+    (FAILED_PRECONDITION, RTP_OUTSIDE_BAND); an operator has at most 1000 tables
+    (RESOURCE_EXHAUSTED, CATALOGUE_FULL).
+    """
+    SetTableEnabled: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.SetTableEnabledRequest, _dealer_pb2.SetTableEnabledResponse]
+    """Enables or disables a table of the caller's operator (operator only). A disabled table
+    starts no round (TABLE_DISABLED); its open rounds complete. Unchanged, it logs nothing.
+    """
+    ListTables: _grpc.UnaryUnaryMultiCallable[_dealer_pb2.ListTablesRequest, _dealer_pb2.ListTablesResponse]
+    """Lists an operator's tables, each with its configuration in force (operator and auditor)."""
 
 @_typing.type_check_only
 class DealerServiceAsyncStub(DealerServiceStub):
@@ -175,6 +192,23 @@ class DealerServiceAsyncStub(DealerServiceStub):
     still verify unchanged. A player never seated, or already forgotten, changes nothing and
     logs nothing (forgotten false). If seated again later, a player gets a new key.
     """
+    PutTable: _aio.UnaryUnaryMultiCallable[_dealer_pb2.PutTableRequest, _dealer_pb2.PutTableResponse]  # type: ignore[assignment]
+    """Adds a table to the caller's operator's catalogue, or replaces its configuration (operator
+    only; docs/api.md, "Tables"). A round is dealt only at a catalogued, enabled table, under a
+    rule set approved for it and within its stake and seat limits; Shuffle elsewhere is refused
+    (TABLE_NOT_FOUND, TABLE_DISABLED, RULES_NOT_APPROVED). Each change is a new version of the
+    table and a TABLE_CHANGED entry naming the caller; rounds already shuffled keep the version
+    they were shuffled under. The same configuration again changes nothing and logs nothing, so
+    the call needs no request_id. A rule set outside the operator's RTP band is refused
+    (FAILED_PRECONDITION, RTP_OUTSIDE_BAND); an operator has at most 1000 tables
+    (RESOURCE_EXHAUSTED, CATALOGUE_FULL).
+    """
+    SetTableEnabled: _aio.UnaryUnaryMultiCallable[_dealer_pb2.SetTableEnabledRequest, _dealer_pb2.SetTableEnabledResponse]  # type: ignore[assignment]
+    """Enables or disables a table of the caller's operator (operator only). A disabled table
+    starts no round (TABLE_DISABLED); its open rounds complete. Unchanged, it logs nothing.
+    """
+    ListTables: _aio.UnaryUnaryMultiCallable[_dealer_pb2.ListTablesRequest, _dealer_pb2.ListTablesResponse]  # type: ignore[assignment]
+    """Lists an operator's tables, each with its configuration in force (operator and auditor)."""
 
 class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
     """Deals provably fair rounds of Gnau and settles them.
@@ -312,5 +346,40 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
         still verify unchanged. A player never seated, or already forgotten, changes nothing and
         logs nothing (forgotten false). If seated again later, a player gets a new key.
         """
+
+    @_abc_1.abstractmethod
+    def PutTable(
+        self,
+        request: _dealer_pb2.PutTableRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dealer_pb2.PutTableResponse, _abc.Awaitable[_dealer_pb2.PutTableResponse]]:
+        """Adds a table to the caller's operator's catalogue, or replaces its configuration (operator
+        only; docs/api.md, "Tables"). A round is dealt only at a catalogued, enabled table, under a
+        rule set approved for it and within its stake and seat limits; Shuffle elsewhere is refused
+        (TABLE_NOT_FOUND, TABLE_DISABLED, RULES_NOT_APPROVED). Each change is a new version of the
+        table and a TABLE_CHANGED entry naming the caller; rounds already shuffled keep the version
+        they were shuffled under. The same configuration again changes nothing and logs nothing, so
+        the call needs no request_id. A rule set outside the operator's RTP band is refused
+        (FAILED_PRECONDITION, RTP_OUTSIDE_BAND); an operator has at most 1000 tables
+        (RESOURCE_EXHAUSTED, CATALOGUE_FULL).
+        """
+
+    @_abc_1.abstractmethod
+    def SetTableEnabled(
+        self,
+        request: _dealer_pb2.SetTableEnabledRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dealer_pb2.SetTableEnabledResponse, _abc.Awaitable[_dealer_pb2.SetTableEnabledResponse]]:
+        """Enables or disables a table of the caller's operator (operator only). A disabled table
+        starts no round (TABLE_DISABLED); its open rounds complete. Unchanged, it logs nothing.
+        """
+
+    @_abc_1.abstractmethod
+    def ListTables(
+        self,
+        request: _dealer_pb2.ListTablesRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_dealer_pb2.ListTablesResponse, _abc.Awaitable[_dealer_pb2.ListTablesResponse]]:
+        """Lists an operator's tables, each with its configuration in force (operator and auditor)."""
 
 def add_DealerServiceServicer_to_server(servicer: DealerServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -369,6 +369,8 @@ class Round(_message.Message):
     COMPLETE_TIME_FIELD_NUMBER: _builtins.int
     DUE_TIME_FIELD_NUMBER: _builtins.int
     OPERATOR_FIELD_NUMBER: _builtins.int
+    TABLE_VERSION_FIELD_NUMBER: _builtins.int
+    CURRENCY_FIELD_NUMBER: _builtins.int
     round_id: _builtins.str
     """The round's id, assigned by the server at the shuffle (1 to 128 bytes of UTF-8, no control
     character).
@@ -411,6 +413,10 @@ class Round(_message.Message):
     """The operator (casino brand) the round belongs to, as its log entries name it: the operator
     of the credential that shuffled it (docs/api.md, "Operators"); "default" for a round from
     before operators. Set in every answer; empty only from a service older than this field.
+    """
+    table_version: _builtins.int
+    """The version of its table's catalogue configuration the round is played under (docs/api.md,
+    "Tables"); 0 for a round from before the catalogue.
     """
     @_builtins.property
     def house_rules(self) -> _types_pb2.HouseRules:
@@ -478,6 +484,12 @@ class Round(_message.Message):
         once the round is final.
         """
 
+    @_builtins.property
+    def currency(self) -> _types_pb2.Currency:
+        """The currency of its stakes, settlement and payouts (integer minor units); unset for a round
+        from before the catalogue.
+        """
+
     def __init__(
         self,
         *,
@@ -507,10 +519,12 @@ class Round(_message.Message):
         complete_time: _timestamp_pb2.Timestamp | None = ...,
         due_time: _timestamp_pb2.Timestamp | None = ...,
         operator: _builtins.str = ...,
+        table_version: _builtins.int = ...,
+        currency: _types_pb2.Currency | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "complete_time", b"complete_time", "create_time", b"create_time", "due_time", b"due_time", "house_rules", b"house_rules", "return_to_player", b"return_to_player", "settlement", b"settlement", "update_time", b"update_time", "void_settlement", b"void_settlement"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "complete_time", b"complete_time", "create_time", b"create_time", "currency", b"currency", "due_time", b"due_time", "house_rules", b"house_rules", "return_to_player", b"return_to_player", "settlement", b"settlement", "update_time", b"update_time", "void_settlement", b"void_settlement"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "complete_time", b"complete_time", "completed_by", b"completed_by", "create_time", b"create_time", "dealer_hand", b"dealer_hand", "deck", b"deck", "due_time", b"due_time", "fairness_version", b"fairness_version", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "operator", b"operator", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason", "void_reason_code", b"void_reason_code", "void_settlement", b"void_settlement"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["beacon", b"beacon", "commitment", b"commitment", "complete_time", b"complete_time", "completed_by", b"completed_by", "create_time", b"create_time", "currency", b"currency", "dealer_hand", b"dealer_hand", "deck", b"deck", "due_time", b"due_time", "fairness_version", b"fairness_version", "hands", b"hands", "house_rules", b"house_rules", "log_indices", b"log_indices", "log_key_id", b"log_key_id", "operator", b"operator", "return_to_player", b"return_to_player", "round_id", b"round_id", "seats", b"seats", "server_seed", b"server_seed", "settlement", b"settlement", "state", b"state", "table_id", b"table_id", "table_version", b"table_version", "transcript_hash", b"transcript_hash", "update_time", b"update_time", "void_reason", b"void_reason", "void_reason_code", b"void_reason_code", "void_settlement", b"void_settlement"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gnau/v1/types.proto\x12\x07gnau.v1\"\xcd\x02\n\nHouseRules\x12\x18\n\x0bten_is_duke\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x1b\n\x0ethree_six_pair\x18\x02 \x01(\x08H\x01\x88\x01\x01\x12\x1a\n\rtrips_make_ox\x18\x03 \x01(\x08H\x02\x88\x01\x01\x12\x17\n\nfive_small\x18\x04 \x01(\x08H\x03\x88\x01\x01\x12\x1d\n\x03tie\x18\x05 \x01(\x0e\x32\x10.gnau.v1.TieRule\x12$\n\x06payout\x18\x06 \x01(\x0e\x32\x14.gnau.v1.PayoutTable\x12\x1a\n\rsuited_double\x18\x07 \x01(\x08H\x04\x88\x01\x01\x12\x12\n\x05\x64\x65\x63ks\x18\x08 \x01(\x05H\x05\x88\x01\x01\x42\x0e\n\x0c_ten_is_dukeB\x11\n\x0f_three_six_pairB\x10\n\x0e_trips_make_oxB\r\n\x0b_five_smallB\x10\n\x0e_suited_doubleB\x08\n\x06_decks\"\xc7\x01\n\x0eHandEvaluation\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\t\x12\'\n\x08\x63\x61tegory\x18\x02 \x01(\x0e\x32\x15.gnau.v1.HandCategory\x12\x12\n\x05value\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\n\n\x02ox\x18\x04 \x03(\t\x12\r\n\x05power\x18\x05 \x03(\t\x12\x0e\n\x06points\x18\x06 \x03(\x05\x12\r\n\x05nenku\x18\x07 \x01(\x08\x12\x10\n\x08strength\x18\x08 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\t \x01(\tB\x08\n\x06_value\"b\n\x0eReturnToPlayer\x12\x0b\n\x03rtp\x18\x01 \x01(\t\x12\x12\n\nhouse_edge\x18\x02 \x01(\t\x12\x13\n\x0brtp_decimal\x18\x03 \x01(\t\x12\x1a\n\x12house_edge_decimal\x18\x04 \x01(\t*c\n\x07TieRule\x12\x18\n\x14TIE_RULE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTIE_RULE_DEALER\x10\x01\x12\x11\n\rTIE_RULE_PUSH\x10\x02\x12\x16\n\x12TIE_RULE_HIGH_CARD\x10\x03*a\n\x0bPayoutTable\x12\x1c\n\x18PAYOUT_TABLE_UNSPECIFIED\x10\x00\x12\x17\n\x13PAYOUT_TABLE_POINTS\x10\x01\x12\x1b\n\x17PAYOUT_TABLE_MULTIPLIER\x10\x02*\xda\x01\n\x0cHandCategory\x12\x1d\n\x19HAND_CATEGORY_UNSPECIFIED\x10\x00\x12\x17\n\x13HAND_CATEGORY_NO_OX\x10\x01\x12\x1b\n\x17HAND_CATEGORY_SINGLE_OX\x10\x02\x12\x1b\n\x17HAND_CATEGORY_DOUBLE_OX\x10\x03\x12\x1c\n\x18HAND_CATEGORY_NGAU_TONKU\x10\x04\x12\x1c\n\x18HAND_CATEGORY_FIVE_SMALL\x10\x05\x12\x1c\n\x18HAND_CATEGORY_FIVE_DUKES\x10\x06\x42L\n\x0b\x64\x65v.gnau.v1P\x01Z1github.com/gnau-dealer/gnau/gen/go/gnau/v1;gnauv1\xaa\x02\x07Gnau.V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13gnau/v1/types.proto\x12\x07gnau.v1\"\xcd\x02\n\nHouseRules\x12\x18\n\x0bten_is_duke\x18\x01 \x01(\x08H\x00\x88\x01\x01\x12\x1b\n\x0ethree_six_pair\x18\x02 \x01(\x08H\x01\x88\x01\x01\x12\x1a\n\rtrips_make_ox\x18\x03 \x01(\x08H\x02\x88\x01\x01\x12\x17\n\nfive_small\x18\x04 \x01(\x08H\x03\x88\x01\x01\x12\x1d\n\x03tie\x18\x05 \x01(\x0e\x32\x10.gnau.v1.TieRule\x12$\n\x06payout\x18\x06 \x01(\x0e\x32\x14.gnau.v1.PayoutTable\x12\x1a\n\rsuited_double\x18\x07 \x01(\x08H\x04\x88\x01\x01\x12\x12\n\x05\x64\x65\x63ks\x18\x08 \x01(\x05H\x05\x88\x01\x01\x42\x0e\n\x0c_ten_is_dukeB\x11\n\x0f_three_six_pairB\x10\n\x0e_trips_make_oxB\r\n\x0b_five_smallB\x10\n\x0e_suited_doubleB\x08\n\x06_decks\"\xc7\x01\n\x0eHandEvaluation\x12\r\n\x05\x63\x61rds\x18\x01 \x03(\t\x12\'\n\x08\x63\x61tegory\x18\x02 \x01(\x0e\x32\x15.gnau.v1.HandCategory\x12\x12\n\x05value\x18\x03 \x01(\x05H\x00\x88\x01\x01\x12\n\n\x02ox\x18\x04 \x03(\t\x12\r\n\x05power\x18\x05 \x03(\t\x12\x0e\n\x06points\x18\x06 \x03(\x05\x12\r\n\x05nenku\x18\x07 \x01(\x08\x12\x10\n\x08strength\x18\x08 \x01(\x05\x12\x13\n\x0b\x64\x65scription\x18\t \x01(\tB\x08\n\x06_value\"b\n\x0eReturnToPlayer\x12\x0b\n\x03rtp\x18\x01 \x01(\t\x12\x12\n\nhouse_edge\x18\x02 \x01(\t\x12\x13\n\x0brtp_decimal\x18\x03 \x01(\t\x12\x1a\n\x12house_edge_decimal\x18\x04 \x01(\t\"*\n\x08\x43urrency\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x10\n\x08\x65xponent\x18\x02 \x01(\x05*c\n\x07TieRule\x12\x18\n\x14TIE_RULE_UNSPECIFIED\x10\x00\x12\x13\n\x0fTIE_RULE_DEALER\x10\x01\x12\x11\n\rTIE_RULE_PUSH\x10\x02\x12\x16\n\x12TIE_RULE_HIGH_CARD\x10\x03*a\n\x0bPayoutTable\x12\x1c\n\x18PAYOUT_TABLE_UNSPECIFIED\x10\x00\x12\x17\n\x13PAYOUT_TABLE_POINTS\x10\x01\x12\x1b\n\x17PAYOUT_TABLE_MULTIPLIER\x10\x02*\xda\x01\n\x0cHandCategory\x12\x1d\n\x19HAND_CATEGORY_UNSPECIFIED\x10\x00\x12\x17\n\x13HAND_CATEGORY_NO_OX\x10\x01\x12\x1b\n\x17HAND_CATEGORY_SINGLE_OX\x10\x02\x12\x1b\n\x17HAND_CATEGORY_DOUBLE_OX\x10\x03\x12\x1c\n\x18HAND_CATEGORY_NGAU_TONKU\x10\x04\x12\x1c\n\x18HAND_CATEGORY_FIVE_SMALL\x10\x05\x12\x1c\n\x18HAND_CATEGORY_FIVE_DUKES\x10\x06\x42L\n\x0b\x64\x65v.gnau.v1P\x01Z1github.com/gnau-dealer/gnau/gen/go/gnau/v1;gnauv1\xaa\x02\x07Gnau.V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,16 +32,18 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'gnau.v1.types_pb2', _global
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\013dev.gnau.v1P\001Z1github.com/gnau-dealer/gnau/gen/go/gnau/v1;gnauv1\252\002\007Gnau.V1'
-  _globals['_TIERULE']._serialized_start=670
-  _globals['_TIERULE']._serialized_end=769
-  _globals['_PAYOUTTABLE']._serialized_start=771
-  _globals['_PAYOUTTABLE']._serialized_end=868
-  _globals['_HANDCATEGORY']._serialized_start=871
-  _globals['_HANDCATEGORY']._serialized_end=1089
+  _globals['_TIERULE']._serialized_start=714
+  _globals['_TIERULE']._serialized_end=813
+  _globals['_PAYOUTTABLE']._serialized_start=815
+  _globals['_PAYOUTTABLE']._serialized_end=912
+  _globals['_HANDCATEGORY']._serialized_start=915
+  _globals['_HANDCATEGORY']._serialized_end=1133
   _globals['_HOUSERULES']._serialized_start=33
   _globals['_HOUSERULES']._serialized_end=366
   _globals['_HANDEVALUATION']._serialized_start=369
   _globals['_HANDEVALUATION']._serialized_end=568
   _globals['_RETURNTOPLAYER']._serialized_start=570
   _globals['_RETURNTOPLAYER']._serialized_end=668
+  _globals['_CURRENCY']._serialized_start=670
+  _globals['_CURRENCY']._serialized_end=712
 # @@protoc_insertion_point(module_scope)

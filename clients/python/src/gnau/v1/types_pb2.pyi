@@ -308,3 +308,33 @@ class ReturnToPlayer(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ReturnToPlayer: _TypeAlias = ReturnToPlayer  # noqa: Y015
+
+@_typing.final
+class Currency(_message.Message):
+    """A currency: ISO 4217's code and its minor-unit exponent. Every amount counted in it (a stake,
+    a delta, a payout) is an integer of its minor units: 12345 in EUR (exponent 2) is 123.45 euro.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    EXPONENT_FIELD_NUMBER: _builtins.int
+    code: _builtins.str
+    """ISO 4217's three capital letters, e.g. "EUR", "JPY"; "XXX" (no currency) for tables
+    catalogued from rounds played before the catalogue.
+    """
+    exponent: _builtins.int
+    """How many decimal places the minor unit is: 0 to 4 (EUR 2, JPY 0, BHD 3)."""
+    def __init__(
+        self,
+        *,
+        code: _builtins.str = ...,
+        exponent: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "exponent", b"exponent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Currency: _TypeAlias = Currency  # noqa: Y015
