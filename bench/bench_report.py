@@ -39,6 +39,7 @@ from gnau_service.audit.report_reading import bundle_entries
 from gnau_service.audit.round_events import (
     committed_payload,
     dealt_payload,
+    played_at,
     revealed_payload,
     settle_round,
     settled_payload,
@@ -46,6 +47,7 @@ from gnau_service.audit.round_events import (
 from gnau_service.audit.signing import LogSigner
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.house_rules import HouseRules
 
 KINDS = (
@@ -56,6 +58,8 @@ KINDS = (
 )
 TEMPLATES = 64  # real rounds whose payloads are reused, round ids and times varying
 TABLES = 32
+#: The currency of every table: the one a real round names.
+EUR = Currency.of("EUR")
 OPERATORS = 4
 
 
@@ -66,7 +70,8 @@ def template_rounds() -> list[tuple[dict[str, JsonValue], ...]]:
         seats = [LockedSeat(n, "p-" + f"{n:02x}" * 16, 10 * n) for n in range(1, 4)]
         dealt = committed.lock(seats).deal()
         payloads = (
-            committed_payload(committed, f"table-{number % TABLES}"),
+            # As the service commits a round: with its table's version and currency.
+            committed_payload(committed, f"table-{number % TABLES}") | played_at(1, EUR),
             dealt_payload(dealt),
             revealed_payload(dealt),
             settled_payload(settle_round(dealt.reveal())),

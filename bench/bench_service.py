@@ -76,7 +76,7 @@ from typing import Any, Final
 import grpc
 import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2
+from gnau.v1 import dealer_pb2, dealer_pb2_grpc, round_pb2, types_pb2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -95,10 +95,12 @@ from gnau_service.audit.software import software_identity
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
+from gnau_service.rounds.catalogue import Catalogue, TableConfig
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.record import RoundRecord, RoundState
 from gnau_service.rounds.requests import SeatRequest
 from gnau_service.rounds.view import view_of
+from gnau_service.rules.currency import Currency
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.process.tokens import new_token
@@ -352,6 +354,17 @@ def _size(message: Any) -> int:
 RoundPlayer = Callable[[int, Recorder], Awaitable[None]]
 
 
+#: What every benchmark table deals under: the default house rules, stakes a round uses.
+BENCH_TABLE: Final = dealer_pb2.TableConfig(
+    currency="EUR",
+    rule_sets=[types_pb2.HouseRules()],
+    min_stake=1,
+    max_stake=1_000_000,
+    max_seats=82,
+    enabled=True,
+)
+
+
 def request_id() -> str:
     return str(uuid.uuid4())
 
@@ -364,10 +377,15 @@ def real_player(channel: grpc.aio.Channel, token: str, tag: str) -> RoundPlayer:
         "timeout": CALL_TIMEOUT,
     }
 
+    catalogued: set[int] = set()
+
     async def play(table: int, recorder: Recorder) -> None:
-        shuffle = dealer_pb2.ShuffleRequest(
-            request_id=request_id(), table_id=f"bench-{tag}-{table}"
-        )
+        table_id = f"bench-{tag}-{table}"
+        if table not in catalogued:  # once a table, as a platform opens its tables
+            put = dealer_pb2.PutTableRequest(table_id=table_id, config=BENCH_TABLE)
+            await stub.PutTable(put, **options)
+            catalogued.add(table)
+        shuffle = dealer_pb2.ShuffleRequest(request_id=request_id(), table_id=table_id)
         response = await recorder.call(SHUFFLE, partial(stub.Shuffle, shuffle, **options))
         round_id = response.round.round_id
         seats = [
@@ -688,6 +706,11 @@ async def dealer_alone(database: str, tables: int, seconds: float) -> dict[str, 
     def fresh() -> Idempotency:
         return Idempotency(request_id(), secrets.token_hex(32))
 
+    catalogue = Catalogue(store)
+    config = TableConfig(Currency.of("EUR"), (rules,), max_stake=1_000_000)
+    for table in range(tables):
+        await catalogue.add_table(DEFAULT_OPERATOR, f"alone-{table}", config, actor=BENCH_ACTOR)
+
     async def table_loop(table: int) -> None:
         nonlocal rounds
         while time.perf_counter() < deadline:
@@ -852,7 +875,10 @@ def verify_log(
         check=False,
     )
     summary = check.stdout.strip().splitlines()
-    expected = PROCESS_ENTRIES * starts + 4 * rounds_played  # four entries per round
+    # Each table the log's catalogue holds was catalogued once (the first start's starter tables
+    # and the benchmark's own), one TABLE_CHANGED entry each.
+    tables = catalogued_tables(bundle)
+    expected = PROCESS_ENTRIES * starts + len(tables) + 4 * rounds_played  # four per round
     settled = 0
     rounds = re.search(
         r"rounds: ([\d,]+) settled and replayed, ([\d,]+) voided, ([\d,]+) still", check.stdout
@@ -871,6 +897,28 @@ def verify_log(
     if entries != expected:
         problems.append(f"{entries} entries in the log, {expected} expected")
     return Verification(entries, expected, settled, rounds_played, summary, not problems, problems)
+
+
+def catalogued_tables(bundle: Path) -> set[tuple[str, str]]:
+    """The tables of the TABLE_CHANGED entries of an exported ``bundle``, each of which must be
+    a table's first version (a :class:`ValueError` otherwise)."""
+    tables: set[tuple[str, str]] = set()
+    with bundle.open(encoding="utf-8") as lines:
+        for line in lines:
+            if "TABLE_CHANGED" not in line:
+                continue
+            entry = json.loads(line)
+            entry = entry.get("entry", entry)
+            if isinstance(entry, str):
+                entry = json.loads(entry)
+            if entry.get("kind") != "TABLE_CHANGED":
+                continue
+            payload = entry["payload"]
+            table = (payload["operator"], payload["table_id"])
+            if payload["version"] != 1 or table in tables:
+                raise ValueError(f"table {table} was catalogued more than once")
+            tables.add(table)
+    return tables
 
 
 def serve_arguments(port: int, data_dir: Path, database: str) -> list[str]:
