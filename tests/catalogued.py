@@ -3,7 +3,9 @@ test that plays catalogues the tables it plays at, with the rule sets and limits
 
 A first start catalogues the starter tables (``table-1`` to ``table-8`` of the default operator,
 the default house rules, stakes up to 1,000,000, 6 seats); :func:`catalogued` adds a table or
-replaces its configuration, so a test may widen those too.
+replaces its configuration, so a test may widen those too. The running services of the
+``service``, ``metered`` and web fixtures catalogue the tables their test module declares
+(:func:`catalogue_module_tables`).
 """
 
 from __future__ import annotations
@@ -65,3 +67,12 @@ def catalogued(
 ) -> None:
     """:func:`catalogue`, for a test outside an event loop."""
     asyncio.run(catalogue(store, tables, *rule_sets, operator=operator, config=config))
+
+
+async def catalogue_module_tables(store: Store, module: object) -> None:
+    """Catalogue the tables a test module declares for the running services of its fixtures:
+    its ``CATALOGUED`` table ids (the default operator's), approving its ``APPROVED_RULES``
+    (the default house rules if it declares none). A module that declares none gets none."""
+    tables = getattr(module, "CATALOGUED", ())
+    if tables:
+        await catalogue(store, tables, *getattr(module, "APPROVED_RULES", ()))

@@ -22,7 +22,7 @@ from gnau.v1 import dealer_pb2
 from gnau_client import GnauClient
 
 from gnau_service.rules.house_rules import HouseRules
-from gnau_service.server.grpc.convert import house_rules_to_proto
+from gnau_service.server.grpc.convert import table_config_to_proto
 from gnau_service.server.process.app import STOP_ENTRY_SECONDS
 from tests.catalogued import table_config
 
@@ -114,17 +114,7 @@ def table_config_message(*rule_sets: HouseRules, **limits: Any) -> dealer_pb2.Ta
     """tests/catalogued.py's :func:`~tests.catalogued.table_config` (any stake and seat count
     the service allows, unless ``limits`` say otherwise; the default house rules unless
     ``rule_sets`` are given), as PutTable takes it."""
-    config = table_config(*rule_sets, **limits)
-    return dealer_pb2.TableConfig(
-        currency=config.currency.code,
-        rule_sets=[house_rules_to_proto(rules) for rules in config.rule_sets],
-        min_stake=config.min_stake,
-        max_stake=config.max_stake,
-        max_seats=config.max_seats,
-        deal_deadline_seconds=config.deal_seconds or 0,
-        settle_deadline_seconds=config.settle_seconds or 0,
-        enabled=config.enabled,
-    )
+    return table_config_to_proto(table_config(*rule_sets, **limits))
 
 
 def put_tables(

@@ -35,7 +35,7 @@ from cryptography.hazmat.primitives.serialization import (
 from gnau.v1 import dealer_pb2, round_pb2, types_pb2
 
 from gnau_service.audit.signing import LogSigner
-from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
+from gnau_service.server.grpc.convert import house_rules_from_proto
 from gnau_service.server.process.app import running
 from gnau_service.server.process.structured_logs import configure_logging
 from tests.catalogued import catalogue
@@ -71,19 +71,8 @@ EVERY_RULE = types_pb2.HouseRules(
 PUSH = types_pb2.HouseRules(tie=types_pb2.TIE_RULE_PUSH, payout=types_pb2.PAYOUT_TABLE_MULTIPLIER)
 #: The rule sets the rounds are shuffled under (the default, EVERY_RULE, PUSH), which each of
 #: their tables approves (issue 38: a round is dealt only at a catalogued table).
-APPROVED = (
-    HouseRules(),
-    HouseRules(
-        ten_is_duke=True,
-        three_six_pair=True,
-        trips_make_ox=False,
-        five_small=False,
-        tie=TieRule.HIGH_CARD,
-        payout=PayoutTable.MULTIPLIER,
-        suited_double=True,
-        decks=2,
-    ),
-    HouseRules(tie=TieRule.PUSH, payout=PayoutTable.MULTIPLIER),
+APPROVED = tuple(
+    house_rules_from_proto(rules) for rules in (types_pb2.HouseRules(), EVERY_RULE, PUSH)
 )
 #: Each story: its fairness version, how it ends, and its house rules as the log names them.
 STORIES = {

@@ -37,8 +37,8 @@ from gnau_service.fairness.commitment import new_server_seed
 from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.rounds.catalogue import Catalogue, OperatorConfig, RtpBand
-from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
-from gnau_service.server.grpc.convert import revealed_round_from_proto
+from gnau_service.rules.house_rules import HouseRules
+from gnau_service.server.grpc.convert import house_rules_from_proto, revealed_round_from_proto
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
 from tests.catalogued import catalogue
@@ -65,16 +65,8 @@ ALL_RULES = types_pb2.HouseRules(
     decks=2,
 )
 
-DOMAIN_ALL_RULES = HouseRules(
-    ten_is_duke=True,
-    three_six_pair=True,
-    trips_make_ox=False,
-    five_small=False,
-    tie=TieRule.HIGH_CARD,
-    payout=PayoutTable.MULTIPLIER,
-    suited_double=True,
-    decks=2,
-)
+#: ALL_RULES, as the catalogue approves it.
+DOMAIN_ALL_RULES = house_rules_from_proto(ALL_RULES)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from gnau.v1 import audit_pb2_grpc, dealer_pb2_grpc
 from gnau_service.server.process.app import App, running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
+from tests.catalogued import catalogue_module_tables
 from tests.postgres import SERVICE_BACKENDS, fresh_database
 
 TOKENS = {"operator": "op-token", "auditor": "audit-token", "public": "public-token"}
@@ -71,21 +72,24 @@ def settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setting
 
 
 @pytest.fixture
-async def service(settings: Settings) -> AsyncIterator[Service]:
+async def service(settings: Settings, request: pytest.FixtureRequest) -> AsyncIterator[Service]:
+    """A running service, with the test module's ``CATALOGUED`` tables (tests/catalogued.py)."""
     async with (
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue_module_tables(app.store, request.module)
         yield Service(app, settings, channel)
 
 
 @pytest.fixture
-async def metered(settings: Settings) -> AsyncIterator[Service]:
+async def metered(settings: Settings, request: pytest.FixtureRequest) -> AsyncIterator[Service]:
     """The server fixture's service (SQLite and PostgreSQL), with its HTTP port and so its
-    metrics at /metrics."""
+    metrics at /metrics, and the test module's ``CATALOGUED`` tables."""
     with_http = dataclasses.replace(settings, http_listen="127.0.0.1:0")
     async with (
         running(with_http) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue_module_tables(app.store, request.module)
         yield Service(app, with_http, channel)

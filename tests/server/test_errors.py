@@ -21,7 +21,6 @@ from gnau_service.rounds.limits import (
 from gnau_service.rounds.refusals import RoundNotFound, TableBusy, WrongState
 from gnau_service.rules.errors import CardError
 from gnau_service.server.grpc.statuses import bad_request, status_of
-from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 
@@ -50,13 +49,8 @@ def wire_trailer_bytes(error: grpc.aio.AioRpcError) -> int:
 #: The table the Deal tests shuffle at: catalogued to take any stake and seat count the service
 #: allows (issue 38; a starter table seats at most 6), so a Deal's refusals are the test's own.
 TABLE = "errors"
-
-
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The conftest's service, with :data:`TABLE` catalogued."""
-    await catalogue(service.app.store, [TABLE])
-    return service
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = (TABLE,)
 
 
 hostile_text = st.text(min_size=0, max_size=3000) | st.builds(

@@ -22,19 +22,9 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.par import par_sheet
 from gnau_service.rules.return_to_player import ReturnToPlayer, fraction_text
 from gnau_service.server.grpc.convert import house_rules_to_proto
-from tests.catalogued import catalogue
 from tests.rules.test_rtp_table import published_rtp
 from tests.server.conftest import Service
 from tests.server.test_service import details, play, refusal, shuffle
-
-
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The conftest's service, with the tables these tests deal at catalogued (issue 38), each
-    approving the default rules and every :data:`UNSEEN` rule set."""
-    tables = ["table-rtp", "table-rtp-2", "t-busy", *(f"t-unseen-{n}" for n in range(len(UNSEEN)))]
-    await catalogue(service.app.store, tables, HouseRules(), *UNSEEN)
-    return service
 
 
 async def rules_info(service: Service, **rules: object) -> dealer_pb2.GetHouseRulesInfoResponse:
@@ -138,6 +128,10 @@ UNSEEN = [
         ["decks=8"],
     )
 ]
+#: The tables these tests deal at, catalogued by the service fixture (tests/catalogued.py), each
+#: approving the default rules and every :data:`UNSEEN` rule set (issue 38).
+CATALOGUED = ("table-rtp", "table-rtp-2", "t-busy", *(f"t-unseen-{n}" for n in range(len(UNSEEN))))
+APPROVED_RULES = (HouseRules(), *UNSEEN)
 
 
 @pytest.fixture

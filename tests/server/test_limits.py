@@ -13,7 +13,6 @@ from gnau_client import _common as client_common
 
 from gnau_service.rounds import limits
 from gnau_service.server.process.config import Settings
-from tests.catalogued import WIDE_OPEN, catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import details, shuffle
 
@@ -133,13 +132,8 @@ LONGEST_TABLE_ID = "é" * (limits.MAX_TABLE_ID_BYTES // 2)
 #: The tables the tests below deal at. Each is catalogued (issue 38) with :data:`WIDE_OPEN`
 #: limits, so that a stake or seat is held to the service's limits, not a table's.
 TABLES = (LONGEST_TABLE_ID, "rq", "void-1", "void-2", "seats", "stakes", "list-a", "list-b")
-
-
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The server fixture's service, its catalogue holding :data:`TABLES`."""
-    await catalogue(service.app.store, TABLES, config=WIDE_OPEN)
-    return service
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 async def refused_fields(service: Service, method: str, request: object) -> list[str]:

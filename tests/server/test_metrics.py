@@ -32,11 +32,8 @@ Samples = dict[tuple[str, Labels], float]
 TABLES = ("t1", "t2", "t3", "t4", "busy", "before", "full")
 
 
-@pytest.fixture
-async def metered(metered: Service) -> Service:
-    """The conftest's metered service, with :data:`TABLES` catalogued (before any scrape)."""
-    await catalogue(metered.app.store, TABLES)
-    return metered
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 async def scrape(port: int | None) -> Samples:

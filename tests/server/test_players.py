@@ -31,7 +31,6 @@ from gnau_service.audit.note import Verifier
 from gnau_service.audit.operators import DEFAULT_OPERATOR
 from gnau_service.fairness.player_refs import is_player_ref, player_ref
 from gnau_service.store.players import read_player_key
-from tests.catalogued import catalogue
 from tests.conftest import Run
 from tests.postgres import fresh_database
 from tests.server.conftest import TOKENS, Service
@@ -50,19 +49,8 @@ TABLES = [
 TABLE_IDS = ("t-1", "t", "t-client")
 
 
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The server fixture's service, its catalogue holding :data:`TABLE_IDS`."""
-    await catalogue(service.app.store, TABLE_IDS)
-    return service
-
-
-@pytest.fixture
-async def metered(metered: Service) -> Service:
-    """The server fixture's service with its HTTP port, its catalogue holding
-    :data:`TABLE_IDS`."""
-    await catalogue(metered.app.store, TABLE_IDS)
-    return metered
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLE_IDS
 
 
 def seats(table: list[tuple[int, str, int]]) -> list[round_pb2.Seat]:

@@ -32,7 +32,6 @@ from gnau_service.audit.signing import LogSigner
 from gnau_service.cli.main import main as gnau_main
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.round import CommittedRound
-from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_service import deal, details, play, refusal, shuffle, void
 
@@ -52,11 +51,8 @@ TABLES = (
 )
 
 
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The server fixture's service, its catalogue holding :data:`TABLES`."""
-    await catalogue(service.app.store, TABLES)
-    return service
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 def rid() -> str:

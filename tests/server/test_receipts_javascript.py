@@ -18,7 +18,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.receipts import Receipt, verify_receipt
 from gnau_service.audit.signing import LogSigner
-from tests.catalogued import catalogue
 from tests.server.conftest import Service
 from tests.server.test_receipts import TAMPERED, _signature, receipt_of
 from tests.server.test_service import deal, play, shuffle, void
@@ -30,13 +29,6 @@ pytestmark = pytest.mark.system
 JS = Path(__file__).parents[2] / "gnau_service" / "web" / "js"
 #: The tables the tests deal at, each in the default operator's catalogue (issue 38).
 TABLES = ("agree", "agree-void-early", "agree-void-late", "agree-after-rotation", "named-once")
-
-
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The server fixture's service, its catalogue holding :data:`TABLES`."""
-    await catalogue(service.app.store, TABLES)
-    return service
 
 
 VERIFY_ALL = """
@@ -53,6 +45,10 @@ for (const document of receipts) {
 }
 process.stdout.write(JSON.stringify(verdicts));
 """
+
+
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 def javascript_verdicts(

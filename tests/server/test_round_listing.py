@@ -36,11 +36,8 @@ TABLES = (
 )
 
 
-@pytest.fixture
-async def metered(metered: Service) -> Service:
-    """The server fixture's service with its HTTP port, its catalogue holding :data:`TABLES`."""
-    await catalogue(metered.app.store, TABLES)
-    return metered
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 @pytest.fixture

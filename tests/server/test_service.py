@@ -48,11 +48,9 @@ TABLES = (
 RULE_SETS = (HouseRules(), HouseRules(ten_is_duke=True, tie=TieRule.PUSH))
 
 
-@pytest.fixture
-async def service(service: Service) -> Service:
-    """The server fixture's service, its catalogue holding :data:`TABLES`."""
-    await catalogue(service.app.store, TABLES, *RULE_SETS)
-    return service
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
+APPROVED_RULES = RULE_SETS
 
 
 def rid() -> str:

@@ -24,6 +24,7 @@ from playwright.async_api import Browser, ConsoleMessage, Page, async_playwright
 from gnau_service.server.process.app import App, running
 from gnau_service.server.process.config import Settings
 from gnau_service.server.process.structured_logs import configure_logging
+from tests.catalogued import catalogue_module_tables
 from tests.server.conftest import TOKENS, write_tokens
 
 #: Flags for a headless chromium that talks to nothing but the test's own server.
@@ -109,25 +110,31 @@ def web_settings(directory: Path, **overrides: Any) -> Settings:
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def web_service(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[WebService]:
+async def web_service(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> AsyncIterator[WebService]:
+    """A service with its page port, and the test module's ``CATALOGUED`` tables."""
     settings = web_settings(tmp_path_factory.mktemp("web"))
     async with (
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue_module_tables(app.store, request.module)
         yield WebService(app, channel)
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def listing_web_service(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> AsyncIterator[WebService]:
-    """A service that lets the public list rounds (``public_round_listing``: off by default)."""
+    """A service that lets the public list rounds (``public_round_listing``: off by default),
+    with the test module's ``CATALOGUED`` tables."""
     settings = web_settings(tmp_path_factory.mktemp("web-listing"), public_round_listing=True)
     async with (
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
     ):
+        await catalogue_module_tables(app.store, request.module)
         yield WebService(app, channel)
 
 

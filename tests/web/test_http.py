@@ -9,13 +9,11 @@ from typing import Any
 
 import aiohttp
 import pytest
-import pytest_asyncio
 
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Receipt, verify_receipt
 from gnau_service.server.process.app import running, start
 from gnau_service.server.process.config import SETTINGS, ConfigError, load_settings
-from tests.catalogued import catalogue
 from tests.web.conftest import WebService, web_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -26,18 +24,8 @@ CSP = "default-src 'self'"
 TABLES = ("secret-table", "list-off", "list-table", "list-secret")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def web_service(web_service: WebService) -> WebService:
-    """The conftest's web service, with :data:`TABLES` catalogued."""
-    await catalogue(web_service.app.store, TABLES)
-    return web_service
-
-
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def listing_web_service(listing_web_service: WebService) -> WebService:
-    """The conftest's listing web service, with :data:`TABLES` catalogued."""
-    await catalogue(listing_web_service.app.store, TABLES)
-    return listing_web_service
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 async def get(

@@ -15,12 +15,10 @@ from typing import Any
 
 import aiohttp
 import pytest
-import pytest_asyncio
 from playwright.async_api import Page, expect
 
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.receipts import Receipt, verify_receipt
-from tests.catalogued import catalogue
 from tests.schemas.example_receipts import (
     EXAMPLE_VKEY,
     V1_RECEIPT,
@@ -41,18 +39,8 @@ SCREENSHOT = "web-verified-round.png"
 TABLES = ("recall-table", "recall-other", "recall-off")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def web_service(web_service: WebService) -> WebService:
-    """The conftest's web service, with :data:`TABLES` catalogued."""
-    await catalogue(web_service.app.store, TABLES)
-    return web_service
-
-
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def listing_web_service(listing_web_service: WebService) -> WebService:
-    """The conftest's listing web service, with :data:`TABLES` catalogued."""
-    await catalogue(listing_web_service.app.store, TABLES)
-    return listing_web_service
+#: Catalogued by the service fixtures (tests/catalogued.py, catalogue_module_tables).
+CATALOGUED = TABLES
 
 
 async def open_page(page: Page, service: WebService, fragment: str = "") -> None:

@@ -287,23 +287,26 @@ def currency_to_proto(currency: Currency) -> types_pb2.Currency:
     return types_pb2.Currency(code=currency.code, exponent=currency.exponent)
 
 
+def table_config_to_proto(config: TableConfig) -> dealer_pb2.TableConfig:
+    return dealer_pb2.TableConfig(
+        currency=config.currency.code,
+        rule_sets=[house_rules_to_proto(rules) for rules in config.rule_sets],
+        min_stake=config.min_stake,
+        max_stake=config.max_stake,
+        max_seats=config.max_seats,
+        deal_deadline_seconds=config.deal_seconds or 0,
+        settle_deadline_seconds=config.settle_seconds or 0,
+        enabled=config.enabled,
+    )
+
+
 def table_to_proto(entry: CatalogueEntry) -> dealer_pb2.Table:
-    config = entry.config
     message = dealer_pb2.Table(
         operator=entry.operator,
         table_id=entry.table_id,
         version=entry.version,
-        config=dealer_pb2.TableConfig(
-            currency=config.currency.code,
-            rule_sets=[house_rules_to_proto(rules) for rules in config.rule_sets],
-            min_stake=config.min_stake,
-            max_stake=config.max_stake,
-            max_seats=config.max_seats,
-            deal_deadline_seconds=config.deal_seconds or 0,
-            settle_deadline_seconds=config.settle_seconds or 0,
-            enabled=config.enabled,
-        ),
-        currency=currency_to_proto(config.currency),
+        config=table_config_to_proto(entry.config),
+        currency=currency_to_proto(entry.config.currency),
     )
     message.changed_time.CopyFrom(_timestamp(entry.changed_at))
     return message
