@@ -35,6 +35,7 @@ from gnau_service.audit.actors import SERVICE
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.software import software_identity
 from gnau_service.edge.addresses import split_host_port
+from gnau_service.edge.grpc_port import grpc_connection_cap, grpc_port_options
 from gnau_service.edge.http import connection_cap, descriptor_limit
 from gnau_service.edge.shutdown import STREAMS_END_SECONDS, Shutdown, exit_within
 from gnau_service.rounds.catalogue import Catalogue
@@ -149,10 +150,18 @@ async def start(
     streams = StreamSlots(settings.max_streams, settings.max_streams_per_peer)
     shutdown = Shutdown()
     interceptor = CallInterceptor(Credentials({}, {}), streams, shutdown)
+    # One descriptor budget for every port: each HTTP port an equal share, the gRPC port what
+    # they leave (edge/http.py, edge/grpc_port.py).
+    descriptors = descriptor_limit()
+    http_ports = sum(1 for listen in (settings.http_listen, settings.metrics_listen) if listen)
+    http_connections = connection_cap(descriptors, http_ports)
+    grpc_connections = grpc_connection_cap(
+        descriptors, http_ports=http_ports, http_connections=http_connections
+    )
     server = grpc.aio.server(
         interceptors=[interceptor],
         maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
-        options=_channel_options(settings, reuse_port=role is not None),
+        options=_channel_options(settings, grpc_connections, reuse_port=role is not None),
     )
     port = _bind(server, settings)  # before anything is created: a busy port creates nothing
     async with AsyncExitStack() as parts:
@@ -319,9 +328,6 @@ async def start(
         parts.push_async_callback(record_stop)
         parts.push_async_callback(completion.stop)
         webs = [bound for bound in (web, metrics_web) if bound is not None]
-        # Each HTTP port gets an equal share of the descriptors the gRPC port does not need.
-        descriptors = descriptor_limit()
-        http_connections = connection_cap(descriptors, len(webs))
 
         async def stop_serving() -> None:
             # Calls still running now have overrun the grace period; the transport cancels
@@ -380,6 +386,7 @@ async def start(
             metrics_port=None if metrics_web is None else metrics_web.port,
             descriptors=descriptors,
             http_connections_per_port=http_connections if webs else None,
+            grpc_connections=grpc_connections,
             tracing=tracing is not None,
             witnesses=[endpoint.key.name for endpoint in endpoints] or None,
             witness_quorum=quorum.threshold if endpoints else None,
@@ -520,12 +527,15 @@ async def serve(
     exit_within()
 
 
-def _channel_options(settings: Settings, *, reuse_port: bool) -> list[tuple[str, int]]:
+def _channel_options(
+    settings: Settings, connections: int, *, reuse_port: bool
+) -> list[tuple[str, int]]:
     keepalive_ms = int(settings.keepalive_seconds * 1000)
     return [
         # A second service on a taken port must fail to start, not share the port's calls;
         # the workers of one supervisor share theirs (the supervisor holds it: supervisor.py).
         ("grpc.so_reuseport", int(reuse_port)),
+        *grpc_port_options(connections),
         ("grpc.max_receive_message_length", settings.max_message_bytes),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", keepalive_ms),
