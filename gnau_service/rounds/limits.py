@@ -37,6 +37,13 @@ MAX_TABLE_ID_BYTES: Final = 128
 #: ASCII; otherwise the call gets a fresh one (a header must never make the trailers large).
 MAX_REQUEST_ID_HEADER_CHARS: Final = 64
 
+#: The largest request message the gRPC port reads, in bytes: the largest legitimate request
+#: (a Deal of 82 seats with every field at its limit, about 19 KiB:
+#: tests/server/test_grpc_port.py builds it) with room to spare. gRPC refuses a larger one from
+#: its length prefix (RESOURCE_EXHAUSTED), before its body is read or decoded, so a call without
+#: credentials costs the server that much at most, whatever body it announces.
+MAX_GRPC_REQUEST_BYTES: Final = 64 * 1024
+
 # -- rounds ----------------------------------------------------------------------------------------
 
 #: ``VoidRound.reason``: 0 to this many bytes of UTF-8, no control character (what the log's
@@ -118,6 +125,7 @@ __all__ = [
     "MAX_ERROR_MESSAGE_BYTES",
     "MAX_FIELD_PATH_BYTES",
     "MAX_FIELD_VIOLATIONS",
+    "MAX_GRPC_REQUEST_BYTES",
     "MAX_JSON_INTEGER",
     "MAX_PAGE_SIZE",
     "MAX_PAGE_TOKEN_CHARS",

@@ -14,11 +14,14 @@ import time
 from pathlib import Path
 from typing import Final
 
+import grpc
 import pytest
+from gnau.v1 import audit_pb2, dealer_pb2, dealer_pb2_grpc, round_pb2, types_pb2
 from gnau_client import GnauClient, Seat
 
 from gnau_service.server.process.app import _channel_options
 from gnau_service.server.process.config import Settings
+from tests.server.conftest import Service
 from tests.serving import REPO, free_port, served
 
 API: Final = (REPO / "docs" / "api.md").read_text(encoding="utf-8")
@@ -103,3 +106,69 @@ def test_an_idle_flood_takes_the_ports_share_and_nothing_else(tmp_path: Path) ->
         output = service.output()
     assert "File descriptor limit reached" not in output
     assert not re.search(r'"level": "error"', output), output[-2000:]
+
+
+# -- the largest request (issue 39, part 2: no work for strangers) ---------------------------------
+
+#: The limit as docs/api.md states it.
+REQUEST_LIMIT: Final = 65536
+
+
+def test_the_largest_legitimate_requests_fit_with_room_to_spare() -> None:
+    """A Deal of 82 seats, a PutTable of 64 rule sets and a GetReport of 100 tables, every field
+    at its limit (docs/api.md, *Limits*), each take under half of the request limit."""
+    seats = [
+        round_pb2.Seat(
+            seat_number=2**31 - 1 - n,
+            player_id="é" * 64,  # 128 bytes of UTF-8
+            stake=5_492_194_667_524,
+            client_seed=bytes(64),
+        )
+        for n in range(82)
+    ]
+    deal = dealer_pb2.DealRequest(
+        request_id="r" * 36,
+        round_id="é" * 64,
+        seats=seats,
+        beacon=round_pb2.Beacon(label="é" * 64, value=bytes(1024)),
+    )
+    rules = types_pb2.HouseRules(
+        ten_is_duke=True, three_six_pair=True, trips_make_ox=True, five_small=True,
+        tie=types_pb2.TIE_RULE_HIGH_CARD, payout=types_pb2.PAYOUT_TABLE_MULTIPLIER,
+        suited_double=True, decks=8,
+    )  # fmt: skip
+    table = dealer_pb2.PutTableRequest(
+        table_id="é" * 64,
+        config=dealer_pb2.TableConfig(
+            currency="EUR", rule_sets=[rules] * 64, min_stake=2**40, max_stake=2**42,
+            max_seats=82, deal_deadline_seconds=604_800, settle_deadline_seconds=604_800,
+            enabled=True,
+        ),
+    )  # fmt: skip
+    report = audit_pb2.GetReportRequest(
+        period="month", since="2026-01-01", until="2026-12-31", operator="o" * 64,
+        table_ids=["é" * 64] * 100, format="json",
+    )  # fmt: skip
+    for request in (deal, table, report):
+        assert request.ByteSize() < REQUEST_LIMIT // 2, (type(request).__name__, request.ByteSize())
+    assert (
+        dict(_channel_options(Settings(), 64, reuse_port=False))["grpc.max_receive_message_length"]
+        == REQUEST_LIMIT
+    )
+
+
+@pytest.mark.parametrize(
+    ("size", "code"), [(REQUEST_LIMIT // 2, "PERMISSION_DENIED"), (2**20, "RESOURCE_EXHAUSTED")]
+)
+async def test_a_stranger_is_refused_from_the_size_of_its_request(
+    service: Service, size: int, code: str
+) -> None:
+    """Without credentials, a request over the limit is refused from its length prefix (gRPC's
+    RESOURCE_EXHAUSTED); one under it reaches the role check (the public may not shuffle)."""
+    stub = dealer_pb2_grpc.DealerServiceStub(service.channel)
+    request = dealer_pb2.ShuffleRequest(request_id="x", table_id="t" * size)
+    calls = [stub.Shuffle(request) for _ in range(20)]
+    for call in calls:
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call
+        assert refused.value.code().name == code

@@ -41,6 +41,7 @@ from gnau_service.edge.shutdown import STREAMS_END_SECONDS, Shutdown, exit_withi
 from gnau_service.rounds.catalogue import Catalogue
 from gnau_service.rounds.completion import RoundCompletion
 from gnau_service.rounds.dealer import Dealer
+from gnau_service.rounds.limits import MAX_GRPC_REQUEST_BYTES
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.grpc.auth import Credentials
@@ -536,7 +537,9 @@ def _channel_options(
         # the workers of one supervisor share theirs (the supervisor holds it: supervisor.py).
         ("grpc.so_reuseport", int(reuse_port)),
         *grpc_port_options(connections),
-        ("grpc.max_receive_message_length", settings.max_message_bytes),
+        # A request is read only up to the largest legitimate one; answers (receipts, entries)
+        # may be larger, up to the setting.
+        ("grpc.max_receive_message_length", MAX_GRPC_REQUEST_BYTES),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", 10_000),

@@ -395,7 +395,10 @@ class Settings:
     max_message_bytes: int = field(
         default=1024 * 1024,
         metadata=_about(
-            "--max-message-bytes", "GNAU_MAX_MESSAGE_BYTES", "largest message", _positive_whole
+            "--max-message-bytes",
+            "GNAU_MAX_MESSAGE_BYTES",
+            "largest message the server sends (requests: at most 65536 bytes)",
+            _positive_whole,
         ),
     )
     max_concurrent_rpcs: int = field(

@@ -50,7 +50,8 @@ class DealerServiceStub:
     be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
     INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
     and details are bounded: echoed values are cut with a marker, and all its trailers stay
-    under 4 KiB. A refused call changes nothing and logs nothing.
+    under 4 KiB. A refused call changes nothing and logs nothing. A request message is at most
+    65536 bytes: gRPC refuses a larger one (RESOURCE_EXHAUSTED) before reading it.
     """
 
     def __init__(self, channel):
@@ -156,7 +157,8 @@ class DealerServiceServicer:
     be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
     INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
     and details are bounded: echoed values are cut with a marker, and all its trailers stay
-    under 4 KiB. A refused call changes nothing and logs nothing.
+    under 4 KiB. A refused call changes nothing and logs nothing. A request message is at most
+    65536 bytes: gRPC refuses a larger one (RESOURCE_EXHAUSTED) before reading it.
     """
 
     def Shuffle(self, request, context):
@@ -388,7 +390,8 @@ class DealerService:
     be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
     INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
     and details are bounded: echoed values are cut with a marker, and all its trailers stay
-    under 4 KiB. A refused call changes nothing and logs nothing.
+    under 4 KiB. A refused call changes nothing and logs nothing. A request message is at most
+    65536 bytes: gRPC refuses a larger one (RESOURCE_EXHAUSTED) before reading it.
     """
 
     @staticmethod

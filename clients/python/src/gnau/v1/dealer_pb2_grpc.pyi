@@ -51,7 +51,8 @@ class DealerServiceStub:
     be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
     INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
     and details are bounded: echoed values are cut with a marker, and all its trailers stay
-    under 4 KiB. A refused call changes nothing and logs nothing.
+    under 4 KiB. A refused call changes nothing and logs nothing. A request message is at most
+    65536 bytes: gRPC refuses a larger one (RESOURCE_EXHAUSTED) before reading it.
     """
 
     @_typing.overload
@@ -145,7 +146,8 @@ class DealerServiceAsyncStub(DealerServiceStub):
     be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
     INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
     and details are bounded: echoed values are cut with a marker, and all its trailers stay
-    under 4 KiB. A refused call changes nothing and logs nothing.
+    under 4 KiB. A refused call changes nothing and logs nothing. A request message is at most
+    65536 bytes: gRPC refuses a larger one (RESOURCE_EXHAUSTED) before reading it.
     """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
@@ -235,7 +237,8 @@ class DealerServiceServicer(metaclass=_abc_1.ABCMeta):
     be used right now (STORAGE_UNAVAILABLE) or the server is shutting down (SHUTTING_DOWN);
     INTERNAL, with only a request id to quote, for a fault of the service. A refusal's message
     and details are bounded: echoed values are cut with a marker, and all its trailers stay
-    under 4 KiB. A refused call changes nothing and logs nothing.
+    under 4 KiB. A refused call changes nothing and logs nothing. A request message is at most
+    65536 bytes: gRPC refuses a larger one (RESOURCE_EXHAUSTED) before reading it.
     """
 
     @_abc_1.abstractmethod
