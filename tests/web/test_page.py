@@ -304,6 +304,9 @@ async def test_recall_lists_the_tables_rounds_and_opens_one(
     assert f"round {settled}, settled" in text
     await expect(page.locator("#round-id")).to_have_value(settled)
     await items.nth(0).click()
+    # The verdict box still shows the first round's "valid" until the second is checked: wait
+    # for the second's words first, then for its state (set as its check ends).
+    await expect(page.locator("#verdict")).to_contain_text(f"round {revealed}, revealed")
     state, _, text = await verdict(page)
     assert state == "valid", text
     assert f"round {revealed}, revealed" in text
