@@ -56,7 +56,7 @@ from gnau_service.rounds.refusals import (
     TableDisabled,
     TableNotFound,
 )
-from gnau_service.rounds.requests import check_table_id
+from gnau_service.rounds.requests import SeatLimits, check_table_id
 from gnau_service.rules.currency import Currency
 from gnau_service.rules.house_rules import HouseRules, every_rule_set
 from gnau_service.rules.return_to_player import ReturnToPlayer, fraction_text, read_fraction
@@ -77,10 +77,6 @@ from gnau_service.store.catalogue_rows import (
     tables_in_force,
     unlogged_versions,
 )
-
-#: The payload members of ``TABLE_CHANGED`` besides its actor and operator.
-TABLE_FIELDS: Final = ("table_id", "version", "config")
-
 
 #: The tables a first start catalogues for the default operator (``gnau play --tables 8`` plays
 #: at all of them), and what they deal under: euro stakes of 1 cent to 10,000 euro, the default
@@ -141,6 +137,10 @@ class TableConfig:
 
     def approves(self, rules: HouseRules) -> bool:
         return rules in self.rule_sets
+
+    def seat_limits(self, service_max_stake: int) -> SeatLimits:
+        """What a Deal's seats are held to: the table's limits, within the service's."""
+        return SeatLimits(min(self.max_stake, service_max_stake), self.min_stake, self.max_seats)
 
     def deadlines(self, service: Deadlines) -> Deadlines:
         """The table's deadlines, the service's where it sets none."""
@@ -291,13 +291,9 @@ def _text(config: TableConfig | OperatorConfig) -> str:
 
 
 def _table_changed(entry: CatalogueEntry, actor: str) -> dict[str, JsonValue]:
-    return {
-        "actor": actor,
-        OPERATOR_FIELD: entry.operator,
-        "table_id": entry.table_id,
-        "version": entry.version,
-        "config": entry.config.to_json(),
-    }
+    """The ``TABLE_CHANGED`` payload of ``entry``: the version, less the time the entry holds."""
+    logged = {key: value for key, value in entry.to_json().items() if key != "changed_at"}
+    return {"actor": actor, **logged}
 
 
 @lru_cache(maxsize=1024)
@@ -395,11 +391,7 @@ class Catalogue:
             row = table_in_force(tx, operator, table_id)
             if row is None:
                 return _add(tx, operator, table_id, config, actor)
-            current = CatalogueEntry.of_row(row)
-            if current.config == config:
-                return current
-            entry = CatalogueEntry(operator, table_id, current.version + 1, config, tx.time)
-            return _save(tx, entry, actor)
+            return _next_version(tx, CatalogueEntry.of_row(row), config, actor)
 
         return await self.store.run_async(unit, deadline=deadline)
 
@@ -422,11 +414,7 @@ class Catalogue:
             if row is None:
                 raise TableNotFound(table_id)
             current = CatalogueEntry.of_row(row)
-            config = change(current.config)
-            if config == current.config:
-                return current
-            entry = CatalogueEntry(operator, table_id, current.version + 1, config, tx.time)
-            return _save(tx, entry, actor)
+            return _next_version(tx, current, change(current.config), actor)
 
         return await self.store.run_async(unit, deadline=deadline)
 
@@ -478,10 +466,6 @@ class Catalogue:
         )
         return [CatalogueEntry.of_row(row) for row in rows]
 
-    async def state(self, operator: str) -> tuple[bool, OperatorConfig]:
-        """Whether gaming is on, and ``operator``'s configuration."""
-        return await self.store.run_async(lambda tx: (gaming_enabled(tx), _operator(tx, operator)))
-
     async def open_starter_tables(self, *, actor: str) -> tuple[CatalogueEntry, ...]:
         """On a service whose catalogue is empty (its first start), catalogue
         :data:`STARTER_TABLES` of :data:`~gnau_service.audit.operators.DEFAULT_OPERATOR`, so
@@ -525,11 +509,23 @@ def _add(
     return _save(tx, CatalogueEntry(operator, table_id, 1, config, tx.time), actor)
 
 
+def _next_version(
+    tx: Transaction, current: CatalogueEntry, config: TableConfig, actor: str
+) -> CatalogueEntry:
+    """``config`` as the table's next version; the version in force if ``config`` is its own
+    (nothing is changed or logged)."""
+    if config == current.config:
+        return current
+    entry = CatalogueEntry(current.operator, current.table_id, current.version + 1, config, tx.time)
+    return _save(tx, entry, actor)
+
+
 def _save(tx: Transaction, entry: CatalogueEntry, actor: str) -> CatalogueEntry:
     _check_band(_operator(tx, entry.operator).rtp_band, entry.config, entry.table_id)
     save_table_version(
         tx,
         CatalogueRow(entry.operator, entry.table_id, entry.version, _text(entry.config), tx.time),
+        operator_config=_text(OperatorConfig()),
     )
     tx.append(EntryKind.TABLE_CHANGED, _table_changed(entry, actor))
     return entry

@@ -226,11 +226,9 @@ class Dealer:
 
         def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
             table = self._table(tx, record)
-            limits = SeatLimits(self.max_stake)
-            if table is not None:
-                limits = SeatLimits(
-                    min(table.max_stake, self.max_stake), table.min_stake, table.max_seats
-                )
+            limits = (
+                SeatLimits(self.max_stake) if table is None else table.seat_limits(self.max_stake)
+            )
             locked, locked_beacon = locked_seats(record.rules, seats, beacon, limits)
             # The answer names each seat's player: known here, so not read back.
             players: dict[str, str] = {}

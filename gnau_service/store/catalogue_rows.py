@@ -86,9 +86,10 @@ def table_version(
     return _row(tuple(rows[0])) if rows else None
 
 
-def save_table_version(tx: Transaction, row: CatalogueRow) -> None:
+def save_table_version(tx: Transaction, row: CatalogueRow, *, operator_config: str) -> None:
     """Make ``row`` its table's version in force (its first version adds the table, and its
-    operator's row if it has none), and keep it among the table's versions."""
+    operator's row, as ``operator_config``, if it has none), and keep it among the table's
+    versions."""
     tx.execute(
         f"INSERT INTO catalogue_versions ({_COLUMNS}, logged) VALUES (?, ?, ?, ?, ?, 1)", row
     )
@@ -97,7 +98,7 @@ def save_table_version(tx: Transaction, row: CatalogueRow) -> None:
         tx.execute(
             "INSERT INTO catalogue_operators (operator, config, changed_at) VALUES (?, ?, ?)"
             " ON CONFLICT (operator) DO NOTHING",
-            (row.operator, '{"enabled":true,"rtp_band":null}', row.changed_at),
+            (row.operator, operator_config, row.changed_at),
         )
         return
     tx.execute(
