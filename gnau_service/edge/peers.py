@@ -72,3 +72,47 @@ class PeerWarnings:
             return count
         quiet.since += 1
         return None
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class PeerRates:
+    """Events per peer held to ``per_second`` on average, in bursts of ``burst`` (a token bucket
+    per peer): :meth:`over` says whether one more goes beyond it.
+
+    >>> now = [0.0]
+    >>> rates = PeerRates(per_second=1, burst=2, clock=lambda: now[0])
+    >>> [rates.over("10.0.0.1") for _ in range(3)], rates.over("10.0.0.2")
+    ([False, False, True], False)
+    >>> now[0] = 1.0
+    >>> rates.over("10.0.0.1"), rates.over("10.0.0.1")
+    (False, True)
+    """
+
+    def __init__(
+        self, per_second: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.per_second = per_second
+        self.burst = burst
+        self._clock = clock
+        self._peers: OrderedDict[str, _Bucket] = OrderedDict()
+
+    def over(self, peer: str) -> bool:
+        """Count one event from ``peer``; True if it is beyond the peer's rate."""
+        now = self._clock()
+        bucket = self._peers.get(peer)
+        if bucket is None:
+            bucket = self._peers[peer] = _Bucket(float(self.burst), now)
+            while len(self._peers) > MAX_REMEMBERED_PEERS:
+                self._peers.popitem(last=False)
+        self._peers.move_to_end(peer)
+        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.per_second)
+        bucket.at = now
+        if bucket.tokens < 1:
+            return True
+        bucket.tokens -= 1
+        return False

@@ -89,9 +89,13 @@ MAX_CHECKPOINTS_PER_CALL: Final = 10_000
 
 # -- streams (the defaults of their settings) ------------------------------------------------------
 
-#: Server-streaming calls open at once, in total and from one peer address.
+#: Server-streaming calls open at once, in total and from one caller (a credential, or the
+#: address of a caller without one).
 DEFAULT_MAX_STREAMS: Final = 500
-DEFAULT_MAX_STREAMS_PER_PEER: Final = 50
+DEFAULT_MAX_STREAMS_PER_CALLER: Final = 50
+#: Calls in flight at once from one caller (the total is ``--max-concurrent-rpcs``): a quarter,
+#: so that one platform's burst leaves the others three quarters.
+DEFAULT_MAX_CALLS_PER_CALLER: Final = 250
 #: A WatchEntries stream that has caught up sends at most one message per this interval, so
 #: that hundreds of streams cost the writer little however often the log grows.
 WATCH_INTERVAL_SECONDS: Final = 0.25
@@ -110,9 +114,10 @@ MAX_TRAILER_BYTES: Final = 4096
 
 __all__ = [
     "CHECKPOINTS_PER_MESSAGE",
+    "DEFAULT_MAX_CALLS_PER_CALLER",
     "DEFAULT_MAX_STAKE",
     "DEFAULT_MAX_STREAMS",
-    "DEFAULT_MAX_STREAMS_PER_PEER",
+    "DEFAULT_MAX_STREAMS_PER_CALLER",
     "DEFAULT_PAGE_SIZE",
     "ENTRIES_PER_MESSAGE",
     "LARGEST_MAX_STAKE",

@@ -40,6 +40,7 @@ def log_lines(captured: str) -> list[dict[str, object]]:
     return [json.loads(line) for line in captured.splitlines() if line.startswith("{")]
 
 
+OPERATOR = (("authorization", f"Bearer {TOKENS['operator']}"),)
 REVEAL = dealer_pb2.RevealRequest(request_id="r-1", round_id="r-1").SerializeToString()
 #: A DealRequest whose one seat's player_id is the byte 0xff: not UTF-8.
 BAD_UTF8_DEAL = b"\x0a\x01x" + b"\x1a\x05\x12\x01\xff\x18\x01"
@@ -48,7 +49,7 @@ BAD_UTF8_DEAL = b"\x0a\x01x" + b"\x1a\x05\x12\x01\xff\x18\x01"
 @pytest.mark.parametrize(
     ("method", "data"),
     [
-        ("/gnau.v1.DealerService/Reveal", REVEAL + b"\x1b"),  # one trailing byte, no token
+        ("/gnau.v1.DealerService/Reveal", REVEAL + b"\x1b"),  # one trailing byte
         ("/gnau.v1.DealerService/Deal", BAD_UTF8_DEAL),
         ("/gnau.v1.DealerService/GetRound", b"\xff\xff\xff\xff"),
         ("/gnau.v1.AuditService/GetCheckpoint", b"\x0a\x80"),  # a truncated length
@@ -58,8 +59,9 @@ BAD_UTF8_DEAL = b"\x0a\x01x" + b"\x1a\x05\x12\x01\xff\x18\x01"
 async def test_an_undecodable_request_is_invalid_argument_without_a_traceback(
     service: Service, capsys: pytest.CaptureFixture[str], method: str, data: bytes
 ) -> None:
+    # The caller's credentials are good: a request is decoded only after they are checked.
     with pytest.raises(grpc.aio.AioRpcError) as caught:
-        await raw_method(service.channel, method)(data)
+        await raw_method(service.channel, method)(data, metadata=OPERATOR)
     assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert caught.value.details() == "the request could not be decoded"
     assert error_info(caught.value).reason == "UNDECODABLE_REQUEST"
@@ -75,7 +77,7 @@ async def test_undecodable_requests_warn_once_per_peer_with_a_count(
     reveal = raw_method(service.channel, "/gnau.v1.DealerService/Reveal")
     for _ in range(7):
         with pytest.raises(grpc.aio.AioRpcError):
-            await reveal(REVEAL + b"\x1b")
+            await reveal(REVEAL + b"\x1b", metadata=OPERATOR)
     lines = log_lines(capsys.readouterr().err)
     warnings = [line for line in lines if line.get("level") == "warning"]
     assert len(warnings) == 1, warnings

@@ -89,11 +89,15 @@ STATED = [
     (AUDIT_PROTO, f"every {limits.WATCH_INTERVAL_SECONDS} s"),
     (API_DOC, f"every {limits.WATCH_INTERVAL_SECONDS} s"),
     (AUDIT_PROTO, f"({limits.DEFAULT_MAX_STREAMS} by default)"),
-    (AUDIT_PROTO, f"from one client address ({limits.DEFAULT_MAX_STREAMS_PER_PEER})"),
+    (AUDIT_PROTO, f"of a caller without one ({limits.DEFAULT_MAX_STREAMS_PER_CALLER})"),
     (
         API_DOC,
-        f"`--max-streams` ({limits.DEFAULT_MAX_STREAMS}) in total, `--max-streams-per-peer` "
-        f"({limits.DEFAULT_MAX_STREAMS_PER_PEER})",
+        f"`--max-streams` ({limits.DEFAULT_MAX_STREAMS}) in total, `--max-streams-per-caller` "
+        f"({limits.DEFAULT_MAX_STREAMS_PER_CALLER}) from one caller",
+    ),
+    (
+        API_DOC,
+        f"`--max-calls-per-caller` ({limits.DEFAULT_MAX_CALLS_PER_CALLER}) from one caller",
     ),
     (DEALER_PROTO, f"naming at most {limits.MAX_FIELD_VIOLATIONS} of them"),
     (API_DOC, f"lists at most {limits.MAX_FIELD_VIOLATIONS} field violations"),

@@ -20,7 +20,7 @@ from gnau_service.server.process.app import running
 from gnau_service.server.process.config import ConfigError, Settings, load_settings
 from tests.catalogued import catalogue
 from tests.mounts import fill, tmpfs
-from tests.server.conftest import Service, write_tokens
+from tests.server.conftest import TOKENS, Service, write_tokens
 from tests.server.test_interceptors import raw_method
 from tests.server.test_service import play, refusal, shuffle
 
@@ -160,7 +160,9 @@ async def test_refusals_are_counted_under_their_code_and_reason(metered: Service
     )
     assert (await refusal(unknown_token)).code() == grpc.StatusCode.UNAUTHENTICATED
     assert (await refusal(shuffle(metered, "busy"))).code() == grpc.StatusCode.FAILED_PRECONDITION
-    undecodable = raw_method(metered.channel, f"/{DEALER}/Shuffle")(b"\xff\xff\xff")
+    undecodable = raw_method(metered.channel, f"/{DEALER}/Shuffle")(
+        b"\xff\xff\xff", metadata=(("authorization", f"Bearer {TOKENS['operator']}"),)
+    )
     assert (await refusal(undecodable)).code() == grpc.StatusCode.INVALID_ARGUMENT
     after = await scrape_settled(port)
 

@@ -46,10 +46,10 @@ def watch(channel: grpc.aio.Channel, start: int = 0) -> grpc.aio.UnaryStreamCall
     )
 
 
-async def test_a_peer_over_its_share_is_refused_and_a_closed_stream_frees_a_slot(
+async def test_a_caller_over_its_share_is_refused_and_a_closed_stream_frees_a_slot(
     settings: Settings,
 ) -> None:
-    settings = dataclasses.replace(settings, max_streams=10, max_streams_per_peer=3)
+    settings = dataclasses.replace(settings, max_streams=10, max_streams_per_caller=3)
     async with (
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
@@ -61,7 +61,9 @@ async def test_a_peer_over_its_share_is_refused_and_a_closed_stream_frees_a_slot
             await watch(channel).read()
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert error_info(refused.value).reason == "TOO_MANY_STREAMS"
-        assert "peer 127.0.0.1" in str(refused.value.details())
+        # The auditor's share (its credential's name), not the server's.
+        assert str(refused.value.details()).startswith("token:")
+        assert "already has 3 streams open" in str(refused.value.details())
         streams[0].cancel()
         await until(lambda: app.streams.open == 2)
         replacement = watch(channel)
@@ -69,30 +71,49 @@ async def test_a_peer_over_its_share_is_refused_and_a_closed_stream_frees_a_slot
 
 
 async def test_the_server_over_its_total_is_refused_whoever_asks(settings: Settings) -> None:
-    # Two peers: the IPv4 and the IPv6 loopback addresses of a dual-stack listener.
-    settings = dataclasses.replace(settings, listen="[::]:0", max_streams=4, max_streams_per_peer=3)
+    # Two callers (two auditors' tokens) from two peers: the IPv4 and the IPv6 loopback
+    # addresses of a dual-stack listener.
+    tokens = json.loads(settings.tokens.read_text())
+    tokens["tokens"]["second-auditor"] = "auditor"
+    settings.tokens.write_text(json.dumps(tokens))
+    settings = dataclasses.replace(
+        settings, listen="[::]:0", max_streams=4, max_streams_per_caller=3
+    )
     async with (
         running(settings) as app,
         grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as first,
         grpc.aio.insecure_channel(f"[::1]:{app.port}") as second,
     ):
-        held = [watch(first) for _ in range(3)] + [watch(second)]
+        held = [watch(first) for _ in range(3)] + [second_auditor_watch(second)]
         for stream in held:
             await stream.read()
         with pytest.raises(grpc.aio.AioRpcError) as refused:
-            await watch(second).read()
+            await (
+                audit_pb2_grpc.AuditServiceStub(second)
+                .WatchEntries(
+                    audit_pb2.WatchEntriesRequest(),
+                    metadata=(("authorization", "Bearer second-auditor"),),
+                )
+                .read()
+            )
         assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert "the server" in str(refused.value.details())
+        assert str(refused.value.details()).startswith("the server already has 4 streams")
 
 
-def test_slots_count_per_peer_and_in_total() -> None:
+def second_auditor_watch(channel: grpc.aio.Channel) -> grpc.aio.UnaryStreamCall:
+    return audit_pb2_grpc.AuditServiceStub(channel).WatchEntries(
+        audit_pb2.WatchEntriesRequest(), metadata=(("authorization", "Bearer second-auditor"),)
+    )
+
+
+def test_slots_count_per_caller_and_in_total() -> None:
     async def scenario() -> list[str]:
-        slots = StreamSlots(total=3, per_peer=2)
+        slots = StreamSlots(total=3, per_caller=2)
         refusals = []
-        async with slots.slot("a"), slots.slot("a"), slots.slot("b"):
+        with slots.held("a"), slots.held("a"), slots.held("b"):
             for peer in ("a", "b", "c"):
                 try:
-                    async with slots.slot(peer):
+                    with slots.held(peer):
                         pass
                 except Exception as error:
                     refusals.append(str(error))
@@ -102,7 +123,7 @@ def test_slots_count_per_peer_and_in_total() -> None:
 
     refusals = asyncio.run(scenario())
     assert refusals == [
-        "peer a already has 2 streams open, the most allowed; close one first",
+        "a already has 2 streams open, the most allowed; close one first",
         "the server already has 3 streams open, the most allowed; close one first",
         "the server already has 3 streams open, the most allowed; close one first",
     ]

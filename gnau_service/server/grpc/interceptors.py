@@ -8,18 +8,25 @@ wrapped handler runs every step below *inside* the call, where contextvars (stru
 included) propagate: values set in ``intercept_service`` itself do not reach the handler
 (grpc/grpc#33071).
 
+Every method is served in its request-streaming shape (the same on the wire), so that grpc
+starts the call as its headers arrive: the checks below come before its request is read, and a
+call refused by them costs no read, no decoding and no waiting for a body that never comes.
+
 1. The request id: the client's ``x-request-id`` if it is short printable ASCII, else a fresh
    one; bound to every log line of the call and returned in the trailers.
-2. A request that did not decode is refused (INVALID_ARGUMENT) before anything else, with at
-   most one warning per peer per minute: the deserializer never raises (grpc would answer
-   UNKNOWN and log a traceback), it hands over :data:`UNDECODABLE` instead.
-3. During shutdown, every call but a health check is refused (UNAVAILABLE).
-4. The caller (:class:`~gnau_service.server.grpc.auth.Caller`), from a bearer token or an mTLS
+2. During shutdown, every call but a health check is refused (UNAVAILABLE).
+3. The caller (:class:`~gnau_service.server.grpc.auth.Caller`), from a bearer token or an mTLS
    name, must have a role allowed the method, and an operator the method allows (the log's
    entries are every operator's); its role, actor and operator are set for the servicers
    (:data:`current_role`, :data:`current_actor`, :data:`current_operator`).
-5. A stream takes a slot (:mod:`~gnau_service.server.grpc.streams`); a unary call is counted so that
-   shutdown can wait for it.
+4. The call takes a slot of its caller's share, and a stream one more
+   (:mod:`~gnau_service.server.grpc.shares`, :mod:`~gnau_service.server.grpc.streams`); a unary
+   call is counted so that shutdown can wait for it.
+5. Only then is the request read: its one message within
+   :data:`~gnau_service.edge.grpc_port.REQUEST_SECONDS` (DEADLINE_EXCEEDED, ``REQUEST_TOO_SLOW``),
+   up to the port's largest request. One that does not decode is refused (INVALID_ARGUMENT),
+   with at most one warning per peer per minute: the deserializer never raises (grpc would
+   answer UNKNOWN and log a traceback), it hands over :data:`UNDECODABLE` instead.
 6. Refusals become statuses with details (:mod:`~gnau_service.server.grpc.statuses`); anything else
    raised is INTERNAL with the request id (logged with its traceback, as structured data); a
    failure after the client went away is nobody's business and ends quietly.
@@ -40,7 +47,8 @@ from typing import Any, Final
 import grpc
 import structlog
 
-from gnau_service.edge.peers import PeerWarnings, peer_address
+from gnau_service.edge.grpc_port import REQUEST_SECONDS
+from gnau_service.edge.peers import PeerRates, PeerWarnings, peer_address
 from gnau_service.edge.shutdown import Shutdown
 from gnau_service.rounds.limits import MAX_REQUEST_ID_HEADER_CHARS
 from gnau_service.rounds.refusals import DealerError
@@ -54,10 +62,13 @@ from gnau_service.server.grpc.auth import (
     allowed,
 )
 from gnau_service.server.grpc.call_observer import CallName, CallObserver, RpcType
+from gnau_service.server.grpc.shares import Shares
 from gnau_service.server.grpc.statuses import (
     EdgeRefusal,
     OperatorScope,
+    OverShare,
     PermissionDenied,
+    RequestTooSlow,
     ShuttingDown,
     Unauthenticated,
     Undecodable,
@@ -71,7 +82,13 @@ from gnau_service.store.errors import ScrubIncomplete
 
 REQUEST_ID_HEADER: Final = "x-request-id"
 HEALTH_PREFIX: Final = "/grpc.health.v1."
-#: At most one warning about undecodable requests per peer per this many seconds.
+#: Calls refused for their credentials, per peer: beyond this rate (in bursts of up to
+#: REFUSAL_BURST), each refusal is sent SLOW_REFUSAL_SECONDS late.
+REFUSALS_PER_SECOND: Final = 10.0
+REFUSAL_BURST: Final = 100
+SLOW_REFUSAL_SECONDS: Final = 2.0
+#: At most one warning about undecodable requests, and one about calls refused for their
+#: credentials, per peer per this many seconds.
 UNDECODABLE_WARNING_SECONDS: Final = 60.0
 
 #: The caller's role, for the servicers' finer checks (public GetRound).
@@ -124,10 +141,12 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
     def __init__(
         self,
         credentials: Credentials,
+        calls: Shares,
         streams: StreamSlots,
         shutdown: Shutdown,
     ) -> None:
         self.credentials = credentials
+        self._calls = calls
         self._streams = streams
         self._shutdown = shutdown
         #: What a call that could not use the store sets off; the start sets it.
@@ -135,6 +154,8 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         #: Who sees each call begin and end (tracing, metrics); the start sets them.
         self.observers: tuple[CallObserver, ...] = ()
         self.undecodable = PeerWarnings(UNDECODABLE_WARNING_SECONDS)
+        self.refused_credentials = PeerWarnings(UNDECODABLE_WARNING_SECONDS)
+        self.refusal_rates = PeerRates(REFUSALS_PER_SECOND, REFUSAL_BURST)
         # Each method's wrapped handler, made on its first call rather than on every call.
         self._wrapped: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
 
@@ -157,45 +178,49 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
     def _wrap(
         self, method: str, handler: grpc.RpcMethodHandler[Any, Any]
     ) -> grpc.RpcMethodHandler[Any, Any]:
+        """The method's handler, served in its request-streaming shape (the wire is the same):
+        grpc then starts it as the call's headers arrive, so that the checks come before the
+        request is read, and a refused call never waits for its body."""
         serializers = {
             "request_deserializer": tolerant(handler.request_deserializer),
             "response_serializer": handler.response_serializer,
         }
         call = CallName.of(method, RpcType.of(handler))
         if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary_response(call, handler.unary_unary), **serializers
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary_response(call, handler.unary_unary, one_request=True), **serializers
             )
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(
-                self._unary_response(call, handler.stream_unary), **serializers
+                self._unary_response(call, handler.stream_unary, one_request=False),
+                **serializers,
             )
         if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streamed_response(call, handler.unary_stream), **serializers
+            return grpc.stream_stream_rpc_method_handler(
+                self._streamed_response(call, handler.unary_stream, one_request=True),
+                **serializers,
             )
         assert handler.stream_stream is not None
         return grpc.stream_stream_rpc_method_handler(
-            self._streamed_response(call, handler.stream_stream), **serializers
+            self._streamed_response(call, handler.stream_stream, one_request=False),
+            **serializers,
         )
 
-    def _unary_response(self, call: CallName, behaviour: Any) -> Any:
-        async def wrapped(request: Any, context: Context) -> Any:
-            request = self._checked_requests(request, context, call.full)
-
-            async def body() -> Any:
+    def _unary_response(self, call: CallName, behaviour: Any, *, one_request: bool) -> Any:
+        async def wrapped(requests: AsyncIterator[Any], context: Context) -> Any:
+            async def body(request: Any) -> Any:
                 with self._shutdown.call():
                     return await behaviour(request, context)
 
-            return await self._observed(call, request, context, body, streaming=False)
+            return await self._observed(
+                call, _Requests(requests, one_request), context, body, streaming=False
+            )
 
         return wrapped
 
-    def _streamed_response(self, call: CallName, behaviour: Any) -> Any:
-        async def wrapped(request: Any, context: Context) -> None:
-            request = self._checked_requests(request, context, call.full)
-
-            async def body() -> None:
+    def _streamed_response(self, call: CallName, behaviour: Any, *, one_request: bool) -> Any:
+        async def wrapped(requests: AsyncIterator[Any], context: Context) -> None:
+            async def body(request: Any) -> None:
                 responses = behaviour(request, context)
                 if hasattr(responses, "__aiter__"):  # an async generator
                     async for response in responses:
@@ -203,18 +228,35 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 else:  # a coroutine that writes with context.write itself
                     await responses
 
-            await self._observed(call, request, context, body, streaming=True)
+            await self._observed(
+                call, _Requests(requests, one_request), context, body, streaming=True
+            )
 
         return wrapped
 
-    def _checked_requests(self, request: Any, context: Context, method: str) -> Any:
-        """A request stream whose undecodable message refuses the call (a unary request is
-        checked in :meth:`_handle`)."""
-        if not hasattr(request, "__aiter__"):
-            return request
+    async def _request(self, requests: _Requests, context: Context, method: str) -> Any:
+        """The request the method takes: its one message, read within
+        :data:`~gnau_service.edge.grpc_port.REQUEST_SECONDS`, or its messages as they come;
+        an undecodable (or missing) message refuses the call."""
+        if not requests.one:
+            return self._checked_requests(requests.stream, context, method)
+        try:
+            async with asyncio.timeout(REQUEST_SECONDS):
+                request = await anext(aiter(requests.stream), UNDECODABLE)
+        except TimeoutError:
+            raise RequestTooSlow(REQUEST_SECONDS) from None
+        if request is UNDECODABLE:
+            self._warn_undecodable(context, method)
+            raise Undecodable()
+        return request
+
+    def _checked_requests(
+        self, requests: AsyncIterator[Any], context: Context, method: str
+    ) -> AsyncIterator[Any]:
+        """A request stream whose undecodable message refuses the call."""
 
         async def checked() -> AsyncIterator[Any]:
-            async for message in request:
+            async for message in requests:
                 if message is UNDECODABLE:
                     self._warn_undecodable(context, method)
                     raise Undecodable()
@@ -225,20 +267,20 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
     async def _observed(
         self,
         call: CallName,
-        request: Any,
+        requests: _Requests,
         context: Context,
-        body: Callable[[], Awaitable[Any]],
+        body: Callable[[Any], Awaitable[Any]],
         *,
         streaming: bool,
     ) -> Any:
         """:meth:`_handle`, with the observers told how the call started and ended."""
         if not self.observers:
-            return await self._handle(call.full, request, context, body, streaming=streaming)
+            return await self._handle(call.full, requests, context, body, streaming=streaming)
         watches = [observer.start(call, context) for observer in self.observers]
         outcome = _Outcome()
         try:
             return await self._handle(
-                call.full, request, context, body, streaming=streaming, outcome=outcome
+                call.full, requests, context, body, streaming=streaming, outcome=outcome
             )
         except asyncio.CancelledError:
             outcome.code, outcome.reason = grpc.StatusCode.CANCELLED, ""
@@ -254,9 +296,9 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
     async def _handle(
         self,
         method: str,
-        request: Any,
+        requests: _Requests,
         context: Context,
-        body: Callable[[], Awaitable[Any]],
+        body: Callable[[Any], Awaitable[Any]],
         *,
         streaming: bool,
         outcome: _Outcome | None = None,
@@ -264,20 +306,21 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         request_id = _bind_request_id(method, context)
         started = time.perf_counter()
         try:
-            if request is UNDECODABLE:
-                self._warn_undecodable(context, method)
-                raise Undecodable()
-            if self._shutdown.begun and not method.startswith(HEALTH_PREFIX):
+            health = method.startswith(HEALTH_PREFIX)
+            if self._shutdown.begun and not health:
                 raise ShuttingDown()
             caller = self._caller(method, context)
             current_role.set(caller.role)
             current_actor.set(caller.actor)
             current_operator.set(caller.operator)
-            if streaming:
-                async with self._streams.slot(peer_address(context.peer())):
-                    response = await self._streams.run(body)
-            else:
-                response = await body()
+            share = caller.actor or f"address {peer_address(context.peer())}"
+            with self._calls.held(share, counted_in_total=not health):
+                request = await self._request(requests, context, method)
+                if streaming:
+                    with self._streams.held(share):
+                        response = await self._streams.run(lambda: body(request))
+                else:
+                    response = await body(request)
         except _REFUSALS as error:
             await self._refuse(context, started, error, outcome)
         except grpc.aio.AbortError:
@@ -303,7 +346,13 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         status = status_of(error)
         if outcome is not None:
             outcome.code, outcome.reason = status.code, reason_of(status)
-        if not isinstance(error, Undecodable):  # counted in its peer's warning instead
+        if isinstance(error, Unauthenticated | PermissionDenied):
+            self._warn_refused_credentials(context, status)
+            if self.refusal_rates.over(peer_address(context.peer())):
+                # A peer refused faster than any honest client is: its refusals wait, so that
+                # its calls at once, not its speed, bound what it costs.
+                await asyncio.sleep(SLOW_REFUSAL_SECONDS)
+        elif not isinstance(error, Undecodable | OverShare):  # each counted in a warning instead
             log.info("rpc refused", code=status.code.name, reason=status.details, ms=_ms(started))
         # A stalled log is the store's to report (StorageHealth watches it), not an outage; nor
         # is a forget whose scrub a long read held up (the store works).
@@ -344,6 +393,22 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 return caller
         return PUBLIC_CALLER
 
+    def _warn_refused_credentials(self, context: Context, status: grpc.Status) -> None:
+        """A stranger's calls (or a client's wrong token) cost no log line each: at most one
+        WARNING per peer a minute, with the count it stands for."""
+        peer = peer_address(context.peer())
+        count = self.refused_credentials.due(peer)
+        if count is not None:
+            log.warning(
+                "calls refused for their credentials",
+                peer=peer,
+                code=status.code.name,
+                reason=status.details,
+                count=count,
+                total=self.refused_credentials.total,
+                per_seconds=UNDECODABLE_WARNING_SECONDS,
+            )
+
     def _warn_undecodable(self, context: Context, method: str) -> None:
         peer = peer_address(context.peer())
         count = self.undecodable.due(peer)
@@ -356,6 +421,14 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
                 total=self.undecodable.total,
                 per_seconds=UNDECODABLE_WARNING_SECONDS,
             )
+
+
+@dataclass(frozen=True)
+class _Requests:
+    """A call's request messages as grpc hands them over, and whether its method takes one."""
+
+    stream: AsyncIterator[Any]
+    one: bool
 
 
 @dataclass

@@ -81,7 +81,9 @@ class Reason(StrEnum):
     PERMISSION_DENIED = "PERMISSION_DENIED"
     OPERATOR_SCOPE = "OPERATOR_SCOPE"
     LISTING_NOT_PUBLIC = "LISTING_NOT_PUBLIC"
+    TOO_MANY_CALLS = "TOO_MANY_CALLS"
     TOO_MANY_STREAMS = "TOO_MANY_STREAMS"
+    REQUEST_TOO_SLOW = "REQUEST_TOO_SLOW"
     STORAGE_UNAVAILABLE = "STORAGE_UNAVAILABLE"
     LOG_STALLED = "LOG_STALLED"
     SHUTTING_DOWN = "SHUTTING_DOWN"
@@ -111,7 +113,9 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     Reason.OPERATOR_SCOPE: grpc.StatusCode.PERMISSION_DENIED,
     Reason.LISTING_NOT_PUBLIC: grpc.StatusCode.PERMISSION_DENIED,
+    Reason.TOO_MANY_CALLS: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.TOO_MANY_STREAMS: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Reason.REQUEST_TOO_SLOW: grpc.StatusCode.DEADLINE_EXCEEDED,
     Reason.STORAGE_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     Reason.LOG_STALLED: grpc.StatusCode.UNAVAILABLE,
     Reason.SHUTTING_DOWN: grpc.StatusCode.UNAVAILABLE,
@@ -178,17 +182,39 @@ class ShuttingDown(EdgeRefusal):
         super().__init__("the server is shutting down; retry (another replica will answer)")
 
 
-class TooManyStreams(EdgeRefusal):
-    """A stream over the limit: ``scope`` says whose (the peer's, or the server's)."""
+class OverShare(EdgeRefusal):
+    """A call over a share (:mod:`~gnau_service.server.grpc.shares`): ``scope`` says whose (a
+    caller's, or the server's)."""
 
-    reason = Reason.TOO_MANY_STREAMS
+    #: What the share counts, and what the client may do about it.
+    what: str = "calls in flight"
+    then: str = "wait for one to end"
 
     def __init__(self, scope: str, limit: int) -> None:
         super().__init__(
-            f"{scope} already has {limit} streams open, the most allowed; close one first",
+            f"{scope} already has {limit} {self.what}, the most allowed; {self.then}",
             limit=str(limit),
         )
         self.scope = scope
+
+
+class TooManyCalls(OverShare):
+    reason = Reason.TOO_MANY_CALLS
+
+
+class TooManyStreams(OverShare):
+    reason = Reason.TOO_MANY_STREAMS
+    what = "streams open"
+    then = "close one first"
+
+
+class RequestTooSlow(EdgeRefusal):
+    """A call whose request message did not arrive in time after its headers."""
+
+    reason = Reason.REQUEST_TOO_SLOW
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"the request message did not arrive within {seconds:g} s")
 
 
 # -- statuses --------------------------------------------------------------------------------------
@@ -261,7 +287,7 @@ def status_of(error: DealerError | RulesError | StoreUnavailable | EdgeRefusal) 
             Reason.STORAGE_UNAVAILABLE,
             "the store cannot be used right now; retry with the same request_id",
         )
-    if isinstance(error, TooManyStreams):
+    if isinstance(error, OverShare):
         quota = error_details_pb2.QuotaFailure(
             violations=[
                 error_details_pb2.QuotaFailure.Violation(

@@ -30,9 +30,10 @@ from gnau_service.rounds.deadlines import (
     Deadlines,
 )
 from gnau_service.rounds.limits import (
+    DEFAULT_MAX_CALLS_PER_CALLER,
     DEFAULT_MAX_STAKE,
     DEFAULT_MAX_STREAMS,
-    DEFAULT_MAX_STREAMS_PER_PEER,
+    DEFAULT_MAX_STREAMS_PER_CALLER,
     LARGEST_MAX_STAKE,
     MOST_SEATS,
 )
@@ -419,12 +420,23 @@ class Settings:
             _positive_whole,
         ),
     )
-    max_streams_per_peer: int = field(
-        default=DEFAULT_MAX_STREAMS_PER_PEER,
+    max_calls_per_caller: int = field(
+        default=DEFAULT_MAX_CALLS_PER_CALLER,
         metadata=_about(
-            "--max-streams-per-peer",
-            "GNAU_MAX_STREAMS_PER_PEER",
-            "streams open at once from one address, then RESOURCE_EXHAUSTED",
+            "--max-calls-per-caller",
+            "GNAU_MAX_CALLS_PER_CALLER",
+            "calls in flight at once from one credential (or, without one, one address), then"
+            " RESOURCE_EXHAUSTED",
+            _positive_whole,
+        ),
+    )
+    max_streams_per_caller: int = field(
+        default=DEFAULT_MAX_STREAMS_PER_CALLER,
+        metadata=_about(
+            "--max-streams-per-caller",
+            "GNAU_MAX_STREAMS_PER_CALLER",
+            "streams open at once from one credential (or, without one, one address), then"
+            " RESOURCE_EXHAUSTED",
             _positive_whole,
         ),
     )
@@ -675,10 +687,15 @@ def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
             f"{setting('witness_quorum')} is {settings.witness_quorum}, more than the "
             f"{len(settings.witnesses)} witnesses"
         )
-    if settings.max_streams_per_peer > settings.max_streams:
+    if settings.max_streams_per_caller > settings.max_streams:
         raise ConfigError(
-            f"{setting('max_streams_per_peer')} must be at most 'max_streams' "
+            f"{setting('max_streams_per_caller')} must be at most 'max_streams' "
             f"({settings.max_streams})"
+        )
+    if settings.max_calls_per_caller > settings.max_concurrent_rpcs:
+        raise ConfigError(
+            f"{setting('max_calls_per_caller')} must be at most 'max_concurrent_rpcs' "
+            f"({settings.max_concurrent_rpcs})"
         )
     return settings
 
