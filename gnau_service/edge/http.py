@@ -8,9 +8,11 @@ seconds of a connection, and a refusal that is written without reading further.
 =================================  ==============================  ==============================
 limit                              value                           beyond it
 =================================  ==============================  ==============================
-connections open on one port       :data:`MAX_CONNECTIONS`, less   503 ``UNAVAILABLE``, written
-                                   when the descriptor limit is    at once, then closed
-                                   low (:func:`connection_cap`)
+connections open on one port       :data:`MAX_CONNECTIONS`, less   the oldest connection that
+                                   when the descriptor limit is    is not mid-request is closed
+                                   low (:func:`connection_cap`)    to make room; if every one
+                                                                   is, 503 ``UNAVAILABLE``,
+                                                                   written at once, then closed
 connections from one peer address  :data:`MAX_CONNECTIONS_PER_PEER`  429 ``RESOURCE_EXHAUSTED``,
                                                                   then closed
 a connection with no request       :data:`IDLE_SECONDS`            closed
@@ -35,6 +37,13 @@ port says how a refusal looks (:class:`RefusalShape`): the dealer's ports answer
 Every status line is ``HTTP/1.1``; a request of another version than 1.0 or 1.1
 is refused (400). A client's mistake is never logged as an error: at most one
 WARNING per peer per :data:`WARNING_INTERVAL_SECONDS`, with the count it stands for.
+
+A full port sheds instead of refusing: a newcomer takes the place of the connection that has
+waited longest without a request in progress, first among those that never completed a request
+(a flood of idle or slow connections), then among kept-alive ones. A connection whose request's
+headers have arrived, or whose answer is still leaving, is never shed; a client whose idle
+kept-alive connection was shed opens another, as HTTP clients do after an idle close. So an idle
+flood, from however many addresses, cannot shut honest clients out: they displace it.
 
 Descriptors are the resource that, once spent, stops everything else the process does (the
 gRPC port, health, the database). :func:`descriptor_limit` raises the soft ``RLIMIT_NOFILE`` to
@@ -311,19 +320,6 @@ def _peer(transport: asyncio.BaseTransport) -> str:
     return "local"
 
 
-class _Refused(asyncio.Protocol):
-    """A connection over the port's cap: the prepared 503, then the end."""
-
-    def __init__(self, edge: EdgeServer) -> None:
-        self._edge = edge
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._edge.refused(_peer(transport), 503, "connection")
-        assert isinstance(transport, asyncio.WriteTransport)
-        transport.write(self._edge.full_answer)
-        transport.close()
-
-
 class EdgeProtocol(RequestHandler):
     """aiohttp's request handler, with the connection budget, the header deadline and
     refusals in the port's shape."""
@@ -333,6 +329,8 @@ class EdgeProtocol(RequestHandler):
         self._edge = edge
         self._peer_address = "local"
         self._admitted = False
+        #: Counted in the port's budget (until it is lost, or shed).
+        self._counted = False
         self._in_request = False
         self._header_deadline: asyncio.TimerHandle | None = None
         self._answer_deadline: asyncio.TimerHandle | None = None
@@ -343,6 +341,10 @@ class EdgeProtocol(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         edge = self._edge
         self._peer_address = _peer(transport)
+        # Decided here, as each connection is counted in: asyncio accepts a burst of them
+        # before any is made.
+        if edge.budget.full:
+            edge.shed_one()
         refused = edge.budget.admit(self._peer_address)
         if refused is not None:
             status, reason = refused
@@ -351,14 +353,35 @@ class EdgeProtocol(RequestHandler):
             transport.write(edge.limits.shape.raw(status, reason))
             transport.close()
             return
-        self._admitted = True
+        self._admitted = self._counted = True
+        edge.waiting(self, fresh=True)
         super().connection_made(transport)
+
+    @property
+    def sheddable(self) -> bool:
+        """Not mid-request: no request's handler running, no answer still leaving."""
+        transport = self.transport
+        return (
+            self._counted
+            and not self._in_request
+            and (transport is None or transport.get_write_buffer_size() == 0)
+        )
+
+    def shed(self) -> None:
+        """Close this connection to make room for a newcomer; its place is free at once."""
+        self._counted = False
+        self._edge.budget.release(self._peer_address)
+        if self.transport is not None:
+            self.transport.close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         if not self._admitted:
             return
         self._admitted = False
-        self._edge.budget.release(self._peer_address)
+        self._edge.gone(self)
+        if self._counted:
+            self._counted = False
+            self._edge.budget.release(self._peer_address)
         self._cancel_header_deadline()
         if self._answer_deadline is not None:
             self._answer_deadline.cancel()
@@ -373,6 +396,7 @@ class EdgeProtocol(RequestHandler):
 
     def request_started(self) -> None:
         self._in_request = True
+        self._edge.gone(self)
         self._cancel_header_deadline()
 
     def request_finished(self) -> None:
@@ -380,6 +404,8 @@ class EdgeProtocol(RequestHandler):
         unsent bytes that did not shrink in :data:`ANSWER_SECONDS` (a client that stopped
         reading) end the connection."""
         self._in_request = False
+        if self._admitted:
+            self._edge.waiting(self, fresh=False)
         if self._answer_deadline is None:
             self._answer_deadline = self._loop.call_later(ANSWER_SECONDS, self._answer_check, None)
 
@@ -446,13 +472,47 @@ class EdgeServer(web.Server):
         self.limits = limits
         self.budget = ConnectionBudget(limits.connections)
         self.warnings = PeerWarnings(WARNING_INTERVAL_SECONDS)
-        self.full_answer = limits.shape.raw(503, FULL_REASON)
+        #: Connections with no request in progress, longest waiting first: those that never
+        #: completed a request, and those kept alive after one.
+        self._fresh: dict[EdgeProtocol, None] = {}
+        self._kept: dict[EdgeProtocol, None] = {}
+        #: Connections shed for newcomers since the start.
+        self.shed_total = 0
 
     # aiohttp uses the server only as the listener's protocol factory: any protocol will do.
     def __call__(self) -> asyncio.Protocol:  # type: ignore[override]
-        if self.budget.full:
-            return _Refused(self)
         return EdgeProtocol(self, loop=self._loop, **self._kwargs)
+
+    def waiting(self, protocol: EdgeProtocol, *, fresh: bool) -> None:
+        """``protocol`` has no request in progress: it may be shed, after those waiting longer."""
+        self.gone(protocol)
+        (self._fresh if fresh else self._kept)[protocol] = None
+
+    def gone(self, protocol: EdgeProtocol) -> None:
+        """``protocol`` is mid-request, or closed: never shed."""
+        self._fresh.pop(protocol, None)
+        self._kept.pop(protocol, None)
+
+    def shed_one(self) -> bool:
+        """Close the connection that has waited longest without a request (a fresh one first),
+        if there is one not mid-request."""
+        for waiting in (self._fresh, self._kept):
+            for protocol in waiting:
+                if protocol.sheddable:  # else its answer is still leaving: it stays
+                    del waiting[protocol]
+                    protocol.shed()
+                    self.shed_total += 1
+                    count = self.warnings.due(protocol._peer_address)
+                    if count is not None:
+                        log.warning(
+                            "http_shed",
+                            port=self.limits.name,
+                            peer=protocol._peer_address,
+                            reason="the port was full; this connection had no request in progress",
+                            refusals=count,
+                        )
+                    return True
+        return False
 
     def refused(self, peer: str, status: int, where: str) -> None:
         """Count a refusal that is the client's doing; warn for its peer when one is due."""

@@ -9,6 +9,7 @@ reads them (:mod:`gnau_service.edge.http`), so the same code runs in a second.
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -170,20 +171,54 @@ async def test_slow_and_idle_clients_are_cut_off(
     assert time.monotonic() - started < 2
 
 
-async def test_connections_over_the_cap_are_refused_at_once(
+async def test_a_newcomer_to_a_full_port_displaces_the_oldest_idle_connection(
     witness: tuple[int, RunningWitness, Any],
 ) -> None:
     port, _, _ = witness
-    held = [held_connection(port, f"127.0.3.{n % 5 + 1}") for n in range(20)]
+    held = []
+    for n in range(20):
+        held.append(held_connection(port, f"127.0.3.{n % 5 + 1}"))
+        await asyncio.sleep(0.01)  # accepted in this order
     try:
         await asyncio.sleep(0.2)
         answer = await exchange(port, post(b"old 0\n\n"), source="127.0.3.9")
+        assert answer.status == 400  # served (the note is not a checkpoint), not refused
+        await asyncio.sleep(0.1)
+        assert [is_closed(connection) for connection in held] == [True] + [False] * 19
+    finally:
+        for connection in held:
+            connection.close()
+
+
+async def test_a_port_whose_every_connection_is_mid_request_refuses_at_once(
+    witness: tuple[int, RunningWitness, Any],
+) -> None:
+    port, _, _ = witness
+    # Each has sent a request's headers and is sending its body: none may be shed.
+    held = [held_connection(port, f"127.0.3.{n % 5 + 1}") for n in range(20)]
+    for connection in held:
+        connection.sendall(post(b"old 0\n\n")[:-4].replace(b"Length: 7", b"Length: 70"))
+    try:
+        await asyncio.sleep(0.3)
+        answer = await exchange(port, post(b"old 0\n\n"), source="127.0.3.9")
         assert_text_refusal(answer, 503)
+        assert not any(is_closed(connection) for connection in held)
     finally:
         for connection in held:
             connection.close()
     await asyncio.sleep(0.2)
     assert (await exchange(port, post(b"old 0\n\n"))).status == 400  # served again
+
+
+def is_closed(connection: socket.socket) -> bool:
+    """Whether the server closed ``connection`` (an end of stream, or a reset, to read)."""
+    connection.settimeout(0.05)
+    try:
+        return connection.recv(4096) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
 
 
 async def test_a_stop_ends_within_the_grace_whatever_a_client_holds(
