@@ -17,6 +17,7 @@ a connection with no call in flight         closed after :data:`IDLE_SECONDS`
 a connection's age                          :data:`MAX_AGE_SECONDS`, then GOAWAY and
                                             :data:`AGE_GRACE_SECONDS` for its calls
 streams at once on one connection           :data:`MAX_CONCURRENT_STREAMS`
+a call's request message, from its headers  :data:`REQUEST_SECONDS`
 a call's metadata (headers)                 :data:`MAX_METADATA_BYTES`; gRPC refuses
                                             some calls from half of it
 ==========================================  ============================================
@@ -48,14 +49,19 @@ PROCESS_RESERVE: Final = 64
 MAX_GRPC_CONNECTIONS: Final = 4096
 #: Seconds a new connection has to finish its handshake (TLS and the HTTP/2 preface).
 HANDSHAKE_SECONDS: Final = 5
-#: Seconds a connection with no call in flight stays open.
-IDLE_SECONDS: Final = 300
+#: Seconds a connection with no call in flight stays open: gRPC cannot shed idle connections
+#: for a newcomer as the HTTP ports do, so each holds its place briefly. A client reconnects
+#: at its next call, without failing it.
+IDLE_SECONDS: Final = 30
 #: Seconds a connection lives before the server asks its client to reconnect (GOAWAY), and the
 #: seconds its calls then have to finish.
 MAX_AGE_SECONDS: Final = 1800
 AGE_GRACE_SECONDS: Final = 30
 #: Streams (calls) at once on one connection.
 MAX_CONCURRENT_STREAMS: Final = 100
+#: Seconds a call's request message has to arrive after its headers: a call that sends headers
+#: and no body holds its caller's slot no longer (the interceptor reads it, server/grpc).
+REQUEST_SECONDS: Final = 10.0
 #: Bytes of a call's metadata gRPC accepts; from half of it, it refuses some calls at random
 #: (gRPC's soft limit), so that a client growing its headers learns before the hard one.
 MAX_METADATA_BYTES: Final = 16 * 1024

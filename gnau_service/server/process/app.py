@@ -46,8 +46,10 @@ from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.grpc.auth import Credentials
 from gnau_service.server.grpc.call_observer import CallObserver
+from gnau_service.server.grpc.core_logs import lower_peer_gone
 from gnau_service.server.grpc.interceptors import CallInterceptor
 from gnau_service.server.grpc.servicers import AuditServicer, DealerServicer
+from gnau_service.server.grpc.shares import Shares
 from gnau_service.server.grpc.streams import StreamSlots
 from gnau_service.server.http.routes import Scrapeable, WebServer, metrics_application
 from gnau_service.server.process import gc_tuning
@@ -148,9 +150,11 @@ async def start(
     the stack stops the parts already made, and :meth:`App.stop` stops them all, the last made
     first. So the transport stops first, then the background tasks, then the log's tail, then
     the store, then tracing (which sends the spans still held)."""
-    streams = StreamSlots(settings.max_streams, settings.max_streams_per_peer)
+    lower_peer_gone()
+    calls = Shares("calls", settings.max_concurrent_rpcs, settings.max_calls_per_caller)
+    streams = StreamSlots(settings.max_streams, settings.max_streams_per_caller)
     shutdown = Shutdown()
-    interceptor = CallInterceptor(Credentials({}, {}), streams, shutdown)
+    interceptor = CallInterceptor(Credentials({}, {}), calls, streams, shutdown)
     # One descriptor budget for every port: each HTTP port an equal share, the gRPC port what
     # they leave (edge/http.py, edge/grpc_port.py).
     descriptors = descriptor_limit()
@@ -160,8 +164,9 @@ async def start(
         descriptors, http_ports=http_ports, http_connections=http_connections
     )
     server = grpc.aio.server(
+        # Calls are counted by the interceptor's shares (server/grpc/shares.py), which keep a
+        # place for health checks; grpc's own count would refuse those too.
         interceptors=[interceptor],
-        maximum_concurrent_rpcs=settings.max_concurrent_rpcs,
         options=_channel_options(settings, grpc_connections, reuse_port=role is not None),
     )
     port = _bind(server, settings)  # before anything is created: a busy port creates nothing
@@ -540,6 +545,11 @@ def _channel_options(
         # A request is read only up to the largest legitimate one; answers (receipts, entries)
         # may be larger, up to the setting.
         ("grpc.max_receive_message_length", MAX_GRPC_REQUEST_BYTES),
+        # And no more of a request is let in at once: a stream's receive window stays at one
+        # request (gRPC would otherwise grow it to megabytes as it estimates the bandwidth), so a
+        # call refused before its body is read leaves at most that much in the server's buffers.
+        ("grpc.http2.bdp_probe", 0),
+        ("grpc.http2.lookahead_bytes", MAX_GRPC_REQUEST_BYTES),
         ("grpc.max_send_message_length", settings.max_message_bytes),
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", 10_000),
