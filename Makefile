@@ -11,6 +11,7 @@ STUCK := --timeout 600
 
 .PHONY: serve test test-system test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets rtp-table par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
+	bench-grpc-edge \
 	fairness-evidence dieharder-evidence clean
 
 # The runtime alone (what `make serve` needs): no test tools, no npm.
@@ -145,6 +146,12 @@ bench-cli: $(INSTALLED)
 ## malformed requests hit each HTTP port, servers under a 1,024 descriptor limit (about a minute)
 bench-http-edge: $(INSTALLED)
 	$(BIN)/python bench/bench_http_edge.py
+
+## bench-grpc-edge: rounds, health and receipts while each hostile client of issue 39 hits the gRPC
+## port (idle, preface-only, rapid reset, 1 MB bodies, header-only calls, one token's streams) or
+## the HTTP ports, the server under a 1,024 descriptor limit (about two minutes)
+bench-grpc-edge: $(INSTALLED)
+	$(BIN)/python bench/bench_grpc_edge.py
 
 ## bench-failover: the PostgreSQL primary killed under load, the standby promoted (about 30 s a
 ## run; needs the postgresql-15 server binaries)
