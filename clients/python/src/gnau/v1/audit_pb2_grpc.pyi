@@ -40,8 +40,9 @@ class AuditServiceStub:
     with a consistency proof.
 
     Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
-    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
-    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    at once (500 by default) and --max-streams-per-caller from one caller, a credential or the
+    address of a caller without one (50); another is refused with RESOURCE_EXHAUSTED (reason
+    TOO_MANY_STREAMS). A client that does not read holds
     its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
     ends with UNAVAILABLE (SHUTTING_DOWN).
 
@@ -115,8 +116,9 @@ class AuditServiceAsyncStub(AuditServiceStub):
     with a consistency proof.
 
     Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
-    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
-    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    at once (500 by default) and --max-streams-per-caller from one caller, a credential or the
+    address of a caller without one (50); another is refused with RESOURCE_EXHAUSTED (reason
+    TOO_MANY_STREAMS). A client that does not read holds
     its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
     ends with UNAVAILABLE (SHUTTING_DOWN).
 
@@ -186,8 +188,9 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
     with a consistency proof.
 
     Streams (GetEntries, GetCheckpoints, WatchEntries) are limited: at most --max-streams open
-    at once (500 by default) and --max-streams-per-peer from one client address (50); another is
-    refused with RESOURCE_EXHAUSTED (reason TOO_MANY_STREAMS). A client that does not read holds
+    at once (500 by default) and --max-streams-per-caller from one caller, a credential or the
+    address of a caller without one (50); another is refused with RESOURCE_EXHAUSTED (reason
+    TOO_MANY_STREAMS). A client that does not read holds
     its own stream still (HTTP/2 flow control); nothing queues for it. At shutdown every stream
     ends with UNAVAILABLE (SHUTTING_DOWN).
 
