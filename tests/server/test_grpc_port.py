@@ -237,7 +237,8 @@ def test_idle_connections_are_closed_at_the_handshake_and_idle_limits(tmp_path: 
         for connection, at in zip(prefaced, prefaced_at, strict=True):
             received = connection.read(40 - (time.monotonic() - at))
             assert received.goaway is not None, received.summary()
-            assert 28 <= time.monotonic() - at <= 36
+            # gRPC's idle timer may run up to a tenth early (its jitter).
+            assert 26 <= time.monotonic() - at <= 36
             connection.close()
         output = service.output()
     assert not re.search(r'"level": "error"', output), output[-2000:]
