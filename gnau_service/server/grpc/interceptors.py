@@ -394,33 +394,32 @@ class CallInterceptor(grpc.aio.ServerInterceptor):
         return PUBLIC_CALLER
 
     def _warn_refused_credentials(self, context: Context, status: grpc.Status) -> None:
-        """A stranger's calls (or a client's wrong token) cost no log line each: at most one
-        WARNING per peer a minute, with the count it stands for."""
-        peer = peer_address(context.peer())
-        count = self.refused_credentials.due(peer)
-        if count is not None:
-            log.warning(
-                "calls refused for their credentials",
-                peer=peer,
-                code=status.code.name,
-                reason=status.details,
-                count=count,
-                total=self.refused_credentials.total,
-                per_seconds=UNDECODABLE_WARNING_SECONDS,
-            )
+        """A stranger's calls (or a client's wrong token) cost no log line each."""
+        _warn_peer(
+            self.refused_credentials,
+            context,
+            "calls refused for their credentials",
+            code=status.code.name,
+            reason=status.details,
+        )
 
     def _warn_undecodable(self, context: Context, method: str) -> None:
-        peer = peer_address(context.peer())
-        count = self.undecodable.due(peer)
-        if count is not None:
-            log.warning(
-                "undecodable requests",
-                peer=peer,
-                method=method,
-                count=count,
-                total=self.undecodable.total,
-                per_seconds=UNDECODABLE_WARNING_SECONDS,
-            )
+        _warn_peer(self.undecodable, context, "undecodable requests", method=method)
+
+
+def _warn_peer(warnings: PeerWarnings, context: Context, event: str, **fields: str) -> None:
+    """At most one WARNING per peer a minute, with the count of calls it stands for."""
+    peer = peer_address(context.peer())
+    count = warnings.due(peer)
+    if count is not None:
+        log.warning(
+            event,
+            peer=peer,
+            **fields,
+            count=count,
+            total=warnings.total,
+            per_seconds=UNDECODABLE_WARNING_SECONDS,
+        )
 
 
 @dataclass(frozen=True)
