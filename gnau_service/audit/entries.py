@@ -56,6 +56,10 @@ JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, 
 GENESIS_PREV_HASH: Final = "0" * 64
 MAX_INDEX: Final = 2**53 - 1  # the largest integer every IEEE 754 double reader keeps exact
 MAX_INTEGER: Final = MAX_INDEX  # every number in an entry is an integer within ±MAX_INTEGER
+#: The most bytes an entry may take: a C2SP tlog-tiles bundle prefixes each entry with its
+#: length as a big-endian uint16 (:mod:`gnau_service.audit.tiles`). Every event is held to it
+#: when it is committed (:func:`event_payload`), so the log never signs one it cannot publish.
+MAX_ENTRY_BYTES: Final = 2**16 - 1
 MAX_NESTING: Final = 32  # levels of objects and arrays in an entry, the entry itself being 1
 #: A round id is at most this many bytes of UTF-8, as its commitment takes it
 #: (:data:`gnau_service.fairness.commitment.MAX_ROUND_ID_BYTES`).
@@ -336,6 +340,7 @@ def encode_entry(
         }
     )
     payload_json = _canonical_payload(payload, index)
+    _check_entry_size(kind, time, round_id, payload_json, index)
     return sign_event(
         signer,
         index=index,
@@ -360,7 +365,33 @@ def event_payload(
     """
     _check_event(kind, time, round_id, None)
     _check_payload_object(payload, None)
-    return _canonical_payload(payload, None)
+    payload_json = _canonical_payload(payload, None)
+    _check_entry_size(kind, time, round_id, payload_json, None)
+    return payload_json
+
+
+def _check_entry_size(
+    kind: EntryKind, time: str, round_id: str | None, payload_json: bytes, index: object
+) -> None:
+    """Refuse an event whose entry could be over :data:`MAX_ENTRY_BYTES` at any index."""
+    round_json = "null" if round_id is None else encode_basestring(round_id)
+    # The members around the payload at their widest: the largest index, and a key id, a
+    # chain hash and a signature, which have fixed lengths.
+    envelope = (
+        (
+            f'{{"index":{MAX_INDEX},"key_id":"{"0" * 8}","kind":"{kind}","payload":'
+            f',"prev_hash":"{"0" * 64}","round_id":{round_json},'
+        ).encode()
+        + _signature_member("0" * 128)
+        + _time_member(time)
+    )
+    size = len(envelope) + len(payload_json)
+    if size > MAX_ENTRY_BYTES:
+        raise EntryError(
+            f"the entry would take {size} bytes, more than the {MAX_ENTRY_BYTES} a log entry "
+            "may take (the length of an entry in a tile bundle is a 16-bit number)",
+            index,
+        )
 
 
 def _canonical_payload(payload: dict[str, JsonValue], index: object) -> bytes:
@@ -435,15 +466,18 @@ def _index_text(index: object) -> str:
 def decode_entry(data: bytes, *trusted: Verifier) -> LogEntry:
     """Parse, check and verify an entry's stored bytes against the trusted log keys.
 
-    Raises :class:`EntryError`, and nothing else, if the bytes are not UTF-8 JSON, hold a number
-    that is not an integer within ±(2**53-1) or nest more than :data:`MAX_NESTING` levels, are
-    not an object, miss a member or have an unknown one, are not byte-for-byte RFC 8785
-    canonical (whitespace, member order, escapes, number spelling, duplicate members, a lone
-    surrogate), have a field of the wrong type or form (see :class:`LogEntry`), name a key none
-    of ``trusted`` has, or carry a signature that does not verify.
+    Raises :class:`EntryError`, and nothing else, if the bytes are over :data:`MAX_ENTRY_BYTES`,
+    are not UTF-8 JSON, hold a number that is not an integer within ±(2**53-1) or nest more than
+    :data:`MAX_NESTING` levels, are not an object, miss a member or have an unknown one, are not
+    byte-for-byte RFC 8785 canonical (whitespace, member order, escapes, number spelling,
+    duplicate members, a lone surrogate), have a field of the wrong type or form (see
+    :class:`LogEntry`), name a key none of ``trusted`` has, or carry a signature that does not
+    verify.
     """
     if not trusted:
         raise ValueError("decode_entry needs at least one trusted key")
+    if len(data) > MAX_ENTRY_BYTES:
+        raise EntryError(f"an entry takes at most {MAX_ENTRY_BYTES} bytes, not {len(data)}")
     try:
         obj = read_json(data, parse_int=_read_integer, parse_float=_refuse_fraction)
     except NestingError:
