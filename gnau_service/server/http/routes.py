@@ -11,6 +11,9 @@ exist here either. ``docs/web.md`` lists the routes.
   newest first, if ``--public-round-listing`` is on; otherwise 403 (a round id is the
   capability to read its receipt: nothing here enumerates rounds);
 - ``GET /keys``: the log's origin, verifier keys and key rotations;
+- ``GET /log/checkpoint`` and ``GET /log/tile/...``: the log as C2SP tlog-tiles
+  (:mod:`gnau_service.store.tiles`): hash tiles and checkpoints for anyone, an entry bundle once
+  every round in it has a public seed (403 before);
 - ``GET /metrics``: the Prometheus metrics (:mod:`~gnau_service.server.process.metrics`), which a
   metrics-only port (``--metrics-listen``) also serves, alone.
 
@@ -36,6 +39,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from gnau_service.audit.tiles import TileError, parse_tile_path
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.edge.http import (
     ACCEPT_BACKLOG,
@@ -58,7 +62,13 @@ from gnau_service.rounds.refusals import (
 )
 from gnau_service.rounds.view import RoundView
 from gnau_service.store import Store, StoreUnavailable
-from gnau_service.store.cosignatures import WitnessQuorum
+from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
+from gnau_service.store.tiles import (
+    BundleNotPublic,
+    TileNotCovered,
+    read_tile,
+    signed_size,
+)
 
 log = structlog.get_logger("gnau.web")
 
@@ -96,6 +106,12 @@ class Scrapeable(Protocol):
 
 
 JSON_CONTENT_TYPE: Final = "application/json"
+#: Where the log's tiles are served (C2SP tlog-tiles; ``docs/audit.md``, "Tiles").
+TILES_PREFIX: Final = "/log/"
+#: The checkpoint changes with every batch: a cache may hold it for seconds only.
+CHECKPOINT_CACHE_CONTROL: Final = "public, max-age=2"
+#: A tile's bytes never change, for any width (as Tessera serves them).
+TILE_CACHE_CONTROL: Final = "public, max-age=604800, immutable"
 #: The largest ``pinned_size`` digit string read; a size of the log never has more digits.
 MAX_SIZE_DIGITS: Final = 20
 
@@ -221,6 +237,8 @@ def web_application(
     # It may hold any character, a newline too, so that validation refuses it (400), not the router.
     app.router.add_get(r"/rounds/{round_id:[\s\S]+}/receipt", routes.receipt)
     app.router.add_get("/keys", routes.keys)
+    app.router.add_get(f"{TILES_PREFIX}checkpoint", routes.checkpoint)
+    app.router.add_get(f"{TILES_PREFIX}{{path:tile/.*}}", routes.tile)
     app.router.add_get("/{path:.*}", routes.static)
     return app
 
@@ -300,6 +318,39 @@ class _Routes:
             "pin one you got another way",
         }
         return _json_response(json.dumps(body, ensure_ascii=False))
+
+    async def checkpoint(self, request: web.Request) -> web.Response:
+        served = await asyncio.to_thread(
+            served_checkpoint, self._store, self._quorum, cosigned=True
+        )
+        if served is None:
+            raise web.HTTPNotFound(reason="the log has signed no checkpoint yet")
+        return web.Response(
+            text=served.note,
+            content_type="text/plain",
+            charset="utf-8",
+            headers={"Cache-Control": CHECKPOINT_CACHE_CONTROL},
+        )
+
+    async def tile(self, request: web.Request) -> web.Response:
+        try:
+            ref = parse_tile_path(request.match_info["path"])
+        except TileError as error:
+            raise web.HTTPNotFound(reason=f"not a tile: {error}") from None
+        store = self._store
+        try:
+            body = await asyncio.to_thread(
+                lambda: read_tile(store, ref, public=True, covered_size=signed_size(store))
+            )
+        except TileNotCovered as error:
+            raise web.HTTPNotFound(reason=str(error)) from None
+        except BundleNotPublic as error:
+            raise web.HTTPForbidden(reason=str(error)) from None
+        return web.Response(
+            body=body,
+            content_type="application/octet-stream",
+            headers={"Cache-Control": TILE_CACHE_CONTROL},
+        )
 
     async def static(self, request: web.Request) -> web.Response:
         path = request.match_info["path"] or "index.html"
