@@ -16,6 +16,8 @@ Two rules decide what may be read:
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Final
 
 from gnau_service.audit.tiles import TileRef, encode_bundle
@@ -45,6 +47,50 @@ class BundleNotPublic(LookupError):  # noqa: N818
         super().__init__(
             f"{ref} holds entries of rounds not yet revealed; it is public once they are"
         )
+
+
+#: The bytes of full tiles a :class:`FullTiles` cache keeps: hot tiles are answered from memory.
+FULL_TILES_CACHE_BYTES: Final = 32 * 1024 * 1024
+
+
+class FullTiles:
+    """Full tiles as served, the least recently used dropped past ``capacity`` bytes.
+
+    A full tile never changes once a checkpoint covers it, and a public bundle stays public (a
+    round's seed never becomes private again), so a cached answer is right for ever: only full
+    tiles are kept, and a bundle only as the public reads it. Thread-safe: the port reads on
+    worker threads.
+    """
+
+    def __init__(self, capacity: int = FULL_TILES_CACHE_BYTES) -> None:
+        self._capacity = capacity
+        self._size = 0
+        self._tiles: OrderedDict[TileRef, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def cached(self, ref: TileRef) -> bytes | None:
+        """The tile if it is in memory (no I/O: an event loop may ask)."""
+        with self._lock:
+            found = self._tiles.get(ref)
+            if found is not None:
+                self._tiles.move_to_end(ref)
+            return found
+
+    def read(self, reader: LogReader, ref: TileRef) -> bytes:
+        """The tile as the public reads it (:func:`read_tile`), from memory if it was read."""
+        found = self.cached(ref)
+        if found is not None:
+            return found
+        data = read_tile(reader, ref, public=True, covered_size=signed_size(reader))
+        if ref.full and len(data) <= self._capacity:
+            with self._lock:
+                if ref not in self._tiles:
+                    self._tiles[ref] = data
+                    self._size += len(data)
+                while self._size > self._capacity:
+                    _, dropped = self._tiles.popitem(last=False)
+                    self._size -= len(dropped)
+        return data
 
 
 def signed_size(reader: LogReader) -> int:

@@ -63,12 +63,7 @@ from gnau_service.rounds.refusals import (
 from gnau_service.rounds.view import RoundView
 from gnau_service.store import Store, StoreUnavailable
 from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
-from gnau_service.store.tiles import (
-    BundleNotPublic,
-    TileNotCovered,
-    read_tile,
-    signed_size,
-)
+from gnau_service.store.tiles import BundleNotPublic, FullTiles, TileNotCovered
 
 log = structlog.get_logger("gnau.web")
 
@@ -270,6 +265,7 @@ class _Routes:
         self._quorum = quorum
         self._public_round_listing = public_round_listing
         self._files = page_files()
+        self._full_tiles = FullTiles()
 
     async def receipt(self, request: web.Request) -> web.Response:
         pinned_size = _pinned_size(request.query.get("pinned_size", "0"))
@@ -337,10 +333,10 @@ class _Routes:
             ref = parse_tile_path(request.match_info["path"])
         except TileError as error:
             raise web.HTTPNotFound(reason=f"not a tile: {error}") from None
-        store = self._store
         try:
-            body = await asyncio.to_thread(
-                lambda: read_tile(store, ref, public=True, covered_size=signed_size(store))
+            # A hot tile is answered from memory without a worker thread's round trip.
+            body = self._full_tiles.cached(ref) or await asyncio.to_thread(
+                self._full_tiles.read, self._store, ref
             )
         except TileNotCovered as error:
             raise web.HTTPNotFound(reason=str(error)) from None
