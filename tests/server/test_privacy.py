@@ -22,9 +22,12 @@ import pytest
 from gnau.v1 import audit_pb2, dealer_pb2, round_pb2, types_pb2
 from google.protobuf import json_format
 
+from gnau_service.audit.tiles import TILE_WIDTH, TileRef
 from gnau_service.server.grpc.auth import POLICY, Role
 from gnau_service.server.process.app import running
 from gnau_service.server.process.config import Settings
+from gnau_service.store.cosignatures import NO_WITNESSES, served_checkpoint
+from gnau_service.store.tiles import BundleNotPublic, read_tile, signed_size
 from tests.catalogued import catalogue
 from tests.server.conftest import TOKENS, Service
 
@@ -59,7 +62,7 @@ TABLE: Final = privacy_table()
 
 
 def grpc_surfaces() -> set[str]:
-    return {surface for surface in TABLE if not surface.startswith("HTTP ")}
+    return {surface for surface in TABLE if not surface.startswith(("HTTP ", "bucket "))}
 
 
 def test_the_table_lists_every_rpc_and_nothing_else() -> None:
@@ -393,18 +396,23 @@ async def test_the_mutations_answer_as_the_table_says(live: tuple[Service, str])
 async def test_the_http_port_is_what_the_table_says(live: tuple[Service, str]) -> None:
     service, base = live
     played = await play(service)
+    size, before_dealt = await asyncio.to_thread(tile_sizes, service, played)
     paths = {
         "HTTP GET /rounds": f"/rounds?table_id={played.table_id}",
         "HTTP GET /rounds/{id}/receipt": f"/rounds/{played.settled}/receipt",
         "HTTP GET /keys": "/keys",
         "HTTP GET /metrics": "/metrics",
+        "HTTP GET /log/checkpoint": "/log/checkpoint",
+        "HTTP GET /log/tile/{L}/{N}": f"/log/tile/0/000.p/{size}",
+        # Every entry up to the dealt round's first: the settled round's, public.
+        "HTTP GET /log/tile/entries/{N}": f"/log/tile/entries/000.p/{before_dealt}",
     }
     assert {surface for surface in TABLE if surface.startswith("HTTP ")} == set(paths)
     async with aiohttp.ClientSession() as session:
         for surface, path in paths.items():
             cell = TABLE[surface]["public"]
             async with session.get(base + path) as response:
-                text = await response.text()
+                text = (await response.read()).decode("utf-8", "replace")
             if cell.startswith("refused"):
                 assert response.status == 403, (surface, response.status)
                 assert json.loads(text)["error"]
@@ -414,3 +422,65 @@ async def test_the_http_port_is_what_the_table_says(live: tuple[Service, str]) -
         async with session.get(f"{base}/rounds/{played.dealt}/receipt") as response:
             assert response.status == 404
             assert played.dealt not in await response.text()
+        # "refused while a round in one is not": the bundle with the dealt round's entries.
+        assert "refused while" in TABLE["HTTP GET /log/tile/entries/{N}"]["public"]
+        async with session.get(f"{base}/log/tile/entries/000.p/{size}") as response:
+            assert response.status == 403
+            text = await response.text()
+            assert json.loads(text)["error"] == "PERMISSION_DENIED"
+            assert played.dealt not in text and CAROL not in text
+
+
+def tile_sizes(service: Service, played: Played) -> tuple[int, int]:
+    """The latest checkpoint's size, and the index of the dealt round's first entry."""
+    size = signed_size(service.app.store)
+    rows = service.app.store.query(
+        "SELECT MIN(idx) FROM log_entries WHERE round_id = ?", (played.dealt,)
+    )
+    first = int(rows[0][0])
+    assert 0 < first < size <= TILE_WIDTH, "the tests' log fits one partial tile"
+    return size, first
+
+
+@SQLITE_ONLY
+async def test_a_published_bucket_is_what_the_table_says(live: tuple[Service, str]) -> None:
+    """A bucket's files are what the store renders for the publisher: public ones (a public
+    bucket) unless ``--all-bundles`` (a private bucket, the auditor's column)."""
+    service, _ = live
+    played = await play(service)
+    store = service.app.store
+    size, before_dealt = await asyncio.to_thread(tile_sizes, service, played)
+    served = await asyncio.to_thread(served_checkpoint, store, NO_WITNESSES, cosigned=True)
+    assert served is not None
+
+    def bundle(width: int, *, public: bool) -> str | None:
+        ref = TileRef(None, 0, width)
+        try:
+            data = read_tile(store, ref, public=public, covered_size=size)
+        except BundleNotPublic:
+            return None
+        return data.decode("utf-8", "replace")
+
+    def hashes() -> str:
+        data = read_tile(store, TileRef(0, 0, size), public=True, covered_size=size)
+        return data.decode("utf-8", "replace")
+
+    files = {
+        "bucket checkpoint": lambda public: served.note,
+        "bucket tile/{L}/{N}": lambda public: hashes(),
+        "bucket tile/entries/{N}": lambda public: bundle(before_dealt, public=public),
+    }
+    assert {surface for surface in TABLE if surface.startswith("bucket ")} == set(files)
+    for surface, read in files.items():
+        for role in ("public", "auditor"):
+            cell = TABLE[surface][role]
+            text = await asyncio.to_thread(read, role == "public")
+            assert text is not None, (surface, role)
+            check_answer(cell, text, played, f"{surface} ({role})")
+    # The bundle holding the dealt round: not written to a public bucket, written with
+    # --all-bundles, and then it holds that round's seats.
+    entries = TABLE["bucket tile/entries/{N}"]
+    assert "others are not written" in entries["public"] and "every bundle" in entries["auditor"]
+    assert await asyncio.to_thread(bundle, size, public=True) is None
+    private = await asyncio.to_thread(bundle, size, public=False)
+    assert private is not None and played.dealt in private and CAROL not in private

@@ -7,6 +7,8 @@ import { hexOf } from "./bytes.js";
 import { parseJson, isObject } from "./json.js";
 import { cardLabel, cardName, rankTitle } from "./rules.js";
 import { STEPS, UnreadableError, pinnedSizeOf, summaryOf, verifyDocument } from "./receipt.js";
+import { parseCheckpoint, parseSignedNote } from "./note.js";
+import { TileMismatch, TilesUnavailable, checkAgainstTiles, httpTiles } from "./tiles.js";
 
 const $ = (id) => document.getElementById(id);
 const KEY_STORAGE = "gnau-verifier-pinned-vkey";
@@ -74,9 +76,74 @@ function showSteps(report) {
   }
 }
 
+// -- the log's tiles (docs/audit.md, "Tiles") ---------------------------------------------------
+
+const TILES_CHECK = "inclusion checked against the log's tiles";
+let tilesRun = 0; // a newer check supersedes one still fetching
+
+function showTiles(state, text) {
+  const line = $("tiles-check");
+  line.dataset.state = state;
+  line.textContent = text;
+  line.hidden = state === "idle";
+}
+
+/** The log's own checkpoint beside the page: which log its tiles are. Its signature is not
+ * needed: every tile is checked against the receipt's checkpoint, which verified; and its size
+ * neither (the tiles of any size the log signed are served, a 404 says when they are not). */
+async function tilesOrigin() {
+  let response;
+  try {
+    response = await fetch("log/checkpoint", { cache: "no-store" });
+  } catch (error) {
+    throw new TilesUnavailable(`log/checkpoint cannot be fetched (${error.message})`);
+  }
+  if (!response.ok) throw new TilesUnavailable(`log/checkpoint: ${response.status} ${response.statusText}`.trim());
+  try {
+    return parseCheckpoint(parseSignedNote(await response.text()).text);
+  } catch (error) {
+    throw new TilesUnavailable(`log/checkpoint is not a checkpoint (${error.message})`);
+  }
+}
+
+async function checkTiles(report) {
+  const run = ++tilesRun;
+  if (report?.kind !== "receipt" || !report.tree) {
+    showTiles("idle", "");
+    return;
+  }
+  const { tree, leaves } = report;
+  if (location.protocol === "file:") {
+    showTiles("unavailable", `? ${TILES_CHECK}: not checked. This page was opened from a file, so no log serves tiles beside it.`);
+    return;
+  }
+  showTiles("working", `… checking the receipt against the log's tiles`);
+  let state;
+  let text;
+  try {
+    const served = await tilesOrigin();
+    if (served.origin !== tree.origin) {
+      throw new TilesUnavailable(`the tiles here are of the log ${served.origin}, the receipt's of ${tree.origin}`);
+    }
+    const read = await checkAgainstTiles({ ...tree, leaves }, httpTiles("log/"));
+    [state, text] = ["passed", `✓ ${TILES_CHECK}: the receipt's ${read.entries} entries are the tiles' leaves, and the ${read.tiles} tiles read give the root of its checkpoint of ${tree.size} entries.`];
+  } catch (error) {
+    if (error instanceof TileMismatch) {
+      [state, text] = ["failed", `✗ ${TILES_CHECK}: FAILS. The log's tiles disagree with the receipt: ${error.message}. The log may show others another history.`];
+    } else if (error instanceof TilesUnavailable) {
+      [state, text] = ["unavailable", `? ${TILES_CHECK}: not checked. The tiles are unavailable: ${error.message}.`];
+    } else {
+      throw error;
+    }
+  }
+  if (run === tilesRun) showTiles(state, text);
+}
+
 async function verifyText(text, origin) {
   showVerdict("working", "Checking…");
   showSteps(null);
+  showTiles("idle", "");
+  tilesRun += 1;
   $("round-section").hidden = true;
   const vkey = $("vkey").value.trim();
   const pinned = $("pinned-checkpoint").value;
@@ -122,6 +189,7 @@ async function verifyText(text, origin) {
   showSteps(report);
   showRound(text, report);
   $("verdict").focus();
+  await checkTiles(report);
 }
 
 // -- the round ----------------------------------------------------------------------------------

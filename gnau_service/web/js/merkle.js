@@ -8,7 +8,7 @@ import { sha256 } from "./crypto.js";
 export class ProofError extends Error {}
 
 export const leafHash = (data) => sha256(concat(new Uint8Array([0]), data));
-const nodeHash = (left, right) => sha256(concat(new Uint8Array([1]), left, right));
+export const nodeHash = (left, right) => sha256(concat(new Uint8Array([1]), left, right));
 
 const bitLength = (n) => (n === 0n ? 0 : n.toString(2).length);
 const popCount = (n) => [...n.toString(2)].filter((bit) => bit === "1").length;

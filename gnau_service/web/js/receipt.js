@@ -692,8 +692,9 @@ async function consistencyStep(receipt, checkpoint, pinned, keys) {
  * Check a read receipt against the pinned keys (parsed vkeys) and, optionally, a pinned
  * checkpoint's text and a witness quorum ({witnesses: parsed witness vkeys, quorum}). Returns
  * {passed, failure: {step, reason} | null, state, checkpointSize, cosignedBy, pinnedSize, round,
- * settlement, operator (the round's, null for a round logged before operators)}: every step that
- * held, or the first that failed.
+ * settlement, operator (the round's, null for a round logged before operators), and once the
+ * checkpoint step holds, tree: {origin, size, root} and leaves: [{index, bytes}] (tiles.js)}:
+ * every step that held, or the first that failed.
  */
 export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witnessing = { witnesses: [], quorum: 0 }) {
   const report = { roundId: receipt.roundId, passed: [], failure: null, unchecked: null, state: "", checkpointSize: null, cosignedBy: [], pinnedSize: null, round: null, settlement: null, operator: null, currency: null };
@@ -715,6 +716,9 @@ export async function verifyReceipt(receipt, pins, pinnedCheckpoint = null, witn
     report.passed.push("outcome");
     const checkpoint = await checkpointStep(receipt, keys, pins, witnessing);
     report.checkpointSize = checkpoint.size;
+    // What the page checks against the log's tiles besides (tiles.js): the signed tree, the entries.
+    report.tree = { origin: checkpoint.origin, size: checkpoint.size, root: checkpoint.root };
+    report.leaves = receipt.entries.map(({ index, bytes }) => ({ index, bytes }));
     report.cosignedBy = checkpoint.cosignedBy ?? [];
     report.passed.push("checkpoint");
     await inclusionStep(receipt, checkpoint);
