@@ -106,6 +106,11 @@ COMMANDS: Final = (
         "run a transparency-log witness that cosigns consistent checkpoints",
         "witness_commands:add_witness_arguments",
     ),
+    Command(
+        "tiles",
+        "publish the log as static C2SP tlog-tiles to a directory or an S3 bucket",
+        "tiles_commands:add_tiles_arguments",
+    ),
 )
 
 
