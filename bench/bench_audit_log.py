@@ -187,14 +187,18 @@ def round_events(number: int, rng: random.Random) -> RoundEvents:
     table = f"table-{number % TABLES:02d}"
     round_id = f"{table}/round-{number:07d}"
     committed = CommittedRound.with_fresh_seed(round_id, HOUSE_RULES[number % len(HOUSE_RULES)])
+    numbers = rng.sample(range(1, 9), rng.randint(2, 6))
+    # Distinct players: a reference names one seat of a round (drawn with replacement, a
+    # 1,000,000-entry bundle would hold a round seating one player twice, which lock refuses).
+    players = rng.sample(range(1_000_000), len(numbers))
     seats = [
         LockedSeat(
             seat,
-            f"p-{rng.randrange(1_000_000):032x}",
+            f"p-{player:032x}",
             rng.randrange(1, 500) * 10,
             client_seed=rng.randbytes(16) if rng.random() < 0.5 else b"",
         )
-        for seat in rng.sample(range(1, 9), rng.randint(2, 6))
+        for seat, player in zip(numbers, players, strict=True)
     ]
     beacon = None
     if number % 4 == 0:

@@ -5,6 +5,8 @@
 - ``gnau audit verify BUNDLE [--key VKEY] [--checkpoint FILE] [--allow-unanchored] [--jobs N]
   [--witness VKEY ... [--quorum K]]`` (with witnesses, only a checkpoint cosigned by the quorum
   anchors the entries it covers)
+- ``gnau audit verify --tiles URL --key VKEY [...]`` and ``gnau audit monitor URL --key VKEY
+  [...]``: the log from its tiles alone (:mod:`.monitor_commands`)
 - ``gnau audit show [--last N] [--json]`` and ``gnau audit round ROUND_ID [--json]``
 - ``gnau audit players --player-id ID | --player-ref p-... [--json]``: a player's seats, or a
   reference's player, while the player's key exists (the store's private tables, not the log;
@@ -43,6 +45,11 @@ from gnau_service.audit.note import NoteError
 from gnau_service.audit.spans import entry_span
 from gnau_service.cli.failing import fail
 from gnau_service.cli.file_errors import problem
+from gnau_service.cli.monitor_commands import (
+    add_monitor_arguments,
+    add_tiles_option,
+    run_verify_tiles,
+)
 from gnau_service.cli.recall import (
     full_record,
     one_line,
@@ -104,7 +111,12 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
     checkpoint.set_defaults(run=run_checkpoint)
 
     verify = commands.add_parser("verify", help="verify a bundle offline and replay its rounds")
-    verify.add_argument("bundle", type=Path, help="bundle file (from gnau audit export)")
+    verify.add_argument(
+        "bundle",
+        type=Path,
+        nargs="?",
+        help="bundle file (from gnau audit export), or a directory of the log's tiles",
+    )
     verify.add_argument(
         "--key",
         action="append",
@@ -120,7 +132,11 @@ def add_audit_arguments(audit: argparse.ArgumentParser) -> None:
     )
     verify.add_argument("--jobs", type=_positive_int, help="worker processes (default: every core)")
     add_witness_options(verify)
+    add_tiles_option(
+        verify, "verify the whole log from its tiles instead: https://HOST/log/ or a directory"
+    )
     verify.set_defaults(run=run_verify)
+    add_monitor_arguments(commands)
 
     show = commands.add_parser("show", help="the latest rounds, one line each")
     _add_log_options(show)
@@ -351,6 +367,10 @@ def run_verify(args: argparse.Namespace) -> int:
     from gnau_service.audit.bundle_report import Verdict  # noqa: PLC0415
     from gnau_service.audit.bundle_verification import verify_bundle  # noqa: PLC0415
 
+    if args.tiles is not None or (args.bundle is not None and args.bundle.is_dir()):
+        return run_verify_tiles(args)
+    if args.bundle is None:
+        return fail("audit", "verify needs a bundle file, or --tiles URL")
     try:
         keys = [read_vkey(text) for text in args.key]
         witnessed = witness_policy(args)

@@ -3,7 +3,7 @@ a round in the verifiable form ``gnau round verify`` reads.
 
 - ``gnau receipt get ROUND_ID [--target HOST:PORT] [--token T] [--pin CHECKPOINT] [--out FILE]``
 - ``gnau receipt verify FILE --key VKEY [--checkpoint PINNED] [--witness VKEY ... [--quorum K]]
-  [--seat REF_OR_NUMBER]``
+  [--seat REF_OR_NUMBER] [--tiles URL]``
 - ``gnau round get ROUND_ID [--target ...] [--token T] [--json]``
 - ``gnau round verify [FILE]``: its arguments and checks are :mod:`.fairness_commands`'
 
@@ -29,6 +29,7 @@ from gnau_service.audit.note import NoteError, SignedNote
 from gnau_service.cli.failing import fail
 from gnau_service.cli.fairness_commands import add_round_verify_arguments
 from gnau_service.cli.file_errors import problem
+from gnau_service.cli.monitor_commands import add_tiles_option, verify_receipt_tiles
 from gnau_service.cli.remote import (
     TargetError,
     UnusableKeyError,
@@ -79,6 +80,11 @@ def add_receipt_arguments(receipt: argparse.ArgumentParser) -> None:
     )
     add_token_options(verify)
     add_witness_options(verify)
+    add_tiles_option(
+        verify,
+        "the log's tiles (https://HOST/log/ or a directory): also check the receipt's entries "
+        "and root against them",
+    )
     verify.add_argument(
         "--seat",
         metavar="REF_OR_NUMBER",
@@ -186,6 +192,10 @@ def run_receipt_verify(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.tiles is not None:
+        checked = verify_receipt_tiles(args, receipt)
+        if checked:
+            return checked
     return 0 if args.seat is None else _show_seat(receipt.round, receipt.entries, args.seat)
 
 
