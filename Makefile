@@ -11,7 +11,7 @@ STUCK := --timeout 600
 
 .PHONY: serve test test-system test-slow test-deploy lint release-baseline example-go bench bench-rules bench-par par-sheets rtp-table par-plot bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check bench-failover \
 	bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer bench-cli bench-http-edge \
-	bench-grpc-edge \
+	bench-grpc-edge bench-monitor bench-tiles bench-tile-serving \
 	fairness-evidence dieharder-evidence clean
 
 # The runtime alone (what `make serve` needs): no test tools, no npm.
@@ -76,7 +76,7 @@ test-deploy: $(INSTALLED)
 ## bench: every benchmark (several minutes; each prints its same-run baseline)
 bench: bench-rules bench-par bench-fairness bench-audit bench-service bench-watch bench-metrics bench-key-check \
 	bench-failover bench-takeover bench-witness bench-quorum bench-par-montecarlo bench-replicas bench-sequencer \
-	bench-cli bench-http-edge
+	bench-cli bench-http-edge bench-tiles bench-tile-serving bench-monitor
 
 bench-rules: $(INSTALLED)
 	$(BIN)/python bench/bench_rules.py
@@ -114,6 +114,12 @@ bench-service: $(INSTALLED)
 bench-watch: $(INSTALLED)
 	$(BIN)/python bench/bench_watch.py
 
+## bench-monitor: `gnau audit monitor` from a cold start through a log's tiles, entries/s beside
+## verify_bundle on the same log's export, best of two each (about 3 minutes; bench/bench_monitor.py
+## --entries 1000000: the target)
+bench-monitor: $(INSTALLED)
+	$(BIN)/python bench/bench_monitor.py --http --repeat 2
+
 bench-metrics: $(INSTALLED)
 	$(BIN)/python bench/bench_metrics.py
 
@@ -123,6 +129,16 @@ bench-key-check: $(INSTALLED)
 ## bench-witness: cosignatures/s and CPU per add-checkpoint of `gnau witness` (about 10 s)
 bench-witness: $(INSTALLED)
 	$(BIN)/python bench/bench_witness.py
+
+## bench-tiles: `gnau tiles publish`: tiles/s to a directory and to SeaweedFS, bytes per million
+## rounds, on SQLite and PostgreSQL (about a minute; bench/bench_tiles.py --large: ten times more)
+bench-tiles: $(INSTALLED)
+	$(BIN)/python bench/bench_tiles.py
+
+## bench-tile-serving: requests/s for a hot tile, bundle and checkpoint from the HTTP port,
+## beside a page file (about half a minute)
+bench-tile-serving: $(INSTALLED)
+	$(BIN)/python bench/bench_tile_serving.py
 
 ## bench-quorum: what a verifier pays for a witness quorum (a few seconds)
 bench-quorum: $(INSTALLED)
