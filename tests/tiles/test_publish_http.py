@@ -19,13 +19,14 @@ from gnau_service.audit.entries import EntryKind
 from gnau_service.server.process.app import running
 from gnau_service.store import PendingEntry, Transaction
 from gnau_service.tiles.publisher import publish_once
-from gnau_service.tiles.targets import DirectoryTarget
+from gnau_service.tiles.targets import DirectoryTarget, S3Target
 from tests.catalogued import catalogue_module_tables
+from tests.tiles.conftest import Seaweed
 from tests.tiles.logs import expected_tiles, files_under
 from tests.web.conftest import WebService, web_settings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-CATALOGUED = ("table-1",)
+CATALOGUED = ("table-1", "table-2")
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
@@ -86,3 +87,26 @@ async def test_the_published_tiles_are_the_served_ones(service: WebService, tmp_
     assert report.paths_written[-1] == path
     assert await served(service, path) == (200, (root / path).read_bytes())
     assert (root / path).read_bytes() == expected_tiles(list(store.iter_entries(0)))[path]
+
+
+@pytest.mark.system  # weed mini
+async def test_a_live_log_is_byte_identical_on_disk_in_the_bucket_and_over_http(
+    service: WebService, seaweed: Seaweed, tmp_path: Path
+) -> None:
+    store = service.app.store
+    for _ in range(3):
+        await service.play("table-2")
+    bucket = seaweed.bucket()
+    on_disk = await asyncio.to_thread(publish_once, store, DirectoryTarget(tmp_path / "tiles"))
+    target = S3Target(bucket, "log", seaweed.client)
+    in_bucket = await asyncio.to_thread(publish_once, store, target)
+    assert on_disk.size == in_bucket.size
+    files = files_under(tmp_path / "tiles")
+    assert seaweed.objects(bucket, "log/") == files
+    for path, data in files.items():
+        assert await served(service, path) == (200, data), path
+    # Every root from the tiles alone: the checkpoint's, recomputed from level-0 hashes.
+    entries = list(store.iter_entries(0, on_disk.size))
+    assert files == {"checkpoint": files["checkpoint"]} | {
+        path: data for path, data in expected_tiles(entries).items() if path in files
+    }
