@@ -62,7 +62,7 @@ from gnau_service.rounds.refusals import (
 )
 from gnau_service.rounds.view import RoundView
 from gnau_service.store import Store, StoreUnavailable
-from gnau_service.store.cosignatures import WitnessQuorum, served_checkpoint
+from gnau_service.store.cosignatures import CheckpointNote, WitnessQuorum, served_checkpoint
 from gnau_service.store.tiles import BundleNotPublic, FullTiles, TileNotCovered
 
 log = structlog.get_logger("gnau.web")
@@ -266,6 +266,7 @@ class _Routes:
         self._public_round_listing = public_round_listing
         self._files = page_files()
         self._full_tiles = FullTiles()
+        self._checkpoint_read: asyncio.Future[CheckpointNote | None] | None = None
 
     async def receipt(self, request: web.Request) -> web.Response:
         pinned_size = _pinned_size(request.query.get("pinned_size", "0"))
@@ -316,9 +317,14 @@ class _Routes:
         return _json_response(json.dumps(body, ensure_ascii=False))
 
     async def checkpoint(self, request: web.Request) -> web.Response:
-        served = await asyncio.to_thread(
-            served_checkpoint, self._store, self._quorum, cosigned=True
-        )
+        # Callers that arrive while a read is in flight share it (the checkpoint it reads is at
+        # most that read's age, well within the max-age a cache may add): a crowd of monitors
+        # costs the store one read at a time.
+        if self._checkpoint_read is None or self._checkpoint_read.done():
+            self._checkpoint_read = asyncio.ensure_future(
+                asyncio.to_thread(served_checkpoint, self._store, self._quorum, cosigned=True)
+            )
+        served = await asyncio.shield(self._checkpoint_read)
         if served is None:
             raise web.HTTPNotFound(reason="the log has signed no checkpoint yet")
         return web.Response(
