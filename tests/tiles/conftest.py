@@ -25,6 +25,10 @@ import boto3
 import pytest
 from mypy_boto3_s3 import S3Client
 
+# A service with its HTTP port for a test module (tests/web/conftest.py): the live log whose
+# /log/ tiles the publisher and the monitor are held to.
+from tests.web.conftest import web_service  # noqa: F401
+
 #: How long ``weed mini`` may take to answer on S3 (about 2 s here).
 START_SECONDS = 30
 #: Its flags for a port of its own; each HTTP port's gRPC port is otherwise the port + 10000.

@@ -5,40 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import grpc
 import pytest
-import pytest_asyncio
 from gnau.v1 import dealer_pb2
 
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.note import SignedNote
-from gnau_service.server.process.app import running
 from gnau_service.tiles.client import open_tiles
 from gnau_service.tiles.monitor import Monitor
-from tests.catalogued import catalogue_module_tables
 from tests.conftest import Run
-from tests.web.conftest import WebService, web_settings
+from tests.web.conftest import WebService
 
 from .tile_files import copy_from_http, leaf, tile_name
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 Gnau = Callable[..., Run]
-
-
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def service(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> AsyncIterator[WebService]:
-    settings = web_settings(tmp_path_factory.mktemp("monitored"))
-    async with (
-        running(settings) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
-    ):
-        await catalogue_module_tables(app.store, request.module)
-        yield WebService(app, channel)
 
 
 def tiles_url(service: WebService) -> str:
@@ -58,18 +41,18 @@ async def served_size(service: WebService, at_least: int = 1) -> int:
 
 
 async def test_the_monitor_follows_the_http_port_and_waits_for_a_round(
-    service: WebService,
+    web_service: WebService,
 ) -> None:
-    await service.play()
-    size = await served_size(service)
-    following = Monitor(open_tiles(tiles_url(service)), [service.app.store.signer.verifier])
+    await web_service.play()
+    size = await served_size(web_service)
+    following = Monitor(open_tiles(tiles_url(web_service)), [web_service.app.store.signer.verifier])
     result = await asyncio.to_thread(following.step)
     assert (result.size, result.verified, result.waiting) == (size, size, 0)
     assert result.rounds_replayed >= 1
     replayed = result.rounds_replayed
     # A round dealt, not revealed: its bundle answers 403; the checkpoint still advances.
-    round_id = await service.play(until="Deal")
-    grown = await served_size(service, size + 2)
+    round_id = await web_service.play(until="Deal")
+    grown = await served_size(web_service, size + 2)
     result = await asyncio.to_thread(following.step)
     assert result.size == grown
     assert result.verified < grown
@@ -80,23 +63,23 @@ async def test_the_monitor_follows_the_http_port_and_waits_for_a_round(
         ("Reveal", dealer_pb2.RevealRequest(request_id=f"r-{round_id}", round_id=round_id)),
         ("Settle", dealer_pb2.SettleRequest(request_id=f"s-{round_id}", round_id=round_id)),
     ):
-        await service.call(method, request)
-    final = await served_size(service, grown + 2)
+        await web_service.call(method, request)
+    final = await served_size(web_service, grown + 2)
     result = await asyncio.to_thread(following.step)
     assert (result.size, result.verified, result.waiting) == (final, final, 0)
     assert result.rounds_replayed == replayed + 1
 
 
 async def test_a_directory_copy_verifies_and_audit_verify_reads_both(
-    service: WebService, tmp_path: Path, gnau: Gnau
+    web_service: WebService, tmp_path: Path, gnau: Gnau
 ) -> None:
-    await service.play()
-    size = await served_size(service)
+    await web_service.play()
+    size = await served_size(web_service)
     directory = tmp_path / "copy"
-    withheld = await asyncio.to_thread(copy_from_http, tiles_url(service), directory, size)
+    withheld = await asyncio.to_thread(copy_from_http, tiles_url(web_service), directory, size)
     assert withheld == 0
-    vkey = service.vkey
-    for location in (str(directory), tiles_url(service)):
+    vkey = web_service.vkey
+    for location in (str(directory), tiles_url(web_service)):
         run = await asyncio.to_thread(gnau, "audit", "verify", "--tiles", location, "--key", vkey)
         assert run.status == 0, run.out + run.err
         assert f"entries: {size:,} of {size:,} verified" in run.out
@@ -116,17 +99,17 @@ async def test_a_directory_copy_verifies_and_audit_verify_reads_both(
 
 
 async def test_a_receipt_verifies_against_the_tiles(
-    service: WebService, tmp_path: Path, gnau: Gnau
+    web_service: WebService, tmp_path: Path, gnau: Gnau
 ) -> None:
-    round_id = await service.play()
-    answer = await service.call(
+    round_id = await web_service.play()
+    answer = await web_service.call(
         "GetRoundReceipt", dealer_pb2.GetRoundReceiptRequest(round_id=round_id)
     )
     receipt = tmp_path / "receipt.json"
     receipt.write_text(answer.receipt)
-    vkey = service.vkey
+    vkey = web_service.vkey
     run = await asyncio.to_thread(
-        gnau, "receipt", "verify", str(receipt), "--key", vkey, "--tiles", tiles_url(service)
+        gnau, "receipt", "verify", str(receipt), "--key", vkey, "--tiles", tiles_url(web_service)
     )
     assert run.status == 0, run.out + run.err
     assert "tiles: the leaf hashes of all 4 entries are the tiles'" in run.out
@@ -134,7 +117,7 @@ async def test_a_receipt_verifies_against_the_tiles(
     document = json.loads(answer.receipt)
     size = Checkpoint.parse(SignedNote.parse(document["checkpoint"]).text).size
     directory = tmp_path / "copy"
-    await asyncio.to_thread(copy_from_http, tiles_url(service), directory, size)
+    await asyncio.to_thread(copy_from_http, tiles_url(web_service), directory, size)
     first = document["entries"][0]["index"]
     entry = document["entries"][0]["entry"].encode()
     assert leaf(entry) in (directory / tile_name(0, 0, size % 256 or 256)).read_bytes()

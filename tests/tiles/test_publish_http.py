@@ -5,69 +5,45 @@ absent here) while its round is not revealed."""
 from __future__ import annotations
 
 import asyncio
-import urllib.error
-import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
-import grpc
 import pytest
-import pytest_asyncio
 from gnau.v1 import dealer_pb2
 
 from gnau_service.audit.entries import EntryKind
-from gnau_service.server.process.app import running
 from gnau_service.store import PendingEntry, Transaction
 from gnau_service.tiles.publisher import publish_once
 from gnau_service.tiles.targets import DirectoryTarget, S3Target
-from tests.catalogued import catalogue_module_tables
 from tests.tiles.conftest import Seaweed
 from tests.tiles.logs import expected_tiles, files_under
-from tests.web.conftest import WebService, web_settings
+from tests.web.conftest import WebService
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 CATALOGUED = ("table-1", "table-2")
 
 
-@pytest_asyncio.fixture(loop_scope="module", scope="module")
-async def service(
-    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> AsyncIterator[WebService]:
-    settings = web_settings(tmp_path_factory.mktemp("published"))
-    async with (
-        running(settings) as app,
-        grpc.aio.insecure_channel(f"127.0.0.1:{app.port}") as channel,
-    ):
-        await catalogue_module_tables(app.store, request.module)
-        yield WebService(app, channel)
-
-
-def get(url: str) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
-
-
 async def served(service: WebService, path: str) -> tuple[int, bytes]:
-    return await asyncio.to_thread(get, f"{service.base_url}log/{path}")
+    status, _, body = await service.log(path)
+    return status, body
 
 
-async def test_the_published_tiles_are_the_served_ones(service: WebService, tmp_path: Path) -> None:
-    store = service.app.store
-    await service.play()
+async def test_the_published_tiles_are_the_served_ones(
+    web_service: WebService, tmp_path: Path
+) -> None:
+    store = web_service.app.store
+    await web_service.play()
 
     def config(i: int) -> Callable[[Transaction], PendingEntry]:
         return lambda tx: tx.append(EntryKind.CONFIG_CHANGED, {"i": i})
 
     await asyncio.gather(*(store.run_async(config(i)) for i in range(400)))
-    await service.play()
-    round_id = await service.play(until="Deal")  # its bundle waits for the reveal
+    await web_service.play()
+    round_id = await web_service.play(until="Deal")  # its bundle waits for the reveal
     root = tmp_path / "tiles"
     report = await asyncio.to_thread(publish_once, store, DirectoryTarget(root))
     files = files_under(root)
-    status, checkpoint = await served(service, "checkpoint")
+    status, checkpoint = await served(web_service, "checkpoint")
     assert (status, checkpoint) == (200, files.pop("checkpoint"))
     entries = list(store.iter_entries(0, report.size))
     expected = expected_tiles(entries)
@@ -77,25 +53,25 @@ async def test_the_published_tiles_are_the_served_ones(service: WebService, tmp_
     assert withheld == {f"tile/entries/001.p/{report.size - 256}"}
     assert files == {path: data for path, data in expected.items() if path not in withheld}
     for path, data in files.items():
-        assert await served(service, path) == (200, data), path
-    assert (await served(service, withheld.pop()))[0] == 403
+        assert await served(web_service, path) == (200, data), path
+    assert (await served(web_service, withheld.pop()))[0] == 403
     # After the reveal, the next pass publishes the bundle the port now serves.
     reveal = dealer_pb2.RevealRequest(request_id="reveal-published", round_id=round_id)
-    await service.call("Reveal", reveal)
+    await web_service.call("Reveal", reveal)
     report = await asyncio.to_thread(publish_once, store, DirectoryTarget(root))
     path = f"tile/entries/001.p/{report.size - 256}"
     assert report.paths_written[-1] == path
-    assert await served(service, path) == (200, (root / path).read_bytes())
+    assert await served(web_service, path) == (200, (root / path).read_bytes())
     assert (root / path).read_bytes() == expected_tiles(list(store.iter_entries(0)))[path]
 
 
 @pytest.mark.system  # weed mini
 async def test_a_live_log_is_byte_identical_on_disk_in_the_bucket_and_over_http(
-    service: WebService, seaweed: Seaweed, tmp_path: Path
+    web_service: WebService, seaweed: Seaweed, tmp_path: Path
 ) -> None:
-    store = service.app.store
+    store = web_service.app.store
     for _ in range(3):
-        await service.play("table-2")
+        await web_service.play("table-2")
     bucket = seaweed.bucket()
     on_disk = await asyncio.to_thread(publish_once, store, DirectoryTarget(tmp_path / "tiles"))
     target = S3Target(bucket, "log", seaweed.client)
@@ -104,7 +80,7 @@ async def test_a_live_log_is_byte_identical_on_disk_in_the_bucket_and_over_http(
     files = files_under(tmp_path / "tiles")
     assert seaweed.objects(bucket, "log/") == files
     for path, data in files.items():
-        assert await served(service, path) == (200, data), path
+        assert await served(web_service, path) == (200, data), path
     # Every root from the tiles alone: the checkpoint's, recomputed from level-0 hashes.
     entries = list(store.iter_entries(0, on_disk.size))
     assert files == {"checkpoint": files["checkpoint"]} | {

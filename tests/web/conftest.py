@@ -7,8 +7,11 @@ reason; in CI (``CI`` set) a missing chromium fails the run instead: ``.ci/run``
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -72,6 +75,10 @@ class WebService:
     def vkey(self) -> str:
         return self.app.store.signer.vkey
 
+    async def log(self, path: str) -> tuple[int, dict[str, str], bytes]:
+        """``GET /log/PATH`` (the log's tiles): its status, headers and body, whatever they are."""
+        return await asyncio.to_thread(http_get, f"{self.base_url}log/{path}")
+
     async def call(self, method: str, request: Any) -> Any:
         stub = dealer_pb2_grpc.DealerServiceStub(self.channel)
         metadata = (("authorization", f"Bearer {TOKENS['operator']}"),)
@@ -94,6 +101,15 @@ class WebService:
             if method == until:
                 break
         return round_id
+
+
+def http_get(url: str) -> tuple[int, dict[str, str], bytes]:
+    """A plain GET: its status, headers and body, for an error status too."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, dict(answer.headers), answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
 
 
 def web_settings(directory: Path, **overrides: Any) -> Settings:

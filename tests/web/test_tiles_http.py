@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -18,32 +15,20 @@ from tests.web.conftest import WebService
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 
-def get(url: str) -> tuple[int, dict[str, str], bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, dict(answer.headers), answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
-async def fetch(service: WebService, path: str) -> tuple[int, dict[str, str], bytes]:
-    return await asyncio.to_thread(get, f"{service.base_url}log/{path}")
-
-
 async def test_hash_tiles_and_bundles_follow_a_checkpoint(web_service: WebService) -> None:
     await web_service.play()
-    status, headers, body = await fetch(web_service, "checkpoint")
+    status, headers, body = await web_service.log("checkpoint")
     assert status == 200
     assert headers["Content-Type"] == "text/plain; charset=utf-8"
     assert headers["Cache-Control"] == "public, max-age=2"
     size = Checkpoint.parse(SignedNote.parse(body.decode()).text).size
     assert 0 < size < 256
-    status, headers, tile = await fetch(web_service, f"tile/0/000.p/{size}")
+    status, headers, tile = await web_service.log(f"tile/0/000.p/{size}")
     assert status == 200
     assert headers["Content-Type"] == "application/octet-stream"
     assert headers["Cache-Control"] == "public, max-age=604800, immutable"
     assert len(tile) == 32 * size
-    status, _, bundle = await fetch(web_service, f"tile/entries/000.p/{size}")
+    status, _, bundle = await web_service.log(f"tile/entries/000.p/{size}")
     assert status == 200
     # Each entry is a uint16 length and its bytes, and its leaf hash is the tile's.
     offset = 0
@@ -57,10 +42,10 @@ async def test_hash_tiles_and_bundles_follow_a_checkpoint(web_service: WebServic
 
 async def test_a_tile_no_checkpoint_covers_is_not_found(web_service: WebService) -> None:
     await web_service.play()
-    _, _, body = await fetch(web_service, "checkpoint")
+    _, _, body = await web_service.log("checkpoint")
     size = Checkpoint.parse(SignedNote.parse(body.decode()).text).size
     for path in (f"tile/0/000.p/{size + 1}", "tile/0/000", "tile/1/000.p/1", "tile/entries/001"):
-        status, headers, answer = await fetch(web_service, path)
+        status, headers, answer = await web_service.log(path)
         assert (status, headers["Cache-Control"]) == (404, "no-store"), path
         assert b"NOT_FOUND" in answer
 
@@ -80,7 +65,7 @@ async def test_a_tile_no_checkpoint_covers_is_not_found(web_service: WebService)
     ],
 )
 async def test_a_path_that_is_not_a_tile_is_not_found(web_service: WebService, path: str) -> None:
-    status, _, body = await fetch(web_service, path)
+    status, _, body = await web_service.log(path)
     assert status == 404
     assert b"not a tile" in body
 
@@ -89,14 +74,14 @@ async def test_a_bundle_is_public_once_every_round_in_it_is_revealed(
     web_service: WebService,
 ) -> None:
     round_id = await web_service.play(until="Deal")
-    _, _, body = await fetch(web_service, "checkpoint")
+    _, _, body = await web_service.log("checkpoint")
     size = Checkpoint.parse(SignedNote.parse(body.decode()).text).size
-    status, headers, answer = await fetch(web_service, f"tile/entries/000.p/{size}")
+    status, headers, answer = await web_service.log(f"tile/entries/000.p/{size}")
     assert (status, headers["Cache-Control"]) == (403, "no-store")
     assert b"not yet revealed" in answer
     assert round_id.encode() not in answer
     # The hash tile of the same leaves is public: hashes say nothing of the hands.
-    assert (await fetch(web_service, f"tile/0/000.p/{size}"))[0] == 200
+    assert (await web_service.log(f"tile/0/000.p/{size}"))[0] == 200
     reveal = dealer_pb2.RevealRequest(request_id=str(uuid.uuid4()), round_id=round_id)
     await web_service.call("Reveal", reveal)
-    assert (await fetch(web_service, f"tile/entries/000.p/{size}"))[0] == 200
+    assert (await web_service.log(f"tile/entries/000.p/{size}"))[0] == 200

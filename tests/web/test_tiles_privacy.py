@@ -5,11 +5,8 @@ byte for byte the same, all the while."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import urllib.error
-import urllib.request
 import uuid
 
 import pytest
@@ -25,20 +22,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 CARD = re.compile(r"\b[A2-9TJQK][SHDC]\b")
 
 
-def get(url: str) -> tuple[int, dict[str, str], bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            return answer.status, dict(answer.headers), answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
-async def fetch(service: WebService, path: str) -> tuple[int, dict[str, str], bytes]:
-    return await asyncio.to_thread(get, f"{service.base_url}log/{path}")
-
-
 async def size_now(service: WebService) -> int:
-    status, _, body = await fetch(service, "checkpoint")
+    status, _, body = await service.log("checkpoint")
     assert status == 200
     return Checkpoint.parse(SignedNote.parse(body.decode()).text).size
 
@@ -59,12 +44,12 @@ async def test_a_bundle_shows_no_hand_before_its_round_does(web_service: WebServ
     refs = {seat.player_ref for seat in dealt.round.seats}
     assert len(cards) == 5 * (1 + len(SEATS)) and all(refs)
     hash_tile = f"tile/0/000.p/{size}"
-    status, _, hashes_before = await fetch(web_service, hash_tile)
+    status, _, hashes_before = await web_service.log(hash_tile)
     assert status == 200 and len(hashes_before) == 32 * size
 
     # Every width that takes in an entry of the dealt round is refused, and says nothing of it.
     for width in range(settled + 1, size + 1):
-        status, headers, body = await fetch(web_service, f"tile/entries/000.p/{width}")
+        status, headers, body = await web_service.log(f"tile/entries/000.p/{width}")
         assert (status, headers["Cache-Control"]) == (403, "no-store"), width
         assert headers["Content-Type"].startswith("application/json")
         refusal = json.loads(body)
@@ -73,20 +58,20 @@ async def test_a_bundle_shows_no_hand_before_its_round_does(web_service: WebServ
         assert round_id not in text and not CARD.search(text), text
         assert not any(ref in text for ref in refs) and "cards" not in text
     # The bundle of the settled round alone is public, and so is every hash tile.
-    assert (await fetch(web_service, f"tile/entries/000.p/{settled}"))[0] == 200
+    assert (await web_service.log(f"tile/entries/000.p/{settled}"))[0] == 200
 
     await web_service.call(
         "Reveal", dealer_pb2.RevealRequest(request_id=str(uuid.uuid4()), round_id=round_id)
     )
-    status, _, bundle = await fetch(web_service, f"tile/entries/000.p/{size}")
+    status, _, bundle = await web_service.log(f"tile/entries/000.p/{size}")
     assert status == 200
     assert round_id.encode() in bundle and all(card.encode() in bundle for card in cards)
-    status, _, hashes_after = await fetch(web_service, hash_tile)
+    status, _, hashes_after = await web_service.log(hash_tile)
     assert (status, hashes_after) == (200, hashes_before)
     await web_service.call(
         "Settle", dealer_pb2.SettleRequest(request_id=str(uuid.uuid4()), round_id=round_id)
     )
-    assert (await fetch(web_service, hash_tile))[2] == hashes_before
+    assert (await web_service.log(hash_tile))[2] == hashes_before
 
 
 async def test_a_voided_round_makes_its_bundle_public(web_service: WebService) -> None:
@@ -99,7 +84,7 @@ async def test_a_voided_round_makes_its_bundle_public(web_service: WebService) -
         dealer_pb2.DealRequest(request_id=str(uuid.uuid4()), round_id=round_id, seats=SEATS),
     )
     size = await size_now(web_service)
-    assert (await fetch(web_service, f"tile/entries/000.p/{size}"))[0] == 403
+    assert (await web_service.log(f"tile/entries/000.p/{size}"))[0] == 403
     await web_service.call(
         "VoidRound",
         dealer_pb2.VoidRoundRequest(
@@ -109,4 +94,4 @@ async def test_a_voided_round_makes_its_bundle_public(web_service: WebService) -
             reason="test",
         ),
     )
-    assert (await fetch(web_service, f"tile/entries/000.p/{size}"))[0] == 200
+    assert (await web_service.log(f"tile/entries/000.p/{size}"))[0] == 200
