@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import uuid
 
+import aiohttp
 import pytest
 from gnau.v1 import dealer_pb2
 
@@ -85,3 +87,24 @@ async def test_a_bundle_is_public_once_every_round_in_it_is_revealed(
     reveal = dealer_pb2.RevealRequest(request_id=str(uuid.uuid4()), round_id=round_id)
     await web_service.call("Reveal", reveal)
     assert (await web_service.log(f"tile/entries/000.p/{size}"))[0] == 200
+
+
+async def test_callers_of_the_checkpoint_at_once_each_get_it(web_service: WebService) -> None:
+    await web_service.play("table-2")
+    # An event-loop client: the service runs in this process, and blocking GETs on worker
+    # threads would hold the very threads its reads need.
+    url = f"{web_service.base_url}log/checkpoint"
+    async with aiohttp.ClientSession() as session:
+
+        async def get() -> tuple[int, bytes]:
+            async with session.get(url) as answer:
+                return answer.status, await answer.read()
+
+        answers = await asyncio.gather(*(get() for _ in range(24)))
+    assert {status for status, _ in answers} == {200}
+    expected = web_service.app.store.checkpoint()
+    assert expected is not None
+    # They share reads in flight; nothing is logged meanwhile, so each gets the latest, whole.
+    for _, body in answers:
+        size = Checkpoint.parse(SignedNote.parse(body.decode()).text).size
+        assert size == Checkpoint.parse(SignedNote.parse(expected).text).size

@@ -324,6 +324,9 @@ class _Routes:
             self._checkpoint_read = asyncio.ensure_future(
                 asyncio.to_thread(served_checkpoint, self._store, self._quorum, cosigned=True)
             )
+            # Its callers may all be gone (disconnected) when a read fails: the failure is theirs
+            # to see, not an "exception never retrieved" in the service's log.
+            self._checkpoint_read.add_done_callback(_retrieved)
         served = await asyncio.shield(self._checkpoint_read)
         if served is None:
             raise web.HTTPNotFound(reason="the log has signed no checkpoint yet")
@@ -364,6 +367,11 @@ class _Routes:
         return web.Response(
             body=body, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
         )
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def page_files() -> dict[str, tuple[bytes, str]]:
