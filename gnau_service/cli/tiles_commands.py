@@ -1,11 +1,13 @@
 """``gnau tiles``: the log as static C2SP tlog-tiles, outside the service (docs/audit.md).
 
 - ``gnau tiles publish --database URL --to DIR|s3://bucket[/prefix] [--endpoint-url URL]
-  [--follow SECONDS] [--all-bundles]``: write the latest checkpoint and every tile it commits to
-  that the target lacks (:mod:`gnau_service.tiles.publisher`), once, or every ``SECONDS`` until
-  SIGINT or SIGTERM. Entry bundles holding a round not yet revealed wait for a later pass, unless
-  ``--all-bundles`` (a bucket for auditors alone). An S3 bucket's credentials and region are
-  boto3's usual ones (``AWS_ACCESS_KEY_ID``, ``~/.aws``, instance roles).
+  [--follow SECONDS] [--all-bundles] [--witness VKEY ... [--quorum K]]``: write the latest
+  checkpoint (with witnesses, the newest that K of them cosigned, as the HTTP port serves it) and
+  every tile it commits to that the target lacks (:mod:`gnau_service.tiles.publisher`), once,
+  or every ``SECONDS`` until SIGINT or SIGTERM. Entry bundles holding a round not yet revealed
+  wait for a later pass, unless ``--all-bundles`` (a bucket for auditors alone). An S3 bucket's
+  credentials and region are boto3's usual ones (``AWS_ACCESS_KEY_ID``, ``~/.aws``, instance
+  roles).
 
 Exit statuses (main.py's): 0 published (with ``--follow``: stopped by a signal); 1 the target
 holds something this log never wrote there (another log, a fork, a tile with other bytes):
@@ -26,6 +28,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 from gnau_service.audit.entries import clip
 from gnau_service.cli.failing import fail
+from gnau_service.cli.remote import UnusableKeyError
+from gnau_service.cli.witness_options import add_witness_options, witness_policy
 
 if TYPE_CHECKING:
     from gnau_service.tiles.publisher import PublishReport
@@ -73,6 +77,7 @@ def add_tiles_arguments(tiles: argparse.ArgumentParser) -> None:
         help="publish every entry bundle at once, hands of rounds not revealed yet included: "
         "only for a target that auditors alone can read",
     )
+    add_witness_options(publish)
     publish.set_defaults(run=run_publish)
 
 
@@ -104,6 +109,7 @@ def run_publish(args: argparse.Namespace) -> int:
         StoreError,
         open_reader,
     )
+    from gnau_service.store.cosignatures import WitnessQuorum  # noqa: PLC0415
     from gnau_service.tiles.publisher import PublishError, follow, publish_once  # noqa: PLC0415
     from gnau_service.tiles.targets import TargetError, TileConflict, open_target  # noqa: PLC0415
 
@@ -115,6 +121,12 @@ def run_publish(args: argparse.Namespace) -> int:
     if args.follow is not None and not args.follow > 0:
         return fail(COMMAND, f"--follow must be a number of seconds above 0, not {args.follow}")
     try:
+        witnessed = witness_policy(args)
+    except UnusableKeyError as error:
+        return fail(COMMAND, clip(str(error), 400))
+    # Cosignatures are kept by the witness's vkey (as gnau serve --witness names it).
+    quorum = WitnessQuorum(tuple(key.vkey for key in witnessed.witnesses), witnessed.quorum)
+    try:
         target = open_target(args.to, endpoint_url=args.endpoint_url)
     except ValueError as error:
         return fail(COMMAND, clip(str(error), 400))
@@ -125,7 +137,7 @@ def run_publish(args: argparse.Namespace) -> int:
     with reader:
         try:
             if args.follow is None:
-                report = publish_once(reader, target, public=not args.all_bundles)
+                report = publish_once(reader, target, public=not args.all_bundles, quorum=quorum)
                 print(f"published to {target}: {report.line()}")
                 return 0
             stop = threading.Event()
@@ -154,6 +166,7 @@ def run_publish(args: argparse.Namespace) -> int:
                 interval=args.follow,
                 stop=stop,
                 public=not args.all_bundles,
+                quorum=quorum,
                 on_pass=on_pass,
                 on_error=on_error,
             )

@@ -45,7 +45,14 @@ from typing import Final, TypeVar
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.note import NoteError, SignedNote
 from gnau_service.audit.tiles import TILE_WIDTH, TileRef, tiles_of
-from gnau_service.store.cosignatures import NO_WITNESSES, served_checkpoint
+from gnau_service.store.cosignatures import (
+    NO_WITNESSES,
+    CheckpointNote,
+    WitnessQuorum,
+    cosigned_size,
+    served_checkpoint,
+    with_cosignatures,
+)
 from gnau_service.store.reader import LogReader
 from gnau_service.store.tiles import BundleNotPublic, read_tile
 from gnau_service.tiles.targets import (
@@ -169,18 +176,33 @@ def publish_once(
     target: Target,
     *,
     public: bool = True,
+    quorum: WitnessQuorum = NO_WITNESSES,
     stop: threading.Event | None = None,
     pool: Executor | None = None,
 ) -> PublishReport:
-    """One pass (the module's docstring): publish the store's latest checkpoint and every tile
-    it commits to that the target lacks; withhold bundles of unrevealed rounds if ``public``.
+    """One pass (the module's docstring): publish the store's latest checkpoint (with a
+    ``quorum``, the newest it cosigned, as the HTTP port serves it; none before one has) and
+    every tile it commits to that the target lacks; withhold bundles of unrevealed rounds if
+    ``public``.
     Tiles are rendered and written :data:`WRITERS` at a time, on ``pool`` (one of its own if
     None). If ``stop`` is set meanwhile, the pass ends after the tiles being written, without
     the checkpoint."""
     with ExitStack() as stack:
         if pool is None:
             pool = stack.enter_context(ThreadPoolExecutor(WRITERS, "gnau-tiles"))
-        return _publish(reader, target, public=public, stop=stop, pool=pool)
+        return _publish(reader, target, public=public, quorum=quorum, stop=stop, pool=pool)
+
+
+def to_publish(reader: LogReader, quorum: WitnessQuorum) -> CheckpointNote | None:
+    """The checkpoint a pass publishes, with its cosignatures: the latest, or with a quorum
+    the newest that quorum cosigned (None: there is none yet)."""
+    if quorum.threshold == 0:
+        return served_checkpoint(reader, NO_WITNESSES, cosigned=False)
+    size = cosigned_size(reader, quorum)
+    note = None if size is None else reader.checkpoint(size)
+    if size is None or note is None:
+        return None
+    return CheckpointNote(size, with_cosignatures(reader, size, note))
 
 
 def _publish(
@@ -188,13 +210,16 @@ def _publish(
     target: Target,
     *,
     public: bool,
+    quorum: WitnessQuorum,
     stop: threading.Event | None,
     pool: Executor,
 ) -> PublishReport:
     report = PublishReport()
     report.previous_size = report.size = target_size(target, reader)
-    served = served_checkpoint(reader, NO_WITNESSES, cosigned=False)
-    if served is None:
+    served = to_publish(reader, quorum)
+    if served is None or served.size < report.previous_size:
+        # Nothing signed yet, or the quorum has not caught up with a checkpoint published
+        # before it was asked for: the published one stays until a newer one is cosigned.
         return report
     size = served.size
 
@@ -265,6 +290,7 @@ def follow(
     interval: float,
     stop: threading.Event,
     public: bool = True,
+    quorum: WitnessQuorum = NO_WITNESSES,
     on_pass: Callable[[PublishReport], None] = lambda report: None,
     on_error: Callable[[Exception], bool] = lambda error: False,
 ) -> None:
@@ -274,7 +300,10 @@ def follow(
     with ThreadPoolExecutor(WRITERS, "gnau-tiles") as pool:
         while not stop.is_set():
             try:
-                on_pass(publish_once(reader, target, public=public, stop=stop, pool=pool))
+                report = publish_once(
+                    reader, target, public=public, quorum=quorum, stop=stop, pool=pool
+                )
+                on_pass(report)
             except Exception as error:
                 if not on_error(error):
                     raise

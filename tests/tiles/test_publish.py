@@ -19,12 +19,14 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.cosignature import WitnessSigner, cosign
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.tiles import parse_tile_path
 from gnau_service.cli import tiles_commands
 from gnau_service.server.http import routes
 from gnau_service.store import DEFAULT_DATABASE_URL, open_store
+from gnau_service.store.cosignatures import WitnessQuorum, add_cosignature
 from gnau_service.store.tiles import read_tile
 from gnau_service.tiles import targets
 from gnau_service.tiles.publisher import PublishError, publish_once
@@ -32,6 +34,7 @@ from gnau_service.tiles.targets import DirectoryTarget, TileConflict, open_targe
 from tests.cli.test_lazy_imports import imported_by, within
 from tests.conftest import Run
 from tests.postgres import fresh_database
+from tests.steps import run_steps
 from tests.tiles.logs import Log, expected_tiles, files_under, opened_log
 
 
@@ -430,3 +433,33 @@ def test_the_command_imports_its_work_only_when_it_runs() -> None:
     modules = imported_by("tiles", "publish", "--to", "s3://bucket")
     assert within(modules, ("boto3", "botocore", "gnau_service.store", "psycopg")) == []
     assert tiles_commands.DEFAULT_DATABASE_URL == DEFAULT_DATABASE_URL
+
+
+def test_with_a_quorum_the_newest_cosigned_checkpoint_is_published(
+    log: Log, tmp_path: Path
+) -> None:
+    witness = WitnessSigner("witness.example/w1", Ed25519PrivateKey.generate())
+    quorum = WitnessQuorum((witness.vkey,), 1)
+    log.grow(300)
+    root = tmp_path / "tiles"
+    # No checkpoint is cosigned yet: nothing is published, not even the latest.
+    report = publish_once(log.store, DirectoryTarget(root), quorum=quorum)
+    assert (report.written, report.checkpoint_written) == (0, False)
+    assert not (root / "checkpoint").exists()
+    cosigned = log.store.size()
+    note = log.store.checkpoint(cosigned)
+    assert note is not None
+    body = SignedNote.parse(note).text
+    line = cosign(witness, body, 1_700_000_000).line.rstrip("\n")  # kept without it
+    run_steps(log.store, [lambda tx: add_cosignature(tx, cosigned, witness.vkey, line, 1)])
+    log.grow(100)  # signed, not cosigned
+    report = publish_once(log.store, DirectoryTarget(root), quorum=quorum)
+    published_note = (root / "checkpoint").read_text()
+    assert Checkpoint.parse(SignedNote.parse(published_note).text).size == cosigned
+    assert published_note == note + line + "\n"
+    assert report.size == cosigned
+    assert not any(
+        parse_tile_path(path).end_leaf > cosigned
+        for path in published(root)
+        if path != "checkpoint"
+    )
