@@ -47,6 +47,15 @@ TILE_HEIGHT: Final = 8
 MAX_TILE_LEVEL: Final = 7
 #: The level a bundle is named by in paths.
 ENTRIES: Final = "entries"
+#: The path of the checkpoint, beside ``tile/``.
+CHECKPOINT_PATH: Final = "checkpoint"
+#: How the checkpoint is served (the HTTP port, a bucket): it changes with every batch, so a
+#: cache holds it for seconds only.
+CHECKPOINT_CONTENT_TYPE: Final = "text/plain; charset=utf-8"
+CHECKPOINT_CACHE_CONTROL: Final = "public, max-age=2"
+#: How a tile is served: its bytes never change, for any width (as Tessera serves them).
+TILE_CONTENT_TYPE: Final = "application/octet-stream"
+TILE_CACHE_CONTROL: Final = "public, max-age=604800, immutable"
 
 _GROUP: Final = re.compile(r"x\d{3}")
 _LAST_GROUP: Final = re.compile(r"\d{3}")

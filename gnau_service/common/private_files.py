@@ -7,6 +7,9 @@ its tokens, say) sees the old file or the new one, never half of one. Commands t
 and write a file hold :func:`exclusive_lock` on a ``.lock`` file beside it, so that two of them
 at once cannot lose each other's change. :func:`read_private_file` reads them, refusing one
 that group or others may access.
+
+The same whole, durable writes serve files that are public by design at another mode
+(:func:`create_file`, :func:`replace_file`: the log's published tiles).
 """
 
 from __future__ import annotations
@@ -77,18 +80,29 @@ def _refuse_unless_private(what: str, where: str, status: os.stat_result) -> Non
 
 def write_private_file(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace (or create) ``path`` with ``data``, atomically and durably, at mode 0600."""
-    target = Path(path)
-    with _synced_temporary(target, data) as temporary:
-        os.replace(temporary, target)
-    sync_directory(target.parent)
+    replace_file(path, data, PRIVATE_MODE)
 
 
 def create_private_file(path: str | os.PathLike[str], data: bytes) -> bool:
     """Create ``path`` with ``data`` at mode 0600, whole or not at all, unless it exists: an
     existing file (or one a concurrent process has just created) is never replaced. True if
     this call created it."""
+    return create_file(path, data, PRIVATE_MODE)
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes, mode: int) -> None:
+    """Replace (or create) ``path`` with ``data`` at ``mode``, atomically and durably."""
     target = Path(path)
-    with _synced_temporary(target, data) as temporary:
+    with _synced_temporary(target, data, mode) as temporary:
+        os.replace(temporary, target)
+    sync_directory(target.parent)
+
+
+def create_file(path: str | os.PathLike[str], data: bytes, mode: int) -> bool:
+    """Create ``path`` with ``data`` at ``mode``, whole or not at all, unless it exists (it is
+    then never replaced); durably. True if this call created it."""
+    target = Path(path)
+    with _synced_temporary(target, data, mode) as temporary:
         try:
             os.link(temporary, target)  # unlike a rename, fails rather than overwrite
         except FileExistsError:
@@ -98,13 +112,14 @@ def create_private_file(path: str | os.PathLike[str], data: bytes) -> bool:
 
 
 @contextlib.contextmanager
-def _synced_temporary(target: Path, data: bytes) -> Iterator[Path]:
-    """``data`` in a new 0600 file beside ``target``, synced; removed when the block ends."""
+def _synced_temporary(target: Path, data: bytes, mode: int) -> Iterator[Path]:
+    """``data`` in a new file at ``mode`` beside ``target``, synced; removed when the block
+    ends. It is created at 0600 whatever ``mode``, so nobody reads it half-written."""
     temporary = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
     try:
         with os.fdopen(fd, "wb") as file:
-            os.fchmod(file.fileno(), PRIVATE_MODE)  # the umask can only narrow it: be exact
+            os.fchmod(file.fileno(), mode)  # the umask can only narrow it: be exact
             file.write(data)
             file.flush()
             os.fsync(file.fileno())

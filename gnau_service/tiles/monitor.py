@@ -23,7 +23,6 @@ atomically after each pass, so a restart resumes where it stopped.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -53,9 +52,12 @@ from gnau_service.audit.merkle import (
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
 from gnau_service.audit.signing import KeyRotation, RotationError, trusted_keys
 from gnau_service.audit.tiles import TILE_WIDTH, TileError, TileNodes, TileRef, tile_width
+from gnau_service.common.private_files import replace_file
 from gnau_service.tiles.client import TileClient, TileNotFound, TileNotPublic
 
 STATE_FORMAT: Final = "gnau-dealer/monitor-state/v1"
+#: The state holds only what the tiles say (sizes, roots, indices): nothing to hide.
+STATE_MODE: Final = 0o644
 #: Seconds a covered bundle may stay absent (not yet public) before it is a failure.
 DEFAULT_BUNDLE_GRACE: Final = 3600.0
 #: Entries verified in one call of verify_bundle (their bytes are held meanwhile).
@@ -158,13 +160,8 @@ class MonitorState:
             raise CannotMonitorError(f"cannot read the state {path}: {error}") from None
 
     def save(self, path: Path) -> None:
-        """Write the state atomically: to a file beside it, synced, then renamed over it."""
-        partial = path.with_name(path.name + ".partial")
-        with partial.open("w", encoding="utf-8") as out:
-            json.dump(self.to_json(), out, indent=1)
-            out.flush()
-            os.fsync(out.fileno())
-        partial.replace(path)
+        """Write the state atomically and durably: a restart reads the old state or the new."""
+        replace_file(path, json.dumps(self.to_json(), indent=1).encode(), STATE_MODE)
 
 
 @dataclass(frozen=True)

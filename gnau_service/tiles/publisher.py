@@ -44,7 +44,14 @@ from typing import Final, TypeVar
 
 from gnau_service.audit.checkpoint import Checkpoint, CheckpointError
 from gnau_service.audit.note import NoteError, SignedNote
-from gnau_service.audit.tiles import TILE_WIDTH, TileRef, tiles_of
+from gnau_service.audit.tiles import (
+    CHECKPOINT_CACHE_CONTROL,
+    CHECKPOINT_CONTENT_TYPE,
+    CHECKPOINT_PATH,
+    TILE_WIDTH,
+    TileRef,
+    tiles_of,
+)
 from gnau_service.store.cosignatures import (
     NO_WITNESSES,
     CheckpointNote,
@@ -55,12 +62,7 @@ from gnau_service.store.cosignatures import (
 )
 from gnau_service.store.reader import LogReader
 from gnau_service.store.tiles import BundleNotPublic, read_tile
-from gnau_service.tiles.targets import (
-    CHECKPOINT_CACHE_CONTROL,
-    CHECKPOINT_CONTENT_TYPE,
-    CHECKPOINT_PATH,
-    Target,
-)
+from gnau_service.tiles.targets import Target
 
 #: Tiles rendered and written at once: each waits on the database, a disk flush or a request.
 WRITERS: Final = 8

@@ -16,7 +16,7 @@ Two drivers:
   file beside its final name, flushed to disk, then hard-linked to that name, which fails if
   the name exists: a crash leaves a whole tile or none, never a torn one under a tile's name.
   The directory is flushed after each new name. The web server sets the headers (see
-  :data:`TILE_CACHE_CONTROL`).
+  :data:`~gnau_service.audit.tiles.TILE_CACHE_CONTROL`).
 - :class:`S3Target`: an S3-compatible bucket (AWS S3, SeaweedFS, MinIO, R2, ...) through boto3,
   with ``If-None-Match: *`` on every tile: the bucket, not this process, refuses a second
   writer (412). The store must honour conditional writes (the ones named do). The headers are
@@ -27,23 +27,17 @@ Two drivers:
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from gnau_service.audit.tiles import TILE_CACHE_CONTROL, TILE_CONTENT_TYPE
+from gnau_service.common.private_files import create_file, replace_file, sync_directory
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-#: The checkpoint's headers: it changes with every batch, so a cache holds it for seconds only.
-CHECKPOINT_CONTENT_TYPE: Final = "text/plain; charset=utf-8"
-CHECKPOINT_CACHE_CONTROL: Final = "public, max-age=2"
-#: A tile's headers: its bytes never change, for any width.
-TILE_CONTENT_TYPE: Final = "application/octet-stream"
-TILE_CACHE_CONTROL: Final = "public, max-age=604800, immutable"
-#: The path of the checkpoint, beside ``tile/``.
-CHECKPOINT_PATH: Final = "checkpoint"
+#: Published files are read by anyone the web server in front of the directory serves.
+PUBLIC_MODE: Final = 0o644
 S3_SCHEME: Final = "s3://"
 #: How often a conditional write is tried again while the bucket answers that another one to the
 #: same key is in flight (AWS: 409 ConditionalRequestConflict).
@@ -99,19 +93,13 @@ def _checked_path(path: str) -> str:
 # --- A directory ----------------------------------------------------------------------------------
 
 
-def _fsync_directory(directory: Path) -> None:
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
 class DirectoryTarget:
     """A directory: tiles created exclusively and durably, the checkpoint replaced atomically.
 
-    Temporary files are named ``.tmp-*`` beside their final names; one a crash leaves behind is
-    never read, and may be deleted.
+    Files are written as :mod:`gnau_service.common.private_files` writes them, at
+    :data:`PUBLIC_MODE`: a temporary ``.NAME.HEX.tmp`` beside the final name, synced, then linked
+    (a tile) or renamed (the checkpoint) into place; one a crash leaves behind is never read,
+    and may be deleted.
     """
 
     def __init__(self, root: Path) -> None:
@@ -123,34 +111,24 @@ class DirectoryTarget:
     def put_new(self, path: str, data: bytes) -> bool:
         final = self._file(path)
         self._make_parents(final)
-        temporary = self._written_temporary(final, data)
         try:
-            os.link(temporary, final)
-        except FileExistsError:
+            if create_file(final, data, PUBLIC_MODE):
+                return True
             existing = final.read_bytes()
-            if existing != data:
-                raise TileConflict(str(self.root), path, len(existing), len(data)) from None
-            return False
         except OSError as error:
             raise TargetError(f"cannot create {final}: {error.strerror}") from None
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                temporary.unlink()
-        _fsync_directory(final.parent)
-        return True
+        if existing != data:
+            raise TileConflict(str(self.root), path, len(existing), len(data))
+        return False
 
     def put(self, path: str, data: bytes, content_type: str, cache_control: str) -> None:
         del content_type, cache_control  # the web server in front of the directory sets them
         final = self._file(path)
         self._make_parents(final)
-        temporary = self._written_temporary(final, data)
         try:
-            os.replace(temporary, final)
+            replace_file(final, data, PUBLIC_MODE)
         except OSError as error:
-            with contextlib.suppress(FileNotFoundError):
-                temporary.unlink()
             raise TargetError(f"cannot replace {final}: {error.strerror}") from None
-        _fsync_directory(final.parent)
 
     def get(self, path: str) -> bytes | None:
         try:
@@ -180,26 +158,7 @@ class DirectoryTarget:
                 directory.mkdir(exist_ok=True)
             except OSError as error:
                 raise TargetError(f"cannot create {directory}: {error.strerror}") from None
-            _fsync_directory(directory.parent)
-
-    @staticmethod
-    def _written_temporary(final: Path, data: bytes) -> Path:
-        """A new file beside ``final`` holding ``data``, flushed to disk."""
-        try:
-            descriptor, name = tempfile.mkstemp(prefix=".tmp-", dir=final.parent)
-        except OSError as error:
-            raise TargetError(f"cannot write in {final.parent}: {error.strerror}") from None
-        try:
-            with os.fdopen(descriptor, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.chmod(name, 0o644)  # served as it is: mkstemp makes it 0600
-        except OSError as error:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(name)
-            raise TargetError(f"cannot write in {final.parent}: {error.strerror}") from None
-        return Path(name)
+            sync_directory(directory.parent)
 
 
 # --- An S3-compatible bucket ----------------------------------------------------------------------

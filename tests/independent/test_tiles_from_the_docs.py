@@ -85,7 +85,7 @@ def test_the_docs_tiles_of_70000_are_the_codes() -> None:
 
 def test_the_docs_headers_are_the_routes() -> None:
     lines = dict(line.split(": ", 1) for line in doc_block("tile-headers").splitlines()[1:-1])
-    checkpoint, tile = routes.CHECKPOINT_CACHE_CONTROL, routes.TILE_CACHE_CONTROL
+    checkpoint, tile = code.CHECKPOINT_CACHE_CONTROL, code.TILE_CACHE_CONTROL
     assert lines["checkpoint"] == f"text/plain; charset=utf-8; Cache-Control: {checkpoint}"
     assert lines["tile"] == f"application/octet-stream; Cache-Control: {tile}"
     assert lines["refusal"] == f"{routes.JSON_CONTENT_TYPE}; Cache-Control: no-store"

@@ -18,17 +18,16 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from gnau_service.audit import tiles
 from gnau_service.audit.checkpoint import Checkpoint
 from gnau_service.audit.cosignature import WitnessSigner, cosign
 from gnau_service.audit.note import SignedNote
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.tiles import parse_tile_path
 from gnau_service.cli import tiles_commands
-from gnau_service.server.http import routes
 from gnau_service.store import DEFAULT_DATABASE_URL, open_store
 from gnau_service.store.cosignatures import WitnessQuorum, add_cosignature
 from gnau_service.store.tiles import read_tile
-from gnau_service.tiles import targets
 from gnau_service.tiles.publisher import PublishError, publish_once
 from gnau_service.tiles.targets import DirectoryTarget, TileConflict, open_target
 from tests.cli.test_lazy_imports import imported_by, within
@@ -47,7 +46,7 @@ def log(tmp_path: Path) -> Iterator[Log]:
 def published(root: Path) -> dict[str, bytes]:
     """The tiles under ``root`` (the checkpoint apart); no temporary file is left."""
     files = files_under(root)
-    assert not [path for path in files if ".tmp-" in path]
+    assert not [path for path in files if path.endswith(".tmp")]
     files.pop("checkpoint", None)
     return files
 
@@ -294,11 +293,13 @@ def test_a_bundle_waits_until_every_round_in_it_is_revealed(
     assert f"tile/entries/002.p/{len(dealt) - 512}" not in published(public)
 
 
-def test_the_headers_are_the_http_ports() -> None:
-    assert targets.CHECKPOINT_CACHE_CONTROL == routes.CHECKPOINT_CACHE_CONTROL
-    assert targets.TILE_CACHE_CONTROL == routes.TILE_CACHE_CONTROL
-    assert targets.TILE_CONTENT_TYPE == "application/octet-stream"
-    assert targets.CHECKPOINT_CONTENT_TYPE == "text/plain; charset=utf-8"
+def test_the_headers_are_those_docs_audit_md_gives() -> None:
+    # One definition serves the HTTP port and the bucket (tests/web/test_tiles_http.py reads
+    # the port's answers, test_publish_s3.py the bucket's objects).
+    assert tiles.CHECKPOINT_CACHE_CONTROL == "public, max-age=2"
+    assert tiles.TILE_CACHE_CONTROL == "public, max-age=604800, immutable"
+    assert tiles.TILE_CONTENT_TYPE == "application/octet-stream"
+    assert tiles.CHECKPOINT_CONTENT_TYPE == "text/plain; charset=utf-8"
 
 
 def with_password(url: str, password: str) -> str:

@@ -39,7 +39,14 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from gnau_service.audit.tiles import TileError, parse_tile_path
+from gnau_service.audit.tiles import (
+    CHECKPOINT_CACHE_CONTROL,
+    CHECKPOINT_PATH,
+    TILE_CACHE_CONTROL,
+    TILE_CONTENT_TYPE,
+    TileError,
+    parse_tile_path,
+)
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.edge.http import (
     ACCEPT_BACKLOG,
@@ -103,10 +110,6 @@ class Scrapeable(Protocol):
 JSON_CONTENT_TYPE: Final = "application/json"
 #: Where the log's tiles are served (C2SP tlog-tiles; ``docs/audit.md``, "Tiles").
 TILES_PREFIX: Final = "/log/"
-#: The checkpoint changes with every batch: a cache may hold it for seconds only.
-CHECKPOINT_CACHE_CONTROL: Final = "public, max-age=2"
-#: A tile's bytes never change, for any width (as Tessera serves them).
-TILE_CACHE_CONTROL: Final = "public, max-age=604800, immutable"
 #: The largest ``pinned_size`` digit string read; a size of the log never has more digits.
 MAX_SIZE_DIGITS: Final = 20
 
@@ -232,7 +235,7 @@ def web_application(
     # It may hold any character, a newline too, so that validation refuses it (400), not the router.
     app.router.add_get(r"/rounds/{round_id:[\s\S]+}/receipt", routes.receipt)
     app.router.add_get("/keys", routes.keys)
-    app.router.add_get(f"{TILES_PREFIX}checkpoint", routes.checkpoint)
+    app.router.add_get(f"{TILES_PREFIX}{CHECKPOINT_PATH}", routes.checkpoint)
     app.router.add_get(f"{TILES_PREFIX}{{path:tile/.*}}", routes.tile)
     app.router.add_get("/{path:.*}", routes.static)
     return app
@@ -353,7 +356,7 @@ class _Routes:
             raise web.HTTPForbidden(reason=str(error)) from None
         return web.Response(
             body=body,
-            content_type="application/octet-stream",
+            content_type=TILE_CONTENT_TYPE,
             headers={"Cache-Control": TILE_CACHE_CONTROL},
         )
 
