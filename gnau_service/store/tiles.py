@@ -20,7 +20,8 @@ import threading
 from collections import OrderedDict
 from typing import Final
 
-from gnau_service.audit.tiles import TileRef, encode_bundle
+from gnau_service.audit.tiles import TILE_HEIGHT, TILE_WIDTH, TileRef, encode_bundle
+from gnau_service.store.cosignatures import NO_WITNESSES, cosigned_size
 from gnau_service.store.errors import StoreError
 from gnau_service.store.reader import LogReader
 
@@ -95,8 +96,7 @@ class FullTiles:
 
 def signed_size(reader: LogReader) -> int:
     """The size of the latest signed checkpoint (0 if there is none)."""
-    rows = reader.query("SELECT MAX(size) FROM log_checkpoints")
-    return 0 if rows[0][0] is None else int(rows[0][0])
+    return cosigned_size(reader, NO_WITNESSES) or 0
 
 
 def read_tile(reader: LogReader, ref: TileRef, *, public: bool, covered_size: int) -> bytes:
@@ -107,7 +107,7 @@ def read_tile(reader: LogReader, ref: TileRef, *, public: bool, covered_size: in
     """
     if ref.end_leaf > covered_size:
         raise TileNotCovered(ref, covered_size)
-    first = ref.index * 256
+    first = ref.index * TILE_WIDTH
     if ref.level is None:
         if public and not bundle_is_public(reader, ref):
             raise BundleNotPublic(ref)
@@ -119,7 +119,7 @@ def read_tile(reader: LogReader, ref: TileRef, *, public: bool, covered_size: in
     else:
         rows = reader.query(
             "SELECT hash FROM log_nodes WHERE level = ? AND idx >= ? AND idx < ? ORDER BY idx",
-            (8 * ref.level, first, first + ref.width),
+            (TILE_HEIGHT * ref.level, first, first + ref.width),
         )
         data = b"".join(bytes(row[0]) for row in rows)
     if len(rows) != ref.width:
