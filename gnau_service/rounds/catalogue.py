@@ -77,6 +77,7 @@ from gnau_service.store.catalogue_rows import (
     tables_in_force,
     unlogged_versions,
 )
+from gnau_service.store.reader import ReadSource
 
 #: The tables a first start catalogues for the default operator (``gnau play --tables 8`` plays
 #: at all of them), and what they deal under: euro stakes of 1 cent to 10,000 euro, the default
@@ -342,9 +343,9 @@ def shuffle_table(
     return entry
 
 
-def played_under(tx: Transaction, operator: str, table_id: str, version: int) -> TableConfig:
+def played_under(source: ReadSource, operator: str, table_id: str, version: int) -> TableConfig:
     """The configuration a round committed under ``version`` of its table is held to."""
-    row = table_version(tx, operator, table_id, version)
+    row = table_version(source, operator, table_id, version)
     if row is None:  # the catalogue keeps every version; a missing one is a damaged store
         raise LookupError(f"table {table_id!r} has no version {version}")
     return CatalogueEntry.of_row(row).config

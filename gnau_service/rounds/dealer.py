@@ -58,17 +58,20 @@ from gnau_service.audit.round_events import (
 )
 from gnau_service.audit.software import software_identity
 from gnau_service.fairness.encoding import FairnessVersion
-from gnau_service.fairness.round import CommittedRound
+from gnau_service.fairness.round import CommittedRound, DealtRound
+from gnau_service.fairness.transcript import Beacon, LockedSeat
 from gnau_service.rounds.catalogue import TableConfig, played_under, shuffle_table
 from gnau_service.rounds.deadlines import Deadlines
 from gnau_service.rounds.identities import (
     deal_fingerprint,
+    planned_references,
     retried_names,
     seat_players,
     seat_references,
 )
 from gnau_service.rounds.limits import DEFAULT_MAX_STAKE
 from gnau_service.rounds.paging import next_page_token, page_limit, read_page_token
+from gnau_service.rounds.planning import P, PlanCounts, Planned
 from gnau_service.rounds.record import (
     DEALT_STATES,
     OPEN_STATES,
@@ -96,7 +99,8 @@ from gnau_service.rounds.view import RoundView, dealt_round, dealt_round_of, vie
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import Settlement
-from gnau_service.store import PendingEntry, Store, Transaction
+from gnau_service.store import PendingEntry, PreparedEvent, Store, Transaction, prepare_event
+from gnau_service.store.reader import ReadSource
 from gnau_service.store.round_rows import (
     OpenRoundExists,
     StoredRequest,
@@ -130,6 +134,8 @@ class Dealer:
     store: Store
     max_stake: int = DEFAULT_MAX_STAKE
     deadlines: Deadlines = field(default_factory=Deadlines)
+    #: How the steps planned ahead of the writers' turn went (for metrics).
+    plans: PlanCounts = field(default_factory=PlanCounts)
 
     async def shuffle(
         self,
@@ -150,6 +156,10 @@ class Dealer:
         it."""
         check_table_id(table_id)
         operator_id(operator)
+        # A v2 round: its seats will name their players by reference (docs/privacy.md). Made
+        # before the unit waits for its turn (its commitment is a hash of the fresh seed); a
+        # retried request, answered from its record, leaves it unused.
+        committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)
 
         def unit(tx: Transaction) -> Answer:
             request = find_request(tx, operator, idempotency.request_id)
@@ -164,8 +174,6 @@ class Dealer:
                 claim_table(tx, operator, table_id)
             except OpenRoundExists as busy:
                 raise TableBusy(table_id, *busy.args) from None
-            # A v2 round: its seats will name their players by reference (docs/privacy.md).
-            committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)
             disclosed = ReturnToPlayer.of_rules(rules)
             entry = tx.append(
                 EntryKind.ROUND_COMMITTED,
@@ -224,42 +232,50 @@ class Dealer:
                 idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
             )
 
-        def to_dealt(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            table = self._table(tx, record)
+        def plan(source: ReadSource, record: RoundRecord, seed: bytes) -> DealPlan:
+            table = self._table(source, record)
             limits = (
                 SeatLimits(self.max_stake) if table is None else table.seat_limits(self.max_stake)
             )
             locked, locked_beacon = locked_seats(record.rules, seats, beacon, limits)
+            if record.version is FairnessVersion.V1:
+                return _deal_plan(record, seed, actor, table, locked, locked, {}, locked_beacon)
+            # The seats name their players by reference (outside the shuffle's input, so a key
+            # made now moves no card).
+            named, made = planned_references(source, record.operator, round_id, locked)
+            return _deal_plan(record, seed, actor, table, locked, named, made, locked_beacon)
+
+        def to_dealt(
+            tx: Transaction, record: RoundRecord, seed: bytes, plan: DealPlan
+        ) -> RoundView:
             # The answer names each seat's player: known here, so not read back.
             players: dict[str, str] = {}
             if record.version is not FairnessVersion.V1:
-                # Before anything is logged or answered: the seats name their players by
-                # reference (outside the shuffle's input, so a key made now moves no card).
-                by_id, locked = locked, seat_references(tx, record.operator, round_id, locked)
+                named = seat_references(tx, record.operator, round_id, plan.by_id, plan.made)
+                if named != plan.named:  # another deal made a key for one of its players
+                    self.plans.recomputed += 1
+                    plan = _deal_plan(
+                        record, seed, actor, plan.table, plan.by_id, named, {}, plan.beacon
+                    )
                 players = {
-                    named.player: seat.player for named, seat in zip(locked, by_id, strict=True)
+                    seat.player: asked.player
+                    for seat, asked in zip(plan.named, plan.by_id, strict=True)
                 }
-            names = [(seat.seat_number, seat.player) for seat in locked]
+            names = [(seat.seat_number, seat.player) for seat in plan.named]
             keyed = replace(
                 idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
             )
-            dealt = dealt_round(round_id, record.rules, seed, locked, locked_beacon, record.version)
-            payload: dict[str, JsonValue] = {
-                **dealt_payload(dealt),
-                SOFTWARE_FIELD: software_identity(),
-            }
-            entry = tx.append(
-                EntryKind.ROUND_DEALT, _named(payload, actor, record), round_id=round_id
-            )
+            entry = tx.append_prepared(plan.event)
+            table = plan.table
             deadlines = self.deadlines if table is None else table.deadlines(self.deadlines)
             due_at = deadlines.settle_due(tx.time)
             set_deadline(tx, round_id, due_at)
             record = replace(
                 record,
                 state=RoundState.DEALT,
-                seats=dealt.locked.seats,
-                beacon=locked_beacon,
-                transcript_hash=dealt.locked.transcript_hash,
+                seats=plan.dealt.locked.seats,
+                beacon=plan.beacon,
+                transcript_hash=plan.dealt.locked.transcript_hash,
                 updated_at=tx.time,
                 log_indices=(*record.log_indices, -entry.id),
                 due_at=due_at,
@@ -271,19 +287,20 @@ class Dealer:
             idempotency,
             "Deal",
             (RoundState.SHUFFLED,),
-            to_dealt,
+            plan=plan,
+            advance=to_dealt,
             operator=operator,
             retried=retried,
             deadline=deadline,
         )
 
     @staticmethod
-    def _table(tx: Transaction, record: RoundRecord) -> TableConfig | None:
+    def _table(source: ReadSource, record: RoundRecord) -> TableConfig | None:
         """The table configuration ``record`` is played under (None for a round from before
         the catalogue, held to the service's limits alone)."""
         if record.table_version is None:
             return None
-        return played_under(tx, record.operator, record.table_id, record.table_version)
+        return played_under(source, record.operator, record.table_id, record.table_version)
 
     async def reveal(
         self,
@@ -294,8 +311,13 @@ class Dealer:
         actor: str,
         deadline: float | None = None,
     ) -> RoundView:
-        def to_revealed(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
-            record = _reveal(tx, record, seed, actor)
+        def plan(source: ReadSource, record: RoundRecord, seed: bytes) -> PreparedEvent:
+            return _revealed_event(record, seed, actor)
+
+        def to_revealed(
+            tx: Transaction, record: RoundRecord, seed: bytes, event: PreparedEvent
+        ) -> RoundView:
+            record = _reveal(tx, record, seed, actor, event)
             return _save(tx, idempotency, "Reveal", record, seed)
 
         return await self._step(
@@ -303,7 +325,8 @@ class Dealer:
             idempotency,
             "Reveal",
             (RoundState.DEALT,),
-            to_revealed,
+            plan=plan,
+            advance=to_revealed,
             operator=operator,
             deadline=deadline,
         )
@@ -321,12 +344,19 @@ class Dealer:
         deadline gets the same answer, the settlement the service logged: the platform asked
         for what happened, and nothing is settled twice."""
 
-        def to_settled(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
+        def plan(source: ReadSource, record: RoundRecord, seed: bytes) -> SettlePlan | None:
+            if record.state is not RoundState.REVEALED:
+                return None  # settled by the service: answered with what it logged
+            return _settle_plan(record, seed, actor)
+
+        def to_settled(
+            tx: Transaction, record: RoundRecord, seed: bytes, plan: SettlePlan | None
+        ) -> RoundView:
             if record.state is RoundState.SETTLED:
                 if record.completed_by != SERVICE:
                     raise WrongState(round_id, record.state, "Settle")
                 return _answer(tx, idempotency, "Settle", record, seed, text=record_text(record))
-            record, settlement = _settle(tx, record, seed, actor)
+            record, settlement = _settle(tx, record, seed, actor, plan)
             return _save(tx, idempotency, "Settle", record, seed, settlement=settlement)
 
         return await self._step(
@@ -334,7 +364,8 @@ class Dealer:
             idempotency,
             "Settle",
             (RoundState.REVEALED, RoundState.SETTLED),
-            to_settled,
+            plan=plan,
+            advance=to_settled,
             operator=operator,
             deadline=deadline,
         )
@@ -355,7 +386,7 @@ class Dealer:
         better of its result and a refund of its stake."""
         code = check_void_reason(reason_code, reason)
 
-        def to_voided(tx: Transaction, record: RoundRecord, seed: bytes) -> RoundView:
+        def to_voided(tx: Transaction, record: RoundRecord, seed: bytes, _: None) -> RoundView:
             record = _void(tx, record, seed, code=code, reason=reason, actor=actor)
             return _save(tx, idempotency, "VoidRound", record, seed)
 
@@ -364,7 +395,8 @@ class Dealer:
             idempotency,
             "VoidRound",
             OPEN_STATES,
-            to_voided,
+            plan=_nothing_planned,
+            advance=to_voided,
             operator=operator,
             deadline=deadline,
         )
@@ -410,19 +442,24 @@ class Dealer:
         idempotency: Idempotency,
         operation: str,
         allowed: Collection[RoundState],
-        advance: Callable[[Transaction, RoundRecord, bytes], RoundView],
         *,
+        plan: Callable[[ReadSource, RoundRecord, bytes], P],
+        advance: Callable[[Transaction, RoundRecord, bytes, P], RoundView],
         operator: str,
         retried: Callable[[Transaction, RoundRecord], Idempotency] | None = None,
         deadline: float | None = None,
     ) -> RoundView:
         """One step of ``operator``'s existing round, as a unit of work: the original answer if
-        the request is a retry of ``operator``'s, else ``advance`` applied to the round and its
-        seed, refused unless the round is in one of the ``allowed`` states (a round of another
-        operator is not found). ``retried``: the idempotency a retry is matched with, given the
-        round (by default ``idempotency`` itself)."""
+        the request is a retry of ``operator``'s, else ``advance`` applied to the round, its
+        seed and its ``plan``, refused unless the round is in one of the ``allowed`` states (a
+        round of another operator is not found). ``plan`` computes what the step writes from
+        the round and its seed, reading what else it needs from a source; it is made ahead of
+        the writers' turn where they take turns (:mod:`~gnau_service.rounds.planning`).
+        ``retried``: the idempotency a retry is matched with, given the round (by default
+        ``idempotency`` itself)."""
         check_round_id(round_id)
         operator_id(operator)
+        planned = self._plan_ahead(round_id, operator, allowed, plan)
 
         def unit(tx: Transaction) -> Answer:
             request, stored = find_request_and_round(tx, operator, idempotency.request_id, round_id)
@@ -433,14 +470,44 @@ class Dealer:
                 return _replay(tx, matched, operation, request)
             if stored is None:
                 raise RoundNotFound(round_id)
-            record = parsed_record(stored.record)
+            unchanged = planned is not None and planned.version == stored.record
+            record = (
+                planned.record
+                if planned is not None and unchanged
+                else parsed_record(stored.record)
+            )
             if record.state not in allowed:
                 raise WrongState(round_id, record.state, operation)
+            seed = bytes.fromhex(stored.server_seed)
+            made = self.plans.plan_for(planned, stored.record, lambda: plan(tx, record, seed))
             earlier = tx.refer(pending_ids(record))
-            view = advance(tx, with_indices(record, earlier), bytes.fromhex(stored.server_seed))
+            view = advance(tx, with_indices(record, earlier), seed, made)
             return view, [*earlier, *tx.appended]
 
         return _resolved(*await self.store.run_async(unit, deadline=deadline))
+
+    def _plan_ahead(
+        self,
+        round_id: str,
+        operator: str,
+        allowed: Collection[RoundState],
+        plan: Callable[[ReadSource, RoundRecord, bytes], P],
+    ) -> Planned[P] | None:
+        """The step's plan made now, from its round as committed, where writers take turns;
+        None where they do not, or where the step will not advance the round."""
+        if not self.store.writers_take_turns:
+            return None
+        try:
+            stored = read_round(self.store, round_id, operator=operator)
+            if stored is None:
+                return None
+            record = parsed_record(stored.record)
+            if record.state not in allowed:
+                return None
+            seed = bytes.fromhex(stored.server_seed)
+            return Planned(stored.record, record, plan(self.store, record, seed))
+        except Exception:  # the unit meets it again in its turn, and answers it
+            return None
 
     def get(self, round_id: str, *, operator: str | None, public: bool = False) -> RoundView:
         """The round as it stands, if it is ``operator``'s (any operator's if None); to the
@@ -557,26 +624,89 @@ def _advance(record: RoundRecord, state: RoundState, time: str, entry: PendingEn
     )
 
 
-def _reveal(tx: Transaction, record: RoundRecord, seed: bytes, actor: str) -> RoundRecord:
-    """Log the dealt round's seed and deck: REVEALED, its deadline unchanged."""
-    entry = tx.append(
+@dataclass(frozen=True, slots=True)
+class DealPlan:
+    """What a Deal writes (:mod:`~gnau_service.rounds.planning`): the table it is held to, its
+    seats as asked (by player id) and as the log names them, the keys made for players who had
+    none, the beacon, the deal and its event."""
+
+    table: TableConfig | None
+    by_id: tuple[LockedSeat, ...]
+    named: tuple[LockedSeat, ...]
+    made: dict[str, bytes]
+    beacon: Beacon | None
+    dealt: DealtRound
+    event: PreparedEvent
+
+
+def _deal_plan(  # noqa: PLR0917 (a DealPlan's fields, and what makes its deal)
+    record: RoundRecord,
+    seed: bytes,
+    actor: str,
+    table: TableConfig | None,
+    by_id: tuple[LockedSeat, ...],
+    named: tuple[LockedSeat, ...],
+    made: dict[str, bytes],
+    beacon: Beacon | None,
+) -> DealPlan:
+    dealt = dealt_round(record.round_id, record.rules, seed, named, beacon, record.version)
+    payload: dict[str, JsonValue] = {**dealt_payload(dealt), SOFTWARE_FIELD: software_identity()}
+    event = prepare_event(
+        EntryKind.ROUND_DEALT, _named(payload, actor, record), round_id=record.round_id
+    )
+    return DealPlan(table, by_id, named, made, beacon, dealt, event)
+
+
+#: What a Settle writes: the settlement and its event.
+SettlePlan = tuple[Settlement, PreparedEvent]
+
+
+def _nothing_planned(source: ReadSource, record: RoundRecord, seed: bytes) -> None:
+    """The plan of a step that computes everything in its turn (a void: rare)."""
+
+
+def _revealed_event(record: RoundRecord, seed: bytes, actor: str) -> PreparedEvent:
+    return prepare_event(
         EntryKind.ROUND_REVEALED,
         _named(revealed_payload(dealt_round_of(record, seed)), actor, record),
         round_id=record.round_id,
     )
-    return _advance(record, RoundState.REVEALED, tx.time, entry)
 
 
-def _settle(
-    tx: Transaction, record: RoundRecord, seed: bytes, actor: str
-) -> tuple[RoundRecord, Settlement]:
-    """Settle the revealed round at the result its hands earn: SETTLED by ``actor``."""
+def _settle_plan(record: RoundRecord, seed: bytes, actor: str) -> SettlePlan:
     settlement = settle_round(dealt_round_of(record, seed).reveal())
-    entry = tx.append(
+    event = prepare_event(
         EntryKind.ROUND_SETTLED,
         _named(settled_payload(settlement), actor, record),
         round_id=record.round_id,
     )
+    return settlement, event
+
+
+def _reveal(
+    tx: Transaction,
+    record: RoundRecord,
+    seed: bytes,
+    actor: str,
+    event: PreparedEvent | None = None,
+) -> RoundRecord:
+    """Log the dealt round's seed and deck (its ``event``, if planned): REVEALED, its deadline
+    unchanged."""
+    entry = tx.append_prepared(event or _revealed_event(record, seed, actor))
+    return _advance(record, RoundState.REVEALED, tx.time, entry)
+
+
+def _settle(
+    tx: Transaction,
+    record: RoundRecord,
+    seed: bytes,
+    actor: str,
+    plan: SettlePlan | None = None,
+) -> tuple[RoundRecord, Settlement]:
+    """Settle the revealed round at the result its hands earn (its ``plan``, if made): SETTLED
+    by ``actor``."""
+    settlement, event = plan or _settle_plan(record, seed, actor)
+    entry = tx.append_prepared(event)
     return _finish(tx, _advance(record, RoundState.SETTLED, tx.time, entry), actor), settlement
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -54,6 +54,7 @@ from gnau_service.store.players import (
 from gnau_service.store.players import (
     forget_player as forget_player_rows,
 )
+from gnau_service.store.reader import ReadSource
 from gnau_service.store.round_rows import StoredRequest, find_request, save_request
 
 log = structlog.get_logger("gnau.players")
@@ -66,21 +67,24 @@ FORGET_OPERATION: Final = "ForgetPlayer"
 
 
 def seat_references(
-    tx: Transaction, operator: str, round_id: str, seats: Sequence[LockedSeat]
+    tx: Transaction,
+    operator: str,
+    round_id: str,
+    seats: Sequence[LockedSeat],
+    made: Mapping[str, bytes] | None = None,
 ) -> tuple[LockedSeat, ...]:
     """``seats``, locked with ``operator``'s player ids, named instead by their references in
     round ``round_id``; each player's key is made if they have none (one query for the keys of
-    those who have one), and each link is recorded, in the deal's unit of work."""
-    keys = player_keys(tx, operator, {seat.player for seat in seats}, new_player_key)
-    named = tuple(
-        LockedSeat(
-            seat.seat_number,
-            player_ref(keys[seat.player], round_id, seat.seat_number),
-            seat.stake,
-            seat.client_seed,
-        )
-        for seat in seats
+    those who have one), and each link is recorded, in the deal's unit of work. A player with no
+    key gets the one ``made`` for them ahead (:func:`planned_references`), if any."""
+    made = made or {}
+    keys = player_keys(
+        tx,
+        operator,
+        {seat.player for seat in seats},
+        lambda player: made.get(player) or new_player_key(),
     )
+    named = _named_seats(keys, round_id, seats)
     link_seats(
         tx,
         [
@@ -89,6 +93,32 @@ def seat_references(
         ],
     )
     return named
+
+
+def planned_references(
+    source: ReadSource, operator: str, round_id: str, seats: Sequence[LockedSeat]
+) -> tuple[tuple[LockedSeat, ...], dict[str, bytes]]:
+    """What :func:`seat_references` will name ``seats`` by, planned ahead of the deal's unit of
+    work from the keys ``source`` reads, and the keys made now for the players who have none
+    (for the unit to keep). Nothing is written: the unit names the seats again, and a plan whose
+    names differ (a key made meanwhile by another deal) is not used."""
+    keys = read_player_keys(source, operator, {seat.player for seat in seats})
+    made = {seat.player: new_player_key() for seat in seats if seat.player not in keys}
+    return _named_seats(keys | made, round_id, seats), made
+
+
+def _named_seats(
+    keys: Mapping[str, bytes], round_id: str, seats: Sequence[LockedSeat]
+) -> tuple[LockedSeat, ...]:
+    return tuple(
+        LockedSeat(
+            seat.seat_number,
+            player_ref(keys[seat.player], round_id, seat.seat_number),
+            seat.stake,
+            seat.client_seed,
+        )
+        for seat in seats
+    )
 
 
 def deal_fingerprint(body: str, seats: Iterable[tuple[int, str]]) -> str:
@@ -116,7 +146,7 @@ def retried_names(
     ]
 
 
-def seat_players(source: LogReader | Transaction, records: Iterable[RoundRecord]) -> dict[str, str]:
+def seat_players(source: ReadSource, records: Iterable[RoundRecord]) -> dict[str, str]:
     """The player id of each seat reference of ``records`` still linked to one, in one query
     (none for v1 rounds, whose seats hold the platform's ids)."""
     refs = [

@@ -35,7 +35,7 @@ from gnau_service.store.reader import LogReader
 from gnau_service.store.sqlite import SqliteBackend
 from gnau_service.store.store import KeySource, Store
 from gnau_service.store.tail import LogTail
-from gnau_service.store.transaction import Transaction
+from gnau_service.store.transaction import PreparedEvent, Transaction, prepare_event
 from gnau_service.store.urls import redacted_url
 from gnau_service.store.waiting import PendingEntry
 
@@ -112,12 +112,14 @@ __all__ = [
     "LogStalled",
     "LogTail",
     "PendingEntry",
+    "PreparedEvent",
     "Store",
     "StoreError",
     "StoreUnavailable",
     "Transaction",
     "open_reader",
     "open_store",
+    "prepare_event",
     "redacted_url",
     "sqlite_path",
 ]

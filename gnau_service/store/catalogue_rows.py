@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from gnau_service.store.reader import ReadSource, read_rows
 from gnau_service.store.transaction import Transaction
 
 
@@ -75,10 +76,11 @@ def table_in_force(tx: Transaction, operator: str, table_id: str) -> CatalogueRo
 
 
 def table_version(
-    tx: Transaction, operator: str, table_id: str, version: int
+    source: ReadSource, operator: str, table_id: str, version: int
 ) -> CatalogueRow | None:
-    """One version of a table: the one a round was played under."""
-    rows = tx.execute(
+    """One version of a table: the one a round was played under (never changed once made)."""
+    rows = read_rows(
+        source,
         f"SELECT {_COLUMNS} FROM catalogue_versions"
         " WHERE operator = ? AND table_id = ? AND version = ?",
         (operator, table_id, version),

@@ -92,6 +92,12 @@ class Coordination(ABC):
         """Whether this process integrates the log's events now."""
         return True
 
+    @property
+    def writers_take_turns(self) -> bool:
+        """Whether every step transaction of the log waits for the one before it to commit
+        (one writer at a time), so that work done in one holds up all the others."""
+        return False
+
     @abstractmethod
     def close(self) -> None:
         """Finish the queued units and stop, releasing the connections (after integrating what

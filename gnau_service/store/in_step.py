@@ -107,6 +107,10 @@ class InStepIntegration(Coordination):
         self._turn = turn
         self._loop_steps: LoopSteps | None = None
 
+    @property
+    def writers_take_turns(self) -> bool:
+        return True
+
     def enqueue(self, unit: QueuedUnit[Any]) -> None:
         loop = unit.future.get_loop()
         if self._loop_steps is None or self._loop_steps.loop is not loop:

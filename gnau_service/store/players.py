@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gnau_service.store.connections import Row
-from gnau_service.store.reader import LogReader
+from gnau_service.store.reader import LogReader, ReadSource, read_rows
 from gnau_service.store.transaction import Transaction
 
 #: The length of a player's secret key, in bytes.
@@ -67,23 +67,23 @@ def player_key(
 ) -> bytes:
     """``operator``'s player ``player_id``'s secret key, made with ``new_key()`` (32 bytes) and
     kept if the player has none yet (:func:`player_keys` of one player)."""
-    return player_keys(tx, operator, [player_id], new_key)[player_id]
+    return player_keys(tx, operator, [player_id], lambda _: new_key())[player_id]
 
 
 def player_keys(
     tx: Transaction,
     operator: str,
     player_ids: Collection[str],
-    new_key: Callable[[], bytes] = _fresh_key,
+    new_key: Callable[[str], bytes] = lambda _: _fresh_key(),
 ) -> dict[str, bytes]:
     """The secret key of each of ``operator``'s ``player_ids``, a new one made with
-    ``new_key()`` (32 bytes) and kept for each player who has none yet: one query for those who
-    have one. Two processes seating a new player at once keep one key: the loser of the insert
-    reads the winner's (on PostgreSQL the insert waits for the other transaction to end)."""
+    ``new_key(player_id)`` (32 bytes) and kept for each player who has none yet: one query for
+    those who have one. Two processes seating a new player at once keep one key: the loser of the
+    insert reads the winner's (on PostgreSQL the insert waits for the other transaction to end)."""
     keys = read_player_keys(tx, operator, player_ids)
     missing = sorted(set(player_ids) - keys.keys())
     for player_id in missing:
-        key = new_key()
+        key = new_key(player_id)
         if len(key) != PLAYER_KEY_BYTES:
             raise ValueError(f"a player key is {PLAYER_KEY_BYTES} bytes, not {len(key)}")
         tx.execute(
@@ -124,14 +124,14 @@ def forget_player(tx: Transaction, operator: str, player_id: str) -> ForgottenPl
 # -- reads (of the operator's and the auditor's answers) --------------------------------------
 
 
-def read_player_key(source: LogReader | Transaction, operator: str, player_id: str) -> bytes | None:
+def read_player_key(source: ReadSource, operator: str, player_id: str) -> bytes | None:
     """The secret key of ``operator``'s player ``player_id``, or None if they have none (never
     seated, or forgotten)."""
     return read_player_keys(source, operator, [player_id]).get(player_id)
 
 
 def read_player_keys(
-    source: LogReader | Transaction, operator: str, player_ids: Collection[str]
+    source: ReadSource, operator: str, player_ids: Collection[str]
 ) -> dict[str, bytes]:
     """The secret key of each of ``operator``'s ``player_ids`` who has one, in one query, read
     by a reader or inside a unit of work."""
@@ -139,7 +139,7 @@ def read_player_keys(
         return {}
     wanted = sorted(set(player_ids))
     marks = ", ".join("?" for _ in wanted)
-    rows = _rows(
+    rows = read_rows(
         source,
         f"SELECT player_id, secret FROM player_keys WHERE operator = ? AND player_id IN ({marks})",
         [operator, *wanted],
@@ -147,13 +147,11 @@ def read_player_keys(
     return {str(row[0]): _secret(row[1:]) for row in rows}
 
 
-def keys_of_player(
-    source: LogReader | Transaction, player_id: str, *, operator: str | None
-) -> dict[str, bytes]:
+def keys_of_player(source: ReadSource, player_id: str, *, operator: str | None) -> dict[str, bytes]:
     """The secret key of the player ``player_id`` of ``operator`` (of every operator that has a
     player of that id, if None), by operator."""
     condition, params = _of_operator("player_id = ?", player_id, operator)
-    rows = _rows(source, f"SELECT operator, secret FROM player_keys WHERE {condition}", params)
+    rows = read_rows(source, f"SELECT operator, secret FROM player_keys WHERE {condition}", params)
     return {str(row[0]): _secret(row[1:]) for row in rows}
 
 
@@ -177,9 +175,7 @@ def seat_of_ref(reader: LogReader, player_ref: str, *, operator: str | None) -> 
     return _seat(rows[0]) if rows else None
 
 
-def players_of_refs(
-    source: LogReader | Transaction, player_refs: Collection[str]
-) -> dict[str, str]:
+def players_of_refs(source: ReadSource, player_refs: Collection[str]) -> dict[str, str]:
     """The player id of each of ``player_refs`` still linked to one, in one query, read by a
     reader or inside a unit of work (a reference of a forgotten player, or of no seat, is left
     out)."""
@@ -188,7 +184,7 @@ def players_of_refs(
     wanted = sorted(set(player_refs))
     marks = ", ".join("?" for _ in wanted)
     text = f"SELECT player_ref, player_id FROM player_seats WHERE player_ref IN ({marks})"
-    return {str(ref): str(player) for ref, player in _rows(source, text, wanted)}
+    return {str(ref): str(player) for ref, player in read_rows(source, text, wanted)}
 
 
 def _of_operator(condition: str, value: str, operator: str | None) -> tuple[str, tuple[str, ...]]:
@@ -196,12 +192,6 @@ def _of_operator(condition: str, value: str, operator: str | None) -> tuple[str,
     if operator is None:
         return condition, (value,)
     return f"operator = ? AND {condition}", (operator, value)
-
-
-def _rows(source: LogReader | Transaction, text: str, params: Sequence[object]) -> list[Row]:
-    if isinstance(source, LogReader):
-        return source.query(text, params)
-    return source.execute(text, params)
 
 
 def _secret(row: Row) -> bytes:

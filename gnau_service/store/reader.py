@@ -15,7 +15,7 @@ from gnau_service.audit.merkle import Frontier, consistency_proof, inclusion_pro
 from gnau_service.store.backend import CURRENT_KEY_SQL, Backend
 from gnau_service.store.connections import Connection, Row
 from gnau_service.store.errors import StoreError
-from gnau_service.store.transaction import pending_indices_sql
+from gnau_service.store.transaction import Transaction, pending_indices_sql
 
 MAX_READ_ENTRIES: Final = 10_000
 
@@ -177,3 +177,15 @@ class NodeReader:
         if not rows:
             raise StoreError(f"tree node ({level}, {index}) is missing from the store")
         return bytes(rows[0][0])
+
+
+#: Where rows may be read: on a reader connection (what is committed now), or inside a unit of
+#: work (what its transaction sees).
+ReadSource = LogReader | Transaction
+
+
+def read_rows(source: ReadSource, text: str, params: Sequence[object] = ()) -> list[Row]:
+    """The rows of a read-only statement (``?`` placeholders), read by ``source``."""
+    if isinstance(source, LogReader):
+        return source.query(text, params)
+    return source.execute(text, params)

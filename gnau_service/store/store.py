@@ -221,6 +221,12 @@ class Store(LogReader):
         """Whether this process integrates the log's events now (always, on SQLite)."""
         return self._coordination.leading
 
+    @property
+    def writers_take_turns(self) -> bool:
+        """Whether this store's step transactions take turns (SQLite's one writer): a step is
+        then best computed before its unit of work is queued."""
+        return self._coordination.writers_take_turns
+
     def log_progress(self) -> LogProgress | None:
         """The lease and outbox as this process's sequencer last read them (None on SQLite)."""
         return self._coordination.progress

@@ -12,6 +12,7 @@ integrated into the log (:mod:`~gnau_service.store.coordination`); the
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -22,6 +23,29 @@ from gnau_service.store.connections import Connection, Row
 from gnau_service.store.waiting import PendingEntry
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedEvent:
+    """An event checked and made canonical ahead of its step (:func:`prepare_event`), so that
+    the step's transaction only inserts its bytes."""
+
+    kind: EntryKind
+    payload_json: bytes
+    round_id: str | None
+
+
+def prepare_event(
+    kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
+) -> PreparedEvent:
+    """Check ``payload`` and make its RFC 8785 bytes, wherever and whenever it is appended.
+    Raises :class:`~gnau_service.audit.entries.EntryError` for an event no entry may hold.
+
+    An event's bytes do not depend on its time, whose width is fixed (every step's time is
+    :func:`utc_now`'s form), so the size check made with the time now holds at the step's."""
+    return PreparedEvent(
+        kind, event_payload(kind, payload, time=utc_now(), round_id=round_id), round_id
+    )
 
 
 def utc_now() -> str:
@@ -90,7 +114,11 @@ class Transaction:
         :class:`~gnau_service.audit.entries.EntryError` for an event no entry may hold."""
         # Checked and made canonical here, so that such an event fails its step (and only its
         # step) rather than the sequencer, which signs these bytes as they are.
-        payload_json = event_payload(kind, payload, time=self.time, round_id=round_id)
+        return self.append_prepared(prepare_event(kind, payload, round_id=round_id))
+
+    def append_prepared(self, event: PreparedEvent) -> PendingEntry:
+        """Append an event made ahead (:func:`prepare_event`), as :meth:`append` does."""
+        kind, payload_json, round_id = event.kind, event.payload_json, event.round_id
         with self._backend.unavailable_as_store_error():
             row = self._connection.execute(
                 self._backend.sql(

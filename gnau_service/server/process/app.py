@@ -42,6 +42,7 @@ from gnau_service.rounds.catalogue import Catalogue
 from gnau_service.rounds.completion import RoundCompletion
 from gnau_service.rounds.dealer import Dealer
 from gnau_service.rounds.limits import MAX_GRPC_REQUEST_BYTES
+from gnau_service.rounds.planning import PlanCounts
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.server.grpc.auth import Credentials
@@ -229,6 +230,7 @@ async def start(
         health_servicer = health.aio.HealthServicer()
         storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
         metrics: Metrics | None = None
+        plans = PlanCounts()
         if web is not None or metrics_web is not None:
             metrics = Metrics(
                 store,
@@ -240,6 +242,7 @@ async def start(
                 log_size=lambda: tail.size,
                 log_stalled=lambda: storage.stalled,
                 credentials=lambda: interceptor.credentials,
+                plans=plans,
             )
             store.observe(metrics.batch_committed)
         observers: list[CallObserver] = [
@@ -276,7 +279,9 @@ async def start(
                 "`gnau table set`",
             )
         await tail.start()
-        dealer = Dealer(store, max_stake=settings.max_stake, deadlines=settings.deadlines)
+        dealer = Dealer(
+            store, max_stake=settings.max_stake, deadlines=settings.deadlines, plans=plans
+        )
         completion = RoundCompletion(dealer)
         # Reads the shipped table of every rule set's figures now: a damaged install fails to
         # start rather than refusing its first Shuffle.

@@ -46,6 +46,7 @@ from prometheus_client.registry import Collector
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.edge.http import EdgeServer
+from gnau_service.rounds.planning import PlanCounts
 from gnau_service.server.grpc.auth import Credentials
 from gnau_service.server.grpc.call_observer import CallName, CallWatch, Context
 from gnau_service.server.grpc.interceptors import current_operator
@@ -115,6 +116,7 @@ class Metrics:
         log_size: Callable[[], int] = lambda: 0,
         log_stalled: Callable[[], bool] = lambda: False,
         credentials: Callable[[], Credentials] | None = None,
+        plans: PlanCounts | None = None,
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.started = Counter(
@@ -216,6 +218,8 @@ class Metrics:
         registry.register(_StoreGauges(store))
         if isinstance(store, Store):
             registry.register(_SequencerGauges(store, log_stalled))
+        if plans is not None:
+            registry.register(_PlanCounters(plans))
         self._http_ports: dict[str, EdgeServer] = {}
         registry.register(_HttpGauges(self._http_ports))
         if witnesses:
@@ -363,6 +367,27 @@ class _SequencerGauges(Collector):
                 ),
             ]
         return gauges
+
+
+class _PlanCounters(Collector):
+    """The round steps planned ahead of the writers' turn, by how the plan went."""
+
+    def __init__(self, plans: PlanCounts) -> None:
+        self._plans = plans
+
+    def describe(self) -> Iterable[Metric]:
+        return ()
+
+    def collect(self) -> Iterable[Metric]:
+        family = CounterMetricFamily(
+            "gnau_step_plans",
+            "Round steps computed ahead of the writers' turn (SQLite), by outcome: used, or "
+            "recomputed in the turn because another step moved the round meanwhile.",
+            labels=("outcome",),
+        )
+        family.add_metric(("used",), self._plans.used)
+        family.add_metric(("recomputed",), self._plans.recomputed)
+        return [family]
 
 
 def _gauge(name: str, documentation: str, value: float) -> GaugeMetricFamily:
