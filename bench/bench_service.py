@@ -6,11 +6,15 @@ with ``--workers 1,2``, below, under four minutes).
 1. The real service (``gnau serve``) runs in its own process on a fresh SQLite file, then on a
    scratch PostgreSQL database (skipped, with the reason, if PostgreSQL is unreachable). Every
    change is a signed log entry, durable (group commit) before its call returns.
-2. A load generator in this process, on its own ``grpc.aio`` channel and the generated stubs,
-   runs ``--tables`` tasks at once, each playing whole rounds on its own table: Shuffle, Deal
-   (three seats), Reveal, Settle. After ``--warmup`` seconds it measures for ``--seconds``:
-   rounds completed per second and the p50/p99 latency of each of the four calls. Then every
-   task finishes the round it is in, so every round in the log is settled.
+2. A load generator, on its own ``grpc.aio`` channels and the generated stubs, runs ``--tables``
+   tasks at once, each playing whole rounds on its own table: Shuffle, Deal (three seats),
+   Reveal, Settle. It runs in ``--load-processes`` processes of its own (by default half the
+   machine's cores, at most 8: so one, in this process, on 2 cores), table ``t`` in process
+   ``t mod P``, so that the load is not what limits a server on many cores; their latencies and
+   rounds are added together, and their CPU is the load generator's. After ``--warmup``
+   seconds it measures for ``--seconds``: rounds completed per second and the p50/p99 latency
+   of each of the four calls. Then every task finishes the round it is in, so every round in
+   the log is settled.
 3. The baseline: a bare ``grpc.aio`` server in its own process (this file, ``--bare-server``),
    four unary methods with raw-bytes generic handlers and no interceptor, answering each call
    with a payload of the size of the real service's response (and sent requests of the size of
@@ -127,6 +131,8 @@ POOL_PER_TABLE: Final = 4  # the open loop's tables: this many per --tables
 SPEEDUP_TARGET: Final = 1.3
 CEILING_SHARE_TARGET: Final = 0.9
 CPU_GROWTH_TARGET: Final = 0.10
+#: The load's processes: half the cores, so that the server has the other half, at most 8.
+DEFAULT_LOAD_PROCESSES: Final = max(1, min(8, (os.cpu_count() or 1) // 2))
 BUSY_BEFORE: Final = 0.3  # cores busy on the machine before the start: warn above this
 
 
@@ -498,23 +504,40 @@ class RunResult:
         return values[rank] * 1000
 
 
-async def drive(
-    label: str,
+@dataclass(frozen=True)
+class Load:
+    """What the load generator plays, as a child process of its own rebuilds it: the real
+    service's rounds (``kind`` "real", tables ``bench-<tag>-<n>``) or the bare service's four
+    calls with ``request_sizes``, on ``channels`` connections to ``target``."""
+
+    kind: str
+    target: str
+    token: str
+    tag: str
+    channels: int
+    request_sizes: tuple[int, ...] = ()
+
+    def open(self) -> tuple[RoundPlayer, list[grpc.aio.Channel]]:
+        channels = open_channels(self.target, self.channels)
+        if self.kind == "real":
+            players = [real_player(channel, self.token, self.tag) for channel in channels]
+        else:
+            players = [bare_player(channel, self.token, self.request_sizes) for channel in channels]
+        return spread(players), channels
+
+
+async def play_tables(
     play: RoundPlayer,
-    server: ServedServer | ServerProcess | ServerGroup,
-    *,
-    tables: int,
-    warmup: float,
-    seconds: float,
-    rate: float | None = None,
-) -> RunResult:
-    """Closed loop: ``tables`` tasks play rounds for ``warmup + seconds``; then each finishes its
+    recorder: Recorder,
+    tables: Sequence[int],
+    rate: float | None,
+    every_table: int | None = None,
+) -> tuple[int, int]:
+    """Closed loop: each of ``tables`` plays rounds until the window ends, then finishes its
     round. ``rate``: open loop instead, a round started every ``1 / rate`` s on a free table of
-    ``POOL_PER_TABLE * tables`` (a round due when none is free is shed and counted)."""
-    recorder = Recorder()
-    now = time.perf_counter()
-    recorder.window_start = now + warmup
-    recorder.window_end = recorder.window_start + seconds
+    ``POOL_PER_TABLE`` per table given (table ``t`` and ``t + k * every_table``, so that the
+    pools of processes sharing ``every_table`` tables stay apart; a round due when none is free
+    is shed and counted). The rounds offered and shed in the window (open loop; else 0, 0)."""
 
     async def play_one(table: int) -> bool:
         """One round on ``table``; False if it failed (the table is then left alone)."""
@@ -538,29 +561,135 @@ async def drive(
             if not await play_one(table):
                 return
 
-    async def open_loop(rate: float) -> tuple[int, int]:
-        free = collections.deque(range(POOL_PER_TABLE * tables))  # in turn: every channel
-        running: set[asyncio.Task[None]] = set()
-        offered = shed = 0
+    if rate is None:
+        await asyncio.gather(*(table_loop(table) for table in tables))
+        return 0, 0
+    stride = every_table or len(tables)
+    free = collections.deque(  # in turn: every channel
+        table + stride * k for k in range(POOL_PER_TABLE) for table in tables
+    )
+    running: set[asyncio.Task[None]] = set()
+    offered = shed = 0
 
-        async def one(table: int) -> None:
-            if await play_one(table):
-                free.append(table)
+    async def one(table: int) -> None:
+        if await play_one(table):
+            free.append(table)
 
-        due = time.perf_counter()
-        while due < recorder.window_end:
-            await asyncio.sleep(max(0.0, due - time.perf_counter()))
-            in_window = recorder.window_start <= due
-            offered += in_window
-            if free:
-                task = asyncio.create_task(one(free.popleft()))
-                running.add(task)
-                task.add_done_callback(running.discard)
-            else:
-                shed += in_window
-            due += 1 / rate
-        await asyncio.gather(*running)
-        return offered, shed
+    due = time.perf_counter()
+    while due < recorder.window_end:
+        await asyncio.sleep(max(0.0, due - time.perf_counter()))
+        in_window = recorder.window_start <= due
+        offered += in_window
+        if free:
+            task = asyncio.create_task(one(free.popleft()))
+            running.add(task)
+            task.add_done_callback(running.discard)
+        else:
+            shed += in_window
+        due += 1 / rate
+    await asyncio.gather(*running)
+    return offered, shed
+
+
+async def load_child(order: dict[str, Any]) -> dict[str, Any]:
+    """A load process (``--load-child``): its share of the tables, in the parent's window
+    (``time.perf_counter`` is the machine's monotonic clock, the same in every process); what
+    it recorded, and its own CPU in the window."""
+    recorder = Recorder(window_start=order["window_start"], window_end=order["window_end"])
+    play, channels = Load(**order["load"]).open()
+    cpu: list[float] = []
+
+    async def measure() -> None:
+        await asyncio.sleep(max(0.0, recorder.window_start - time.perf_counter()))
+        cpu.append(time.process_time())
+        await asyncio.sleep(max(0.0, recorder.window_end - time.perf_counter()))
+        cpu.append(time.process_time())
+
+    measuring = asyncio.create_task(measure())
+    try:
+        offered, shed = await play_tables(
+            play, recorder, order["tables"], order["rate"], order["every_table"]
+        )
+    finally:
+        await close_channels(channels)
+    await measuring
+    return {
+        "latencies": recorder.latencies,
+        "rounds_in_window": recorder.rounds_in_window,
+        "rounds_played": recorder.rounds_played,
+        "errors": recorder.errors,
+        "offered": offered,
+        "shed": shed,
+        "cpu": cpu[1] - cpu[0],
+    }
+
+
+async def play_in_processes(
+    load: Load, recorder: Recorder, tables: int, rate: float | None, processes: int
+) -> tuple[int, int, float]:
+    """The load in ``processes`` child processes, table ``t`` in process ``t mod processes``,
+    each on its own connections; their records added into ``recorder``. The rounds offered and
+    shed, and the load processes' CPU (cores) in the window."""
+    script = str(Path(__file__).resolve())
+
+    async def child(k: int) -> dict[str, Any]:
+        order = {
+            "load": vars(load) | {"channels": max(1, load.channels // processes)},
+            "tables": list(range(k, tables, processes)),
+            "window_start": recorder.window_start,
+            "window_end": recorder.window_end,
+            "rate": None if rate is None else rate / processes,
+            "every_table": tables,
+        }
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            script,
+            "--load-child",
+            json.dumps(order),
+            stdout=subprocess.PIPE,
+        )
+        output, _ = await process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"load process {k} exited with status {process.returncode}")
+        result: dict[str, Any] = json.loads(output)
+        return result
+
+    results = await asyncio.gather(*(child(k) for k in range(min(processes, tables))))
+    offered = shed = 0
+    cpu = 0.0
+    for result in results:
+        for rpc, values in enumerate(result["latencies"]):
+            recorder.latencies[rpc].extend(values)
+        recorder.rounds_in_window += result["rounds_in_window"]
+        recorder.rounds_played += result["rounds_played"]
+        recorder.errors.extend(result["errors"])
+        offered += result["offered"]
+        shed += result["shed"]
+        cpu += result["cpu"]
+    return offered, shed, cpu
+
+
+async def drive(
+    label: str,
+    play: RoundPlayer,
+    server: ServedServer | ServerProcess | ServerGroup,
+    *,
+    tables: int,
+    warmup: float,
+    seconds: float,
+    rate: float | None = None,
+    load: Load | None = None,
+    processes: int = 1,
+) -> RunResult:
+    """Closed loop: ``tables`` tasks play rounds for ``warmup + seconds``; then each finishes its
+    round. ``rate``: open loop instead (:func:`play_tables`). With ``load`` and more than one of
+    ``processes``: the load runs in that many processes of its own (:func:`play_in_processes`),
+    not with ``play`` in this one, so that it is never what limits the server."""
+    recorder = Recorder()
+    now = time.perf_counter()
+    recorder.window_start = now + warmup
+    recorder.window_end = recorder.window_start + seconds
+    in_processes = load is not None and processes > 1
 
     def snapshot() -> tuple[float, float, float, dict[int, float]]:
         by_pid: dict[int, float] = (
@@ -595,11 +724,12 @@ async def drive(
         )
 
     cpu = asyncio.create_task(measure_cpu())
-    offered = shed = 0
-    if rate is None:
-        await asyncio.gather(*(table_loop(table) for table in range(tables)))
+    load_cpu = 0.0
+    if in_processes:
+        assert load is not None
+        offered, shed, load_cpu = await play_in_processes(load, recorder, tables, rate, processes)
     else:
-        offered, shed = await open_loop(rate)
+        offered, shed = await play_tables(play, recorder, range(tables), rate)
     server_cpu, client_cpu, machine_cpu, by_pid, changed = await cpu
     return RunResult(
         label,
@@ -610,7 +740,7 @@ async def drive(
         recorder.latencies,
         recorder.errors,
         server_cpu,
-        client_cpu,
+        client_cpu + load_cpu / seconds,
         machine_cpu,
         by_pid,
         changed,
@@ -970,9 +1100,12 @@ async def drive_both(
     server: ServedServer | ServerProcess | ServerGroup,
     arguments: argparse.Namespace,
     offered: OfferedLoad | None,
+    *,
+    make_load: Callable[[str], Load],
 ) -> tuple[RunResult, RunResult | None]:
     """The closed-loop run, then (``offered``) the open-loop run at the offered load, on the
-    same server; ``make_play(suffix)`` gives a player on fresh table names."""
+    same server; ``make_play(suffix)`` gives a player on fresh table names, and
+    ``make_load(suffix)`` the same for ``--load-processes`` of their own."""
     run = await drive(
         label,
         make_play(""),
@@ -980,6 +1113,8 @@ async def drive_both(
         tables=arguments.tables,
         warmup=arguments.warmup,
         seconds=arguments.seconds,
+        load=make_load(""),
+        processes=arguments.load_processes,
     )
     if offered is None:
         return run, None
@@ -992,6 +1127,8 @@ async def drive_both(
         warmup=arguments.warmup,
         seconds=arguments.seconds,
         rate=rate,
+        load=make_load("-fixed"),
+        processes=arguments.load_processes,
     )
     return run, fixed
 
@@ -1033,7 +1170,13 @@ async def bench_backend(
                     [real_player(channel, started.token, name + suffix) for channel in channels]
                 )
 
-            run, fixed = await drive_both(label, make_play, server, arguments, offered)
+            def make_load(suffix: str) -> Load:
+                token, channels = started.token, arguments.channels
+                return Load("real", started.target, token, name + suffix, channels)
+
+            run, fixed = await drive_both(
+                label, make_play, server, arguments, offered, make_load=make_load
+            )
             run.rounds_played += extra + (fixed.rounds_played if fixed is not None else 0)
         finally:
             await close_channels(channels)
@@ -1102,7 +1245,13 @@ async def bench_bare(
         def make_play(suffix: str) -> RoundPlayer:
             return spread([bare_player(channel, token, requests) for channel in channels])
 
-        run, fixed = await drive_both(label, make_play, server, arguments, offered)
+        def make_load(suffix: str) -> Load:
+            target = f"127.0.0.1:{port}"
+            return Load("bare", target, token, name, arguments.channels, tuple(requests))
+
+        run, fixed = await drive_both(
+            label, make_play, server, arguments, offered, make_load=make_load
+        )
     finally:
         await close_channels(channels)
         server.stop()
@@ -1798,6 +1947,15 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"the fixed load as a share of the first count's rate (default {FIXED_LOAD}; 0: no "
         "open-loop runs)",
     )
+    parser.add_argument(
+        "--load-processes",
+        type=int,
+        default=DEFAULT_LOAD_PROCESSES,
+        help="processes the load runs in, tables spread over them, each on its own connections "
+        f"(default {DEFAULT_LOAD_PROCESSES}: half this machine's cores, at most 8; 1: in this "
+        "process)",
+    )
+    parser.add_argument("--load-child", help=argparse.SUPPRESS)
     parser.add_argument("--bare-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--front-server", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     parser.add_argument("--dealer-alone", metavar="DATABASE", help=argparse.SUPPRESS)
@@ -1809,6 +1967,8 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         arguments.channels = 1 if arguments.workers == [1] else arguments.tables
     if arguments.channels < 1 or (arguments.rate is not None and arguments.rate <= 0):
         parser.error("--channels and --rate must be positive")
+    if arguments.load_processes < 1:
+        parser.error("--load-processes must be positive")
     # Open-loop runs: with more than one count (unless --fixed-load 0), or when --rate asks.
     arguments.fixed_runs = arguments.rate is not None or (
         arguments.workers != [1] and arguments.fixed_load > 0
@@ -1818,6 +1978,9 @@ def parse_arguments(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> None:
     arguments = parse_arguments(argv)
+    if arguments.load_child is not None:
+        print(json.dumps(asyncio.run(load_child(json.loads(arguments.load_child)))))
+        return
     if arguments.dealer_alone is not None:
         figures = asyncio.run(
             dealer_alone(arguments.dealer_alone, arguments.tables, arguments.seconds)
