@@ -113,6 +113,20 @@ class Backend(ABC):
         cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
         return [list(cursor.fetchall()) for cursor in cursors]
 
+    def run_writes(
+        self,
+        connection: Connection,
+        writes: Sequence[tuple[str, Sequence[object]]],
+        then: Sequence[str] = (),
+    ) -> None:
+        """Run statements whose rows nobody reads, in order, then the parameterless ``then``;
+        the first that fails raises, and the rest do not run. PostgreSQL sends them all at once
+        (one round trip, not one each)."""
+        for text, params in writes:
+            connection.execute(self.sql(text), tuple(params))
+        for text in then:
+            connection.execute(text)
+
     def run_together(self, connection: Connection, statements: Sequence[str]) -> list[Row]:
         """Run parameterless statements in order, and return the rows of the last SELECT among
         them; PostgreSQL sends them as one message (one round trip, not one each)."""

@@ -99,7 +99,7 @@ def player_keys(
 def link_seats(tx: Transaction, seats: Sequence[PlayerSeat]) -> None:
     """Record which player each of ``seats`` names (in the unit of work that deals them)."""
     for seat in seats:
-        tx.execute(
+        tx.write(
             f"INSERT INTO player_seats ({_SEAT_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
             (seat.player_ref, seat.player_id, seat.round_id, seat.seat_number, seat.operator),
         )

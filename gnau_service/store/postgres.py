@@ -257,6 +257,21 @@ class PostgresBackend(Backend):
 
     # -- statements -------------------------------------------------------------------------
 
+    def run_writes(
+        self,
+        connection: Connection,
+        writes: Sequence[tuple[str, Sequence[object]]],
+        then: Sequence[str] = (),
+    ) -> None:
+        # In pipeline mode: every statement is sent before any result is awaited, and the
+        # pipeline's one sync raises the first failure (the ones after it are not run).
+        session = psycopg_connection(connection)
+        with session.pipeline():
+            for text, params in writes:
+                session.execute(self.sql(text), tuple(params))
+            for text in then:
+                session.execute(text.encode(), prepare=False)
+
     def run_together(self, connection: Connection, statements: Sequence[str]) -> list[Row]:
         # One simple-protocol Query message: its statements run in order, each with its own
         # snapshot, inside the transaction the message begins or continues (or each in its own

@@ -91,7 +91,7 @@ def claim_table(tx: Transaction, operator: str, table_id: str) -> None:
 
 def insert_round(tx: Transaction, row: StoredRound) -> None:
     """Insert a new round, in the step that claimed its table (:func:`claim_table`)."""
-    tx.execute(
+    tx.write(
         f"INSERT INTO rounds ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row.round_id,
@@ -120,7 +120,7 @@ def lock_round(tx: Transaction, round_id: str) -> StoredRound | None:
 
 
 def update_round(tx: Transaction, round_id: str, state: str, record: str, updated_at: str) -> None:
-    tx.execute(
+    tx.write(
         "UPDATE rounds SET state = ?, record = ?, updated_at = ? WHERE round_id = ?",
         (state, record, updated_at, round_id),
     )
@@ -128,7 +128,7 @@ def update_round(tx: Transaction, round_id: str, state: str, record: str, update
 
 def set_deadline(tx: Transaction, round_id: str, due_at: str) -> None:
     """When the service completes the open round if nobody else does (a later step moves it)."""
-    tx.execute(
+    tx.write(
         "INSERT INTO round_deadlines (round_id, due_at) VALUES (?, ?)"
         " ON CONFLICT (round_id) DO UPDATE SET due_at = excluded.due_at",
         (round_id, due_at),
@@ -137,8 +137,8 @@ def set_deadline(tx: Transaction, round_id: str, due_at: str) -> None:
 
 def record_completion(tx: Transaction, round_id: str, completed_by: str) -> None:
     """The round is final: it has no deadline any more, and ``completed_by`` completed it now."""
-    tx.execute("DELETE FROM round_deadlines WHERE round_id = ?", (round_id,))
-    tx.execute(
+    tx.write("DELETE FROM round_deadlines WHERE round_id = ?", (round_id,))
+    tx.write(
         "INSERT INTO round_completions (round_id, completed_by, completed_at) VALUES (?, ?, ?)",
         (round_id, completed_by, tx.time),
     )
@@ -239,7 +239,7 @@ def find_request_and_round(
 
 def save_request(tx: Transaction, operator: str, request: StoredRequest) -> None:
     """Keep ``operator``'s request and its answer."""
-    tx.execute(
+    tx.write(
         "INSERT INTO requests (operator, request_id, operation, fingerprint, response, created_at)"
         " VALUES (?, ?, ?, ?, ?, ?)",
         (

@@ -112,13 +112,14 @@ class StepBatch(ABC):
             transaction = Transaction(backend, connection, time, recent)
             try:
                 value = item.work(transaction)
+                # Its queued writes, then the next unit's savepoint: one round trip.
+                transaction.flush(then=["RELEASE SAVEPOINT unit", "SAVEPOINT unit"])
             except Exception as failure:
                 backend.run(connection, "ROLLBACK TO SAVEPOINT unit")
                 if attempt < CONFLICT_RETRIES and backend.is_conflict(failure):
                     continue
                 self.replies.append(Reply(item.future, None, failure))
                 return
-            backend.run_together(connection, ["RELEASE SAVEPOINT unit", "SAVEPOINT unit"])
             entries = [*transaction.appended, *transaction.awaited]
             if entries:
                 self.waiting.append(Waiting(item.future, value, entries))

@@ -81,6 +81,7 @@ class Transaction:
         self.appended: list[PendingEntry] = []
         #: Earlier events whose indices the unit's answer needs, not integrated yet.
         self.awaited: list[PendingEntry] = []
+        self._writes: list[tuple[str, tuple[object, ...]]] = []
 
     @property
     def row_lock(self) -> str:
@@ -98,13 +99,31 @@ class Transaction:
 
     def execute(self, text: str, params: Sequence[object] = ()) -> list[Row]:
         """Run one statement (``?`` placeholders) and return its rows, if any."""
+        self.flush()
         with self._backend.unavailable_as_store_error():
             return self._backend.run(self._connection, text, params)
 
     def query_all(self, *queries: tuple[str, Sequence[object]]) -> list[list[Row]]:
         """Run several SELECTs and return the rows of each."""
+        self.flush()
         with self._backend.unavailable_as_store_error():
             return self._backend.run_queries(self._connection, queries)
+
+    def write(self, text: str, params: Sequence[object] = ()) -> None:
+        """Queue a statement whose rows the unit does not need (an INSERT, UPDATE or DELETE):
+        it runs, in order with the others, before the unit's next statement that answers, or
+        when the unit ends (:meth:`flush`); PostgreSQL gets the writes queued so in one round
+        trip. If it fails, the unit fails, as if it had run at once."""
+        self._writes.append((text, tuple(params)))
+
+    def flush(self, then: Sequence[str] = ()) -> None:
+        """Run the queued writes, then the parameterless statements ``then``: one round trip
+        on PostgreSQL, which stops at the first that fails."""
+        if not self._writes and not then:
+            return
+        writes, self._writes = self._writes, []
+        with self._backend.unavailable_as_store_error():
+            self._backend.run_writes(self._connection, writes, then)
 
     def append(
         self, kind: EntryKind, payload: dict[str, JsonValue], *, round_id: str | None = None
@@ -119,6 +138,7 @@ class Transaction:
     def append_prepared(self, event: PreparedEvent) -> PendingEntry:
         """Append an event made ahead (:func:`prepare_event`), as :meth:`append` does."""
         kind, payload_json, round_id = event.kind, event.payload_json, event.round_id
+        self.flush()
         with self._backend.unavailable_as_store_error():
             row = self._connection.execute(
                 self._backend.sql(
