@@ -65,6 +65,11 @@ def run_serve(args: argparse.Namespace) -> int:
         worker=None if role is None else role.index,
     )
     try:
+        if role is not None and role.sequencer:
+            from gnau_service.server.process.sequencing import sequence  # noqa: PLC0415
+
+            asyncio.run(sequence(settings, role))
+            return 0
         if settings.workers > 1:
             supervisor = Supervisor(settings, _worker_arguments(args))
             return asyncio.run(supervisor.run(on_started=_announce_workers))

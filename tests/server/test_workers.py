@@ -16,11 +16,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+import psycopg
 import pytest
 from gnau_client import GnauClient
 
 from gnau_service.server.process.supervisor import WATCHDOG_SECONDS
 from gnau_service.server.process.workers import HEARTBEAT_SECONDS
+from gnau_service.store.lease import DEFAULT_LEASE_SECONDS, takeover_bound
 from tests.failover_drill import SEATS, Player, start_players
 from tests.log_checks import verified_log
 from tests.postgres import fresh_database
@@ -216,12 +218,14 @@ def kill_workers_under_load(server: Served, kills: int = KILLS) -> list[Player]:
     """Three players play rounds (retrying refused steps with the same request id) while
     ``kills`` workers are killed with SIGKILL, one at a time; then the players stop."""
     stop = threading.Event()
+    # The workers, and on PostgreSQL the sequencer's own process: any of them may be killed.
+    children = len(worker_pids(server.process.pid))
     players, threads = start_players([server] * 3, ["a", "b", "c"], stop)
     chooser = random.Random(os.environ.get("GNAU_KILL_SEED", "26"))
     try:
         for _ in range(kills):
             time.sleep(chooser.uniform(0.2, KILL_PAUSE_SECONDS))
-            until(lambda: len(worker_pids(server.process.pid)) == 2, "two workers running")
+            until(lambda: len(worker_pids(server.process.pid)) == children, "every child running")
             os.kill(chooser.choice(worker_pids(server.process.pid)), signal.SIGKILL)
         # After the last kill: every player's rounds flow again.
         each_acknowledged_after(players, time.monotonic())
@@ -250,6 +254,52 @@ def test_sigkill_of_postgresql_workers_under_load_loses_no_acknowledged_step(
             players = kill_workers_under_load(server)
         checked = verified_log(url, tmp_path, server.vkey, players).report
     assert checked.rounds_settled >= sum(player.rounds_settled() for player in players)
+
+
+def lease_holder(url: str) -> str:
+    with psycopg.connect(url, autocommit=True) as connection:
+        row = connection.execute("SELECT holder FROM log_lease").fetchone()
+    return "" if row is None else str(row[0])
+
+
+def test_postgresql_workers_have_a_sequencer_process_of_their_own(tmp_path: Path) -> None:
+    """On PostgreSQL the supervisor runs the log's sequencer in a process that serves no port,
+    started before the workers: it holds the lease. Killed under load, a worker takes the lease
+    within the takeover bound, the supervisor starts the sequencer's process again, and no
+    acknowledged step is lost."""
+    with fresh_database() as url:
+        with served(tmp_path / "data", "--workers", "2", "--database", url) as server:
+            (serving,) = [
+                e for e in server.log_events() if e["event"] == "serving" and "workers" in e
+            ]
+            sequencer = serving["sequencer"]
+            assert sequencer in worker_pids(server.process.pid)
+            assert sequencer not in serving["pids"] and len(serving["pids"]) == 2
+            assert lease_holder(url) == f"gnau-sequencer-{sequencer}"
+            stop = threading.Event()
+            players, threads = start_players([server] * 2, ["a", "b"], stop)
+            try:
+                until(lambda: all(player.acks for player in players), "rounds flowing")
+                os.kill(sequencer, signal.SIGKILL)
+                killed = time.monotonic()
+                until(
+                    lambda: (
+                        lease_holder(url).removeprefix("gnau-sequencer-")
+                        in {str(pid) for pid in serving["pids"]}
+                    ),
+                    "a worker leads",
+                )
+                assert time.monotonic() - killed <= takeover_bound(DEFAULT_LEASE_SECONDS) + 2
+                each_acknowledged_after(players, time.monotonic())
+                until(
+                    lambda: len(worker_pids(server.process.pid)) == 3,
+                    "the sequencer's process started again",
+                )
+            finally:
+                stop_players(stop, threads)
+        for player in players:
+            assert not player.failures, player.failures
+        verified_log(url, tmp_path, server.vkey, players)
 
 
 def test_a_frozen_sqlite_worker_holding_the_write_lock_is_replaced_within_the_watchdog_bound(

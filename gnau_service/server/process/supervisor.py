@@ -14,7 +14,10 @@ The protocol, in order:
    with the same flags, environment and ``--config``, plus its role. The workers bind the ports with
    ``SO_REUSEPORT``, so the kernel spreads new connections over those listening, and open the
    database themselves (on PostgreSQL each is a replica; on SQLite each step transaction takes
-   the file's write lock and integrates its own events: docs/scaling.md).
+   the file's write lock and integrates its own events: docs/scaling.md). On PostgreSQL it first
+   starts the log's sequencer in a process of its own, a worker that serves no port
+   (:mod:`~gnau_service.server.process.sequencing`), and the workers once it runs; it is
+   supervised like them, and stopped after them.
 4. **Serving.** Once every worker has said it serves, the supervisor logs ``serving`` with
    ``workers``. A worker that dies before the first ``serving`` is a failed start: the others
    are stopped and the supervisor exits 2. Later, a worker that dies (killed, crashed) is
@@ -56,6 +59,7 @@ from gnau_service.edge.shutdown import EXIT_SECONDS
 from gnau_service.server.process.config import Settings, cannot_listen
 from gnau_service.server.process.first_start import open_credentials, open_signer
 from gnau_service.server.process.workers import WORKER_ENVIRONMENT, WorkerRole
+from gnau_service.store import sqlite_path
 
 #: A dead worker's slot waits this long before its worker is started again: the first pause,
 #: doubled after each death of that slot, up to the last.
@@ -86,6 +90,7 @@ class Started:
 @dataclass
 class _Slot:
     index: int
+    sequencer: bool = False
     restarts: int = 0
     pause: float = RESTART_SECONDS[0]
     process: asyncio.subprocess.Process | None = None
@@ -93,6 +98,7 @@ class _Slot:
     heard: float = 0.0  # time.monotonic() of its last heartbeat
     ever_served: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    running: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
 
 class Supervisor:
@@ -102,6 +108,12 @@ class Supervisor:
         self.settings = settings
         self._arguments = list(worker_arguments)
         self._slots = [_Slot(index) for index in range(settings.workers)]
+        #: On PostgreSQL, the log's sequencer in a process of its own (see the module's text).
+        self._sequencer = (
+            _Slot(settings.workers, sequencer=True)
+            if sqlite_path(settings.database_url) is None
+            else None
+        )
         self._stopping = asyncio.Event()
         self._failed: asyncio.Future[str] | None = None
         self._all_serving = asyncio.Event()
@@ -138,10 +150,14 @@ class Supervisor:
                 run_dir=run_dir,
                 ready_fd=-1,
             )
-            for slot in self._slots:
-                slot.task = asyncio.create_task(self._keep_running(slot))
             watchdog = asyncio.create_task(self._watch_heartbeats(), name="gnau-watchdog")
-            outcome = await _first(self._all_serving.wait(), self._stopping.wait(), self._failed)
+            outcome = await self._start_sequencer()
+            if outcome is None:
+                for slot in self._slots:
+                    slot.task = asyncio.create_task(self._keep_running(slot))
+                outcome = await _first(
+                    self._all_serving.wait(), self._stopping.wait(), self._failed
+                )
             if outcome is self._failed:
                 log.error("cannot start", error=self._failed.result())
                 return 2
@@ -151,6 +167,9 @@ class Supervisor:
                     "serving",
                     workers=len(self._slots),
                     pids=[slot.process.pid for slot in self._slots if slot.process],
+                    sequencer=self._sequencer.process.pid
+                    if self._sequencer is not None and self._sequencer.process
+                    else None,
                     port=ports["listen"],
                     http_port=ports["http_listen"],
                     metrics_port=ports["metrics_listen"],
@@ -180,6 +199,17 @@ class Supervisor:
                 reserved.close()
             shutil.rmtree(run_dir, ignore_errors=True)
             log.info("stopped")
+
+    async def _start_sequencer(self) -> object:
+        """Start the sequencer's process, if any, and wait until it runs: None then (or with
+        none to start), else what ended the wait (the drain, or a failed start)."""
+        slot = self._sequencer
+        if slot is None:
+            return None
+        slot.task = asyncio.create_task(self._keep_running(slot))
+        assert self._failed is not None
+        outcome = await _first(slot.running.wait(), self._stopping.wait(), self._failed)
+        return None if slot.running.is_set() else outcome
 
     # -- ports ------------------------------------------------------------------------------
 
@@ -220,7 +250,7 @@ class Supervisor:
                 assert self._failed is not None
                 if not self._failed.done():
                     self._failed.set_result(
-                        f"worker {slot.index} exited ({_status(status)}) before serving; "
+                        f"{_name(slot)} exited ({_status(status)}) before serving; "
                         "its log lines say why"
                     )
                 return
@@ -231,6 +261,7 @@ class Supervisor:
             log.warning(
                 "worker exited; starting it again",
                 worker=slot.index,
+                sequencer=slot.sequencer,
                 status=_status(status),
                 after_seconds=slot.pause,
                 restarts=slot.restarts + 1,
@@ -245,7 +276,13 @@ class Supervisor:
         loop = asyncio.get_running_loop()
         ready_read, ready_write = os.pipe()
         assert self._role is not None
-        role = replace(self._role, index=slot.index, restarts=slot.restarts, ready_fd=ready_write)
+        role = replace(
+            self._role,
+            index=slot.index,
+            restarts=slot.restarts,
+            ready_fd=ready_write,
+            sequencer=slot.sequencer,
+        )
         slot.serving_since = None
         try:
             slot.process = await asyncio.create_subprocess_exec(
@@ -272,6 +309,7 @@ class Supervisor:
             if said.startswith(b"serving"):
                 slot.serving_since = slot.heard
                 slot.ever_served = True
+                slot.running.set()
                 if all(s.ever_served for s in self._slots):
                     self._all_serving.set()
 
@@ -287,7 +325,7 @@ class Supervisor:
         while True:
             await asyncio.sleep(1.0)
             now = time.monotonic()
-            for slot in self._slots:
+            for slot in self._every_slot():
                 process = slot.process
                 if (
                     process is not None
@@ -298,21 +336,25 @@ class Supervisor:
                     log.warning(
                         "worker stopped answering; killing it",
                         worker=slot.index,
+                        sequencer=slot.sequencer,
                         silent_seconds=round(now - slot.heard, 1),
                     )
                     slot.serving_since = None  # killed once
                     with contextlib.suppress(ProcessLookupError):
                         process.kill()
 
-    def _forward(self, signum: int) -> None:
-        for slot in self._slots:
+    def _every_slot(self) -> list[_Slot]:
+        return [*self._slots, *([self._sequencer] if self._sequencer is not None else [])]
+
+    def _forward(self, signum: int, slots: Sequence[_Slot] | None = None) -> None:
+        for slot in self._every_slot() if slots is None else slots:
             if slot.process is not None and slot.process.returncode is None:
                 with contextlib.suppress(ProcessLookupError):
                     slot.process.send_signal(signum)
 
     async def _drain(self) -> None:
-        """SIGTERM to every worker, then wait for all within their bounds (then SIGKILL)."""
-        self._forward(signal.SIGTERM)
+        """SIGTERM to every worker, then wait for all within their bounds (then SIGKILL); then
+        the same for the sequencer's process, which integrates their last steps."""
         settings = self.settings
         bound = (
             settings.grace_seconds
@@ -320,14 +362,16 @@ class Supervisor:
             + EXIT_SECONDS
             + STOP_MARGIN_SECONDS
         )
-        tasks = [slot.task for slot in self._slots if slot.task is not None]
-        if not tasks:
-            return
-        _, running = await asyncio.wait(tasks, timeout=bound)
-        if running:
-            log.warning("workers overran their shutdown; killing them", workers=len(running))
-            self._forward(signal.SIGKILL)
-            await asyncio.wait(running)
+        for slots in (self._slots, [self._sequencer] if self._sequencer is not None else []):
+            self._forward(signal.SIGTERM, slots)
+            tasks = [slot.task for slot in slots if slot.task is not None]
+            if not tasks:
+                continue
+            _, running = await asyncio.wait(tasks, timeout=bound)
+            if running:
+                log.warning("workers overran their shutdown; killing them", workers=len(running))
+                self._forward(signal.SIGKILL, slots)
+                await asyncio.wait(running)
 
 
 async def _first(*waits: Awaitable[object]) -> Awaitable[object]:
@@ -341,6 +385,10 @@ async def _first(*waits: Awaitable[object]) -> Awaitable[object]:
         if not isinstance(tasks[task], asyncio.Future):
             task.cancel()
     return tasks[next(iter(done))]
+
+
+def _name(slot: _Slot) -> str:
+    return "the sequencer's process" if slot.sequencer else f"worker {slot.index}"
 
 
 def _port(address: str) -> int | None:

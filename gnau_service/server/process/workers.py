@@ -15,6 +15,9 @@ metrics sockets, and the descriptor on which the worker says it serves. A worker
 - writes one line to its ready descriptor once it serves, then a heartbeat every
   :data:`HEARTBEAT_SECONDS` from its event loop, by which the supervisor finds a worker that has
   stopped (frozen, or its loop blocked) and replaces it.
+
+On PostgreSQL one more process is started the same way with ``sequencer`` set: it serves no
+port and only sequences the log (:mod:`~gnau_service.server.process.sequencing`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ class WorkerRole:
     metrics_listen: str
     run_dir: str  # where the workers' metrics sockets are (0700, the supervisor's)
     ready_fd: int
+    sequencer: bool = False  # the log's own sequencer process: it serves no port
 
     def to_environment(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))

@@ -1,0 +1,71 @@
+"""The sequencer's own process: on PostgreSQL, ``gnau serve --workers N`` runs the log's
+sequencer in a process of its own beside the N workers, so that integrating the log never waits
+for a worker's gRPC serving to let go of the GIL (docs/scaling.md, *Workers*).
+
+It is a worker of the supervisor like the others (:class:`~gnau_service.server.process.workers.
+WorkerRole` with ``sequencer`` set: restarted if it dies, killed if its heartbeat stops), but it
+binds no port and serves no call: it opens the store, whose coordination takes part in the
+log's election (:mod:`~gnau_service.store.sequencer`), and waits for SIGTERM. The supervisor
+starts it before the workers, so it takes the lease first, and stops it after them, so that it
+integrates their last steps. Nothing else changes for the log: every worker stays a candidate,
+and takes the lease within :func:`~gnau_service.store.lease.takeover_bound` if this process is
+killed or frozen, exactly as between replicas; the restarted sequencer process then waits as a
+candidate until that worker stops leading.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+
+from gnau_service.server.process.config import Settings
+from gnau_service.server.process.database_wait import when_reachable
+from gnau_service.server.process.first_start import open_signer
+from gnau_service.server.process.key_handover import key_file_source
+from gnau_service.server.process.workers import WorkerRole
+from gnau_service.store import open_store
+
+log = structlog.get_logger("gnau.sequencing")
+
+
+async def sequence(settings: Settings, role: WorkerRole) -> None:
+    """Take part in the log's election and integrate it while leading, until SIGTERM or SIGINT;
+    then integrate what is pending, if leading, and stop."""
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stopping.set)
+    # The supervisor passes SIGHUP on to every worker (the token file): nothing to reread here.
+    loop.add_signal_handler(signal.SIGHUP, lambda: None)
+    signer = open_signer(settings)
+    opening = asyncio.ensure_future(
+        when_reachable(
+            lambda: open_store(
+                settings.database_url,
+                signer,
+                key_file_source(settings.origin, settings.key_path),
+                lease_seconds=settings.sequencer_lease_seconds,
+            ),
+            settings.database_wait_seconds,
+        )
+    )
+    signalled = asyncio.ensure_future(stopping.wait())
+    await asyncio.wait({opening, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    if not opening.done():
+        opening.cancel()
+        log.info("stopped before sequencing")
+        return
+    signalled.cancel()
+    store = opening.result()
+    try:
+        log.info("sequencing", key=signer.vkey)
+        heartbeat = role.say_ready()
+        await stopping.wait()
+        heartbeat.cancel()
+        log.info("shutting down")
+    finally:
+        # Closing integrates what is pending while this process leads (ElectedSequencer.close).
+        await asyncio.to_thread(store.close)
+    log.info("stopped")
