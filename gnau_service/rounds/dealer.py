@@ -495,7 +495,7 @@ class Dealer:
     ) -> Planned[P] | None:
         """The step's plan made now, from its round as committed, where writers take turns;
         None where they do not, or where the step will not advance the round."""
-        if not self.store.writers_take_turns:
+        if not self.store.writers_contend:
             return None
         try:
             stored = read_round(self.store, round_id, operator=operator)

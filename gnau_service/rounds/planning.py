@@ -1,14 +1,16 @@
 """Steps planned ahead of the writers' turn, and applied in it if their round has not moved.
 
 Where writers take turns (SQLite: one writer at a time, for every worker process on the file),
-whatever a step's unit of work computes inside the turn holds up every other step. So a step
-of an existing round is computed first, outside the turn, from a snapshot of its round: the
-validation of the request, the shuffle and deal, the settlement, the events' canonical bytes
-(its *plan*). Then its unit, in the turn, reads the round again, locked, as it always does, and
-uses the plan only if the round is still as the plan read it. The round's *version* is its
-stored record: every step rewrites it (with the step's time and the position of its event), so
-an unchanged record is an unchanged round. A round another step moved meanwhile is planned again
-in the turn, from what the unit read, and counted (:attr:`PlanCounts.recomputed`).
+whatever a step's unit of work computes inside the turn holds up every other step. So where
+other processes wait for the turn (:attr:`Store.writers_contend
+<gnau_service.store.store.Store.writers_contend>`), a step of an existing round is computed
+first, outside the turn, from a snapshot of its round: the validation of the request, the
+shuffle and deal, the settlement, the events' canonical bytes (its *plan*). Then its unit, in
+the turn, reads the round again, locked, as it always does, and uses the plan only if the round
+is still as the plan read it. The round's *version* is its stored record: every step rewrites it
+(with the step's time and the position of its event), so an unchanged record is an unchanged
+round. A round another step moved meanwhile is planned again in the turn, from what the unit
+read, and counted (:attr:`PlanCounts.recomputed`).
 
 Why this changes nothing that is written: a plan is a pure function of the round's version, of
 the request, and of rows that never change once written (a table's version) or that the unit
@@ -20,8 +22,10 @@ unit finds the player still without one. A plan that fails (a refused request) i
 unit meets the same refusal in the turn and answers it, so a refusal is decided where it always
 was.
 
-Where writers do not take turns (PostgreSQL: steps of different rounds commit side by side),
-nothing is planned ahead: the unit plans in its own transaction, which holds only its round.
+Where no other process waits for the turn (SQLite in one process) nothing is planned ahead:
+there the plan's own read of the round, and the unit's check, would only add to the work of the
+one process. Nor where writers do not take turns (PostgreSQL: steps of different rounds commit
+side by side): the unit plans in its own transaction, which holds only its round.
 """
 
 from __future__ import annotations

@@ -93,9 +93,10 @@ class Coordination(ABC):
         return True
 
     @property
-    def writers_take_turns(self) -> bool:
-        """Whether every step transaction of the log waits for the one before it to commit
-        (one writer at a time), so that work done in one holds up all the others."""
+    def writers_contend(self) -> bool:
+        """Whether another process has lately waited for the one writer this process's step
+        transactions are (SQLite shared by ``--workers``): work done inside a step transaction
+        then holds up every process's steps."""
         return False
 
     @abstractmethod

@@ -17,7 +17,10 @@ database), and lets it go on the commit thread the moment its COMMIT returns. SQ
 is what keeps the log correct; the turn only hands it over promptly: a process waiting for
 SQLite's lock polls it, sleeping 1, 2, 5, 10 ms and longer between tries, and so kept losing it
 to a process that commits batch after batch, while one blocked on the turn is woken by the
-kernel as soon as it is free. A writer thread would give up the GIL at every SQLite statement
+kernel as soon as it is free. A batch that finds the turn held says so
+(:attr:`InStepIntegration.writers_contend`, for :data:`CONTENTION_SECONDS`): the dealer then
+computes each step before it queues it (:mod:`~gnau_service.rounds.planning`), so that the turn
+is held for writing, not computing. A writer thread would give up the GIL at every SQLite statement
 and wait for the busy loop to hand it back, which costs more than the statements; and the loop
 hands a thread its BEGIN only to wait for it to get the GIL back (up to the interpreter's switch
 interval a batch under load), so it does not when it need not.
@@ -29,8 +32,8 @@ import asyncio
 import functools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from time import perf_counter
-from typing import Any, Protocol, TypeVar, TypeVarTuple
+from time import monotonic, perf_counter
+from typing import Any, Final, Protocol, TypeVar, TypeVarTuple
 
 from gnau_service.store.backend import Backend
 from gnau_service.store.connections import Connection
@@ -40,6 +43,10 @@ from gnau_service.store.steps import MAX_BATCH, StepBatch
 
 T = TypeVar("T")
 Arguments = TypeVarTuple("Arguments")
+
+#: How long after a batch last found another process holding the writers' turn this process
+#: says its writers contend (:attr:`InStepIntegration.writers_contend`).
+CONTENTION_SECONDS: Final = 10.0
 
 #: Begins a step transaction on a connection if that needs no waiting (the write lock is free
 #: now); whether it began.
@@ -106,10 +113,14 @@ class InStepIntegration(Coordination):
         self._begin_at_once = begin_at_once
         self._turn = turn
         self._loop_steps: LoopSteps | None = None
+        self._contended_at = -CONTENTION_SECONDS
 
     @property
-    def writers_take_turns(self) -> bool:
-        return True
+    def writers_contend(self) -> bool:
+        return monotonic() - self._contended_at < CONTENTION_SECONDS
+
+    def _contended(self) -> None:
+        self._contended_at = monotonic()
 
     def enqueue(self, unit: QueuedUnit[Any]) -> None:
         loop = unit.future.get_loop()
@@ -117,7 +128,12 @@ class InStepIntegration(Coordination):
             if self._loop_steps is not None:
                 self._loop_steps.close()
             self._loop_steps = LoopSteps(
-                self._backend, self._store, self._begin_at_once, loop, self._turn
+                self._backend,
+                self._store,
+                self._begin_at_once,
+                loop,
+                self._turn,
+                contended=self._contended,
             )
         self._loop_steps.add(unit)
 
@@ -138,9 +154,12 @@ class LoopSteps:
         begin_at_once: BeginAtOnce,
         loop: asyncio.AbstractEventLoop,
         turn: WriterTurn | None = None,
+        *,
+        contended: Callable[[], None] = lambda: None,
     ) -> None:
         self._backend = backend
         self._turn = turn
+        self._contended = contended
         self._store = store
         self._begin_at_once = begin_at_once
         self.loop = loop
@@ -192,6 +211,7 @@ class LoopSteps:
         turn = self._turn
         try:
             if turn is not None and not turn.take_at_once():
+                self._contended()  # another process holds the turn
                 await self._blocking(turn.take)
             if self._connection is None:
                 self._connection = await self._blocking(self._backend.connect)

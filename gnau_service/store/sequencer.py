@@ -21,13 +21,13 @@ began). The lock, not the election below, is what keeps the log correct; the ele
 one process do the work. docs/audit.md ("Sequencing") proves that a round's events enter the log
 in causal order.
 
-None of this depends on when a step's writes were computed. Where writers take turns, a step is
-computed before its transaction, from its round as committed, and its unit uses that plan only if
-it finds the round, read under the same lock as ever, at the version the plan was made from; else
-it computes it again inside (:mod:`~gnau_service.rounds.planning`). So the outbox rows a step
-commits are those it would have computed in its transaction, and the order of the log, the
-absence of gaps and what a crash leaves (a step's rows and events together, or neither) are the
-transactions' alone, as above.
+None of this depends on when a step's writes were computed. Where other processes wait for
+SQLite's writers' turn, a step is computed before its transaction, from its round as committed,
+and its unit uses that plan only if it finds the round, read under the same lock as ever, at the
+version the plan was made from; else it computes it again inside
+(:mod:`~gnau_service.rounds.planning`). So the outbox rows a step commits are those it would
+have computed in its transaction, and the order of the log, the absence of gaps and what a crash
+leaves (a step's rows and events together, or neither) are the transactions' alone, as above.
 
 Each backend runs this protocol its own way (:mod:`~gnau_service.store.coordination`). On SQLite
 (one writer at a time, in one process) each step transaction integrates its own events, before

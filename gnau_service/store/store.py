@@ -222,10 +222,11 @@ class Store(LogReader):
         return self._coordination.leading
 
     @property
-    def writers_take_turns(self) -> bool:
-        """Whether this store's step transactions take turns (SQLite's one writer): a step is
-        then best computed before its unit of work is queued."""
-        return self._coordination.writers_take_turns
+    def writers_contend(self) -> bool:
+        """Whether other processes have lately waited for the one writer this store's step
+        transactions take turns as (SQLite under ``--workers``): a step is then best computed
+        before its unit of work is queued."""
+        return self._coordination.writers_contend
 
     def log_progress(self) -> LogProgress | None:
         """The lease and outbox as this process's sequencer last read them (None on SQLite)."""

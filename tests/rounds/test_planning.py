@@ -1,7 +1,8 @@
 """Steps planned ahead of the writers' turn (issue 41, gnau_service/rounds/planning.py): where
-writers take turns (SQLite) a step is computed before its unit waits for the turn, and used only
-if its round is still as the plan read it; a round moved meanwhile is planned again in the turn,
-and counted. Where writers do not take turns (PostgreSQL) nothing is planned ahead.
+other processes wait for SQLite's writers' turn, a step is computed before its unit waits for the
+turn, and used only if its round is still as the plan read it; a round moved meanwhile is
+planned again in the turn, and counted. Where no other process waits (SQLite in one process),
+or writers do not take turns (PostgreSQL), nothing is planned ahead.
 
 The expected values are the test's own: how many steps it sends, which of two racing ones can
 win, and each seat's reference from its player's stored key by the published formula.
@@ -29,7 +30,7 @@ from gnau_service.rounds.view import RoundView
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.store import Store
 from gnau_service.store.players import read_player_key
-from gnau_service.store.sqlite import SqliteBackend
+from gnau_service.store.sqlite import FileTurn, SqliteBackend
 from tests.catalogued import catalogued
 from tests.dealers import fresh, opened_store
 from tests.postgres import SERVICE_BACKENDS
@@ -47,9 +48,29 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 @pytest.fixture
 def sqlite_store(tmp_path: Path) -> Iterator[Store]:
+    """A SQLite store whose writers contend: another process has just held the turn."""
     with opened_store("sqlite", tmp_path) as opened:
         catalogued(opened, ["t-1", "t-2"])
+        contend(opened)
         yield opened
+
+
+def contend(store: Store) -> None:
+    """Hold the writers' turn, as another process on the file would, while a step is queued."""
+    assert isinstance(store.backend, SqliteBackend)
+    other = FileTurn(store.backend.turn_path)
+    other.take()
+
+    async def step_behind_it() -> None:
+        queued = asyncio.ensure_future(store.run_async(lambda tx: None))
+        await asyncio.sleep(0.05)
+        other.release()
+        await queued
+
+    try:
+        asyncio.run(step_behind_it())
+    finally:
+        other.close()
 
 
 async def revealed(dealer: Dealer, table: str = "t-1") -> RoundView:
@@ -61,17 +82,29 @@ async def revealed(dealer: Dealer, table: str = "t-1") -> RoundView:
     return await dealer.reveal(round_id, fresh(), operator=DEFAULT_OPERATOR, actor=ACTOR)
 
 
-def test_each_step_is_planned_ahead_only_where_writers_take_turns(store: Store) -> None:
-    dealer = Dealer(store)
+def play(dealer: Dealer) -> tuple[int, int]:
+    """A whole round: how many steps were planned ahead and used, and recomputed."""
     view = asyncio.run(revealed(dealer))
     asyncio.run(
         dealer.settle(view.record.round_id, fresh(), operator=DEFAULT_OPERATOR, actor=ACTOR)
     )
+    return dealer.plans.used, dealer.plans.recomputed
+
+
+def test_nothing_is_planned_ahead_where_no_other_process_waits_for_the_writer(
+    store: Store,
+) -> None:
+    assert not store.writers_contend
+    assert play(Dealer(store)) == (0, 0)
+
+
+def test_each_step_is_planned_ahead_once_another_process_waited_for_the_turn(
+    sqlite_store: Store,
+) -> None:
+    assert sqlite_store.writers_contend
     # Deal, Reveal and Settle, each used as planned (nothing else moved the round); a Shuffle
     # has no round to plan from.
-    expected = 3 if store.writers_take_turns else 0
-    assert (dealer.plans.used, dealer.plans.recomputed) == (expected, 0)
-    assert store.writers_take_turns is isinstance(store.backend, SqliteBackend)
+    assert play(Dealer(sqlite_store)) == (3, 0)
 
 
 def test_a_step_planned_from_a_round_moved_meanwhile_is_planned_again(sqlite_store: Store) -> None:

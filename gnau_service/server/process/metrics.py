@@ -381,7 +381,8 @@ class _PlanCounters(Collector):
     def collect(self) -> Iterable[Metric]:
         family = CounterMetricFamily(
             "gnau_step_plans",
-            "Round steps computed ahead of the writers' turn (SQLite), by outcome: used, or "
+            "Round steps computed ahead of the writers' turn (SQLite under --workers), by outcome: "
+            "used, or "
             "recomputed in the turn because another step moved the round meanwhile.",
             labels=("outcome",),
         )
