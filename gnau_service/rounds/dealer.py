@@ -99,7 +99,14 @@ from gnau_service.rounds.view import RoundView, dealt_round, dealt_round_of, vie
 from gnau_service.rules.house_rules import HouseRules
 from gnau_service.rules.return_to_player import ReturnToPlayer
 from gnau_service.rules.settlement import Settlement
-from gnau_service.store import PendingEntry, PreparedEvent, Store, Transaction, prepare_event
+from gnau_service.store import (
+    LogReader,
+    PendingEntry,
+    PreparedEvent,
+    Store,
+    Transaction,
+    prepare_event,
+)
 from gnau_service.store.reader import ReadSource
 from gnau_service.store.round_rows import (
     OpenRoundExists,
@@ -238,34 +245,41 @@ class Dealer:
                 SeatLimits(self.max_stake) if table is None else table.seat_limits(self.max_stake)
             )
             locked, locked_beacon = locked_seats(record.rules, seats, beacon, limits)
-            if record.version is FairnessVersion.V1:
-                return _deal_plan(record, seed, actor, table, locked, locked, {}, locked_beacon)
-            # The seats name their players by reference (outside the shuffle's input, so a key
-            # made now moves no card).
-            named, made = planned_references(source, record.operator, round_id, locked)
-            return _deal_plan(record, seed, actor, table, locked, named, made, locked_beacon)
+            basis = DealPlan(table, locked, locked_beacon)
+            if not isinstance(source, LogReader):
+                return basis  # planned by the unit itself, which names the seats once
+            # Ahead: the seats named by reference as their players' keys are now (outside the
+            # shuffle's input, so a key made now moves no card), and the deal they make.
+            named: tuple[LockedSeat, ...] = locked
+            made: dict[str, bytes] = {}
+            if record.version is not FairnessVersion.V1:
+                named, made = planned_references(source, record.operator, round_id, locked)
+            return replace(
+                basis, ahead=_named_deal(record, seed, actor, named, made, locked_beacon)
+            )
 
         def to_dealt(
             tx: Transaction, record: RoundRecord, seed: bytes, plan: DealPlan
         ) -> RoundView:
+            ahead = plan.ahead
             # The answer names each seat's player: known here, so not read back.
             players: dict[str, str] = {}
+            named = plan.by_id
             if record.version is not FairnessVersion.V1:
-                named = seat_references(tx, record.operator, round_id, plan.by_id, plan.made)
-                if named != plan.named:  # another deal made a key for one of its players
-                    self.plans.recomputed += 1
-                    plan = _deal_plan(
-                        record, seed, actor, plan.table, plan.by_id, named, {}, plan.beacon
-                    )
+                made: dict[str, bytes] = {} if ahead is None else ahead.made
+                named = seat_references(tx, record.operator, round_id, plan.by_id, made)
                 players = {
-                    seat.player: asked.player
-                    for seat, asked in zip(plan.named, plan.by_id, strict=True)
+                    seat.player: asked.player for seat, asked in zip(named, plan.by_id, strict=True)
                 }
-            names = [(seat.seat_number, seat.player) for seat in plan.named]
+            if ahead is None or ahead.named != named:
+                if ahead is not None:  # another deal made a key for one of its players
+                    self.plans.recomputed += 1
+                ahead = _named_deal(record, seed, actor, named, {}, plan.beacon)
+            names = [(seat.seat_number, seat.player) for seat in named]
             keyed = replace(
                 idempotency, fingerprint=deal_fingerprint(idempotency.fingerprint, names)
             )
-            entry = tx.append_prepared(plan.event)
+            entry = tx.append_prepared(ahead.event)
             table = plan.table
             deadlines = self.deadlines if table is None else table.deadlines(self.deadlines)
             due_at = deadlines.settle_due(tx.time)
@@ -273,9 +287,9 @@ class Dealer:
             record = replace(
                 record,
                 state=RoundState.DEALT,
-                seats=plan.dealt.locked.seats,
+                seats=ahead.dealt.locked.seats,
                 beacon=plan.beacon,
-                transcript_hash=plan.dealt.locked.transcript_hash,
+                transcript_hash=ahead.dealt.locked.transcript_hash,
                 updated_at=tx.time,
                 log_indices=(*record.log_indices, -entry.id),
                 due_at=due_at,
@@ -625,36 +639,42 @@ def _advance(record: RoundRecord, state: RoundState, time: str, entry: PendingEn
 
 
 @dataclass(frozen=True, slots=True)
-class DealPlan:
-    """What a Deal writes (:mod:`~gnau_service.rounds.planning`): the table it is held to, its
-    seats as asked (by player id) and as the log names them, the keys made for players who had
-    none, the beacon, the deal and its event."""
+class NamedDeal:
+    """A deal planned ahead (:mod:`~gnau_service.rounds.planning`): its seats as the log would
+    name them then, the keys made for players who had none, the deal and its event."""
 
-    table: TableConfig | None
-    by_id: tuple[LockedSeat, ...]
     named: tuple[LockedSeat, ...]
     made: dict[str, bytes]
-    beacon: Beacon | None
     dealt: DealtRound
     event: PreparedEvent
 
 
-def _deal_plan(  # noqa: PLR0917 (a DealPlan's fields, and what makes its deal)
+@dataclass(frozen=True, slots=True)
+class DealPlan:
+    """What a Deal writes: the table it is held to, its seats as asked (by player id) and its
+    beacon, checked; and the deal, if planned ahead (``ahead``: the unit names the seats, and
+    deals again if they are named otherwise now)."""
+
+    table: TableConfig | None
+    by_id: tuple[LockedSeat, ...]
+    beacon: Beacon | None
+    ahead: NamedDeal | None = None
+
+
+def _named_deal(  # noqa: PLR0917 (a NamedDeal's fields, and what makes its deal)
     record: RoundRecord,
     seed: bytes,
     actor: str,
-    table: TableConfig | None,
-    by_id: tuple[LockedSeat, ...],
     named: tuple[LockedSeat, ...],
     made: dict[str, bytes],
     beacon: Beacon | None,
-) -> DealPlan:
+) -> NamedDeal:
     dealt = dealt_round(record.round_id, record.rules, seed, named, beacon, record.version)
     payload: dict[str, JsonValue] = {**dealt_payload(dealt), SOFTWARE_FIELD: software_identity()}
     event = prepare_event(
         EntryKind.ROUND_DEALT, _named(payload, actor, record), round_id=record.round_id
     )
-    return DealPlan(table, by_id, named, made, beacon, dealt, event)
+    return NamedDeal(named, made, dealt, event)
 
 
 #: What a Settle writes: the settlement and its event.

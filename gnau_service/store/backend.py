@@ -58,6 +58,10 @@ class Backend(ABC):
     #: key rotation) runs after the head's lock, so that a stopped one is ended like a stopped
     #: sequencer (see :mod:`~gnau_service.store.lease`).
     hold_lease_sql: str | None = None
+    #: Whether a unit's writes are queued and sent together (:meth:`Transaction.write
+    #: <gnau_service.store.transaction.Transaction.write>`): where each statement is a round
+    #: trip to a server; in-process SQLite gains nothing by it.
+    queues_writes: bool = False
 
     @abstractmethod
     def connect(self) -> Connection:

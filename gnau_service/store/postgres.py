@@ -104,6 +104,7 @@ class PostgresBackend(Backend):
     hold_lease_sql = HOLD_SQL
     row_lock = " FOR UPDATE"
     share_lock = " FOR SHARE"
+    queues_writes = True
     driver_error = psycopg.Error
     lease_seconds: float
     # The notice after a step's COMMIT, in a transaction of its own (see step_writers.py).

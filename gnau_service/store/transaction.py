@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from gnau_service.audit.entries import EntryKind, JsonValue, event_payload
 from gnau_service.audit.timestamps import format_utc_timestamp
@@ -42,10 +42,14 @@ def prepare_event(
     Raises :class:`~gnau_service.audit.entries.EntryError` for an event no entry may hold.
 
     An event's bytes do not depend on its time, whose width is fixed (every step's time is
-    :func:`utc_now`'s form), so the size check made with the time now holds at the step's."""
+    :func:`utc_now`'s form), so the size check made with any such time holds at the step's."""
     return PreparedEvent(
-        kind, event_payload(kind, payload, time=utc_now(), round_id=round_id), round_id
+        kind, event_payload(kind, payload, time=_A_STEP_TIME, round_id=round_id), round_id
     )
+
+
+#: A time of :func:`utc_now`'s form and width, for checking an event's size ahead of its step.
+_A_STEP_TIME: Final = "2026-01-01T00:00:00.000000Z"
 
 
 def utc_now() -> str:
@@ -110,11 +114,17 @@ class Transaction:
             return self._backend.run_queries(self._connection, queries)
 
     def write(self, text: str, params: Sequence[object] = ()) -> None:
-        """Queue a statement whose rows the unit does not need (an INSERT, UPDATE or DELETE):
-        it runs, in order with the others, before the unit's next statement that answers, or
-        when the unit ends (:meth:`flush`); PostgreSQL gets the writes queued so in one round
-        trip. If it fails, the unit fails, as if it had run at once."""
-        self._writes.append((text, tuple(params)))
+        """Run a statement whose rows the unit does not need (an INSERT, UPDATE or DELETE). Where
+        a round trip costs (PostgreSQL: :attr:`Backend.queues_writes
+        <gnau_service.store.backend.Backend.queues_writes>`) it is queued, and runs in order with
+        the others before the unit's next statement that answers, or when the unit ends
+        (:meth:`flush`), all in one round trip. If it fails, the unit fails, as if it had run at
+        once."""
+        if self._backend.queues_writes:
+            self._writes.append((text, tuple(params)))
+            return
+        with self._backend.unavailable_as_store_error():
+            self._connection.execute(self._backend.sql(text), tuple(params))
 
     def flush(self, then: Sequence[str] = ()) -> None:
         """Run the queued writes, then the parameterless statements ``then``: one round trip
