@@ -258,6 +258,17 @@ class PostgresBackend(Backend):
 
     # -- statements -------------------------------------------------------------------------
 
+    def run_queries(
+        self, connection: Connection, queries: Sequence[tuple[str, Sequence[object]]]
+    ) -> list[list[Row]]:
+        if len(queries) < 2:
+            return super().run_queries(connection, queries)
+        # In one pipeline: every query sent before any answer is awaited (one round trip).
+        session = psycopg_connection(connection)
+        with session.pipeline():
+            cursors = [session.execute(self.sql(text), tuple(params)) for text, params in queries]
+        return [list(cursor.fetchall()) for cursor in cursors]
+
     def run_writes(
         self,
         connection: Connection,

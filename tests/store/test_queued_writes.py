@@ -52,3 +52,20 @@ def test_a_failing_queued_write_fails_its_unit_alone(database_url: str, signer: 
         assert isinstance(answers[1], Exception)
         assert "no_such_table" in str(answers[1])
         assert notes(store) == [("r-4", "neighbour"), ("r-5", "neighbour")]
+
+
+def test_queries_sent_together_answer_each_in_order(database_url: str, signer: LogSigner) -> None:
+    """``query_all`` (one round trip on PostgreSQL): each query's rows, and a later query sees
+    what the unit wrote before it."""
+
+    def unit(tx: Transaction) -> list[list[tuple[str, str]]]:
+        tx.write(INSERT, ("r-6", "six"))
+        answers = tx.query_all(
+            ("SELECT round_id, due_at FROM round_deadlines WHERE round_id = ?", ("r-6",)),
+            ("SELECT round_id, due_at FROM round_deadlines WHERE round_id = ?", ("r-7",)),
+            (NOTES, ()),
+        )
+        return [[(str(row[0]), str(row[1])) for row in rows] for rows in answers]
+
+    with open_store(database_url, signer) as store:
+        assert run_step(store, unit) == [[("r-6", "six")], [], [("r-6", "six")]]
