@@ -31,14 +31,16 @@ log = structlog.get_logger("gnau.sequencing")
 
 
 async def sequence(settings: Settings, role: WorkerRole) -> None:
-    """Take part in the log's election and integrate it while leading, until SIGTERM or SIGINT;
-    then integrate what is pending, if leading, and stop."""
+    """Take part in the log's election and integrate it while leading, until SIGTERM; then
+    integrate what is pending, if leading, and stop."""
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stopping.set)
-    # The supervisor passes SIGHUP on to every worker (the token file): nothing to reread here.
-    loop.add_signal_handler(signal.SIGHUP, lambda: None)
+    loop.add_signal_handler(signal.SIGTERM, stopping.set)
+    # Ctrl-C reaches the whole process group: this process waits for the supervisor's SIGTERM,
+    # which comes once the workers have drained, so that it integrates their last steps. And
+    # the supervisor passes SIGHUP on to every worker (the token file): nothing to reread here.
+    for ignored in (signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(ignored, lambda: None)
     signer = open_signer(settings)
     opening = asyncio.ensure_future(
         when_reachable(
