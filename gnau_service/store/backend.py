@@ -110,11 +110,20 @@ class Backend(ABC):
         cursor = connection.execute(self.sql(text), tuple(params))
         return list(cursor.fetchall()) if is_query(text) else []
 
+    def sent_together(self, connection: Connection, count: int) -> AbstractContextManager[object]:
+        """Where ``count`` statements run inside it are all sent before any is answered, and
+        answered (the first failure raised) at its end: PostgreSQL's pipeline. Elsewhere each
+        statement runs as it is called."""
+        return contextlib.nullcontext()
+
     def run_queries(
         self, connection: Connection, queries: Sequence[tuple[str, Sequence[object]]]
     ) -> list[list[Row]]:
-        """Run several SELECTs, then fetch the rows of each."""
-        cursors = [connection.execute(self.sql(text), tuple(params)) for text, params in queries]
+        """Run several SELECTs, then fetch the rows of each (one round trip on PostgreSQL)."""
+        with self.sent_together(connection, len(queries)):
+            cursors = [
+                connection.execute(self.sql(text), tuple(params)) for text, params in queries
+            ]
         return [list(cursor.fetchall()) for cursor in cursors]
 
     def run_writes(
@@ -124,12 +133,12 @@ class Backend(ABC):
         then: Sequence[str] = (),
     ) -> None:
         """Run statements whose rows nobody reads, in order, then the parameterless ``then``;
-        the first that fails raises, and the rest do not run. PostgreSQL sends them all at once
-        (one round trip, not one each)."""
-        for text, params in writes:
-            connection.execute(self.sql(text), tuple(params))
-        for text in then:
-            connection.execute(text)
+        the first that fails raises, and the rest do not run (one round trip on PostgreSQL)."""
+        with self.sent_together(connection, len(writes) + len(then)):
+            for text, params in writes:
+                connection.execute(self.sql(text), tuple(params))
+            for text in then:
+                connection.execute(text, ())
 
     def run_together(self, connection: Connection, statements: Sequence[str]) -> list[Row]:
         """Run parameterless statements in order, and return the rows of the last SELECT among

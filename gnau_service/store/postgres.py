@@ -21,10 +21,11 @@ the log head, it waits for a lock, or for its client, no longer than the lease
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from time import monotonic
 from typing import Final
 
@@ -258,31 +259,12 @@ class PostgresBackend(Backend):
 
     # -- statements -------------------------------------------------------------------------
 
-    def run_queries(
-        self, connection: Connection, queries: Sequence[tuple[str, Sequence[object]]]
-    ) -> list[list[Row]]:
-        if len(queries) < 2:
-            return super().run_queries(connection, queries)
-        # In one pipeline: every query sent before any answer is awaited (one round trip).
-        session = psycopg_connection(connection)
-        with session.pipeline():
-            cursors = [session.execute(self.sql(text), tuple(params)) for text, params in queries]
-        return [list(cursor.fetchall()) for cursor in cursors]
-
-    def run_writes(
-        self,
-        connection: Connection,
-        writes: Sequence[tuple[str, Sequence[object]]],
-        then: Sequence[str] = (),
-    ) -> None:
-        # In pipeline mode: every statement is sent before any result is awaited, and the
+    def sent_together(self, connection: Connection, count: int) -> AbstractContextManager[object]:
+        # In pipeline mode every statement is sent before any result is awaited, and the
         # pipeline's one sync raises the first failure (the ones after it are not run).
-        session = psycopg_connection(connection)
-        with session.pipeline():
-            for text, params in writes:
-                session.execute(self.sql(text), tuple(params))
-            for text in then:
-                session.execute(text.encode(), prepare=False)
+        if count < 2:
+            return contextlib.nullcontext()
+        return psycopg_connection(connection).pipeline()
 
     def run_together(self, connection: Connection, statements: Sequence[str]) -> list[Row]:
         # One simple-protocol Query message: its statements run in order, each with its own
