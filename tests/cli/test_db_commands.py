@@ -185,6 +185,23 @@ def test_the_server_refuses_an_older_schema_unless_told_to_migrate(tmp_path: Pat
 
 
 @pytest.mark.system
+def test_postgresql_workers_migrate_an_older_schema_when_told_to(tmp_path: Path) -> None:
+    """Under ``--workers`` on PostgreSQL the sequencer's process opens the database first: with
+    ``--migrate`` it migrates it, as a worker would, and the workers then find it current."""
+    data = tmp_path / "data"
+    data.mkdir()
+    key = ensure_private_key(data).path
+    with fresh_database() as url:
+        v1_database(url, signer=LogSigner.from_key_file(Settings().origin, key))
+        with served(data, "--workers", "2", "--database", url, "--migrate", "true") as service:
+            pass
+        assert service.output().count('"event": "migrated the database schema"') == 1
+        with psycopg.connect(url) as connection:
+            row = connection.execute("SELECT 1 FROM log_lease").fetchone()
+        assert row is not None  # migration 7's table: the schema is current
+
+
+@pytest.mark.system
 def test_a_new_database_is_created_at_start_without_migrate(tmp_path: Path) -> None:
     with served(tmp_path / "data") as service:
         pass

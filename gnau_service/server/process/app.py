@@ -55,13 +55,12 @@ from gnau_service.server.grpc.streams import StreamSlots
 from gnau_service.server.http.routes import Scrapeable, WebServer, metrics_application
 from gnau_service.server.process import gc_tuning
 from gnau_service.server.process.config import Settings, cannot_listen
-from gnau_service.server.process.database_wait import when_reachable
 from gnau_service.server.process.first_start import (
     credentials_of,
     open_credentials,
+    open_service_store,
     open_signer,
 )
-from gnau_service.server.process.key_handover import key_file_source
 from gnau_service.server.process.metrics import Metrics
 from gnau_service.server.process.request_retention import RequestRetention
 from gnau_service.server.process.store_health import StorageHealth
@@ -75,7 +74,6 @@ from gnau_service.store import (
     Store,
     StoreError,
     StoreUnavailable,
-    open_store,
     redacted_url,
 )
 from gnau_service.store.cosignatures import NO_WITNESSES, WitnessQuorum
@@ -191,27 +189,8 @@ async def start(
         signer = open_signer(settings)
         token_file, new_token, tokens_version = open_credentials(settings)
         interceptor.credentials = credentials_of(token_file, settings)
-        # A key rotated by another process (gnau key rotate, another replica) is reread from
-        # the key file at the first write that needs it.
-        store = await when_reachable(
-            lambda: open_store(
-                settings.database_url,
-                signer,
-                key_file_source(settings.origin, settings.key_path),
-                migrate=settings.migrate,
-                lease_seconds=settings.sequencer_lease_seconds,
-            ),
-            settings.database_wait_seconds,
-        )
+        store = await open_service_store(settings, signer)
         parts.callback(store.close)
-        if store.migrated:
-            # Migration 1 makes the tables: a new database (or one from before versions).
-            log.warning(
-                "created the database schema"
-                if store.migrated[0].version == 1
-                else "migrated the database schema",
-                migrations=[str(migration) for migration in store.migrated],
-            )
         tail = LogTail(store)
         parts.push_async_callback(tail.stop)
         endpoints = [WitnessEndpoint.parse(spec) for spec in settings.witnesses]

@@ -21,11 +21,8 @@ import signal
 import structlog
 
 from gnau_service.server.process.config import Settings
-from gnau_service.server.process.database_wait import when_reachable
-from gnau_service.server.process.first_start import open_signer
-from gnau_service.server.process.key_handover import key_file_source
+from gnau_service.server.process.first_start import open_service_store, open_signer
 from gnau_service.server.process.workers import WorkerRole
-from gnau_service.store import open_store
 
 log = structlog.get_logger("gnau.sequencing")
 
@@ -42,17 +39,9 @@ async def sequence(settings: Settings, role: WorkerRole) -> None:
     for ignored in (signal.SIGINT, signal.SIGHUP):
         loop.add_signal_handler(ignored, lambda: None)
     signer = open_signer(settings)
-    opening = asyncio.ensure_future(
-        when_reachable(
-            lambda: open_store(
-                settings.database_url,
-                signer,
-                key_file_source(settings.origin, settings.key_path),
-                lease_seconds=settings.sequencer_lease_seconds,
-            ),
-            settings.database_wait_seconds,
-        )
-    )
+    # Started before the workers, it is the first to open the database: it migrates it, if
+    # asked, as any of them would.
+    opening = asyncio.ensure_future(open_service_store(settings, signer))
     signalled = asyncio.ensure_future(stopping.wait())
     await asyncio.wait({opening, signalled}, return_when=asyncio.FIRST_COMPLETED)
     if not opening.done():
