@@ -96,9 +96,9 @@ class _Slot:
     process: asyncio.subprocess.Process | None = None
     serving_since: float | None = None
     heard: float = 0.0  # time.monotonic() of its last heartbeat
-    ever_served: bool = False
     task: asyncio.Task[None] | None = field(default=None, repr=False)
-    running: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+    #: Set once its first worker says it serves (and never cleared).
+    served: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
 
 
 class Supervisor:
@@ -108,11 +108,12 @@ class Supervisor:
         self.settings = settings
         self._arguments = list(worker_arguments)
         self._slots = [_Slot(index) for index in range(settings.workers)]
-        #: On PostgreSQL, the log's sequencer in a process of its own (see the module's text).
+        #: On PostgreSQL, the log's sequencer in a process of its own (see the module's text):
+        #: its one slot, else none.
         self._sequencer = (
-            _Slot(settings.workers, sequencer=True)
+            [_Slot(settings.workers, sequencer=True)]
             if sqlite_path(settings.database_url) is None
-            else None
+            else []
         )
         self._stopping = asyncio.Event()
         self._failed: asyncio.Future[str] | None = None
@@ -167,9 +168,9 @@ class Supervisor:
                     "serving",
                     workers=len(self._slots),
                     pids=[slot.process.pid for slot in self._slots if slot.process],
-                    sequencer=self._sequencer.process.pid
-                    if self._sequencer is not None and self._sequencer.process
-                    else None,
+                    sequencer=next(
+                        (slot.process.pid for slot in self._sequencer if slot.process), None
+                    ),
                     port=ports["listen"],
                     http_port=ports["http_listen"],
                     metrics_port=ports["metrics_listen"],
@@ -203,13 +204,13 @@ class Supervisor:
     async def _start_sequencer(self) -> object:
         """Start the sequencer's process, if any, and wait until it runs: None then (or with
         none to start), else what ended the wait (the drain, or a failed start)."""
-        slot = self._sequencer
-        if slot is None:
+        if not self._sequencer:
             return None
+        (slot,) = self._sequencer
         slot.task = asyncio.create_task(self._keep_running(slot))
         assert self._failed is not None
-        outcome = await _first(slot.running.wait(), self._stopping.wait(), self._failed)
-        return None if slot.running.is_set() else outcome
+        outcome = await _first(slot.served.wait(), self._stopping.wait(), self._failed)
+        return None if slot.served.is_set() else outcome
 
     # -- ports ------------------------------------------------------------------------------
 
@@ -246,7 +247,7 @@ class Supervisor:
             status = await self._run_worker(slot)
             if self._stopping.is_set():
                 return
-            if not slot.ever_served and not self._all_serving.is_set():
+            if not slot.served.is_set() and not self._all_serving.is_set():
                 assert self._failed is not None
                 if not self._failed.done():
                     self._failed.set_result(
@@ -308,9 +309,8 @@ class Supervisor:
             slot.heard = time.monotonic()
             if said.startswith(b"serving"):
                 slot.serving_since = slot.heard
-                slot.ever_served = True
-                slot.running.set()
-                if all(s.ever_served for s in self._slots):
+                slot.served.set()
+                if all(s.served.is_set() for s in self._slots):
                     self._all_serving.set()
 
         loop.add_reader(ready_read, readable)
@@ -344,7 +344,7 @@ class Supervisor:
                         process.kill()
 
     def _every_slot(self) -> list[_Slot]:
-        return [*self._slots, *([self._sequencer] if self._sequencer is not None else [])]
+        return [*self._slots, *self._sequencer]
 
     def _forward(self, signum: int, slots: Sequence[_Slot] | None = None) -> None:
         for slot in self._every_slot() if slots is None else slots:
@@ -362,7 +362,7 @@ class Supervisor:
             + EXIT_SECONDS
             + STOP_MARGIN_SECONDS
         )
-        for slots in (self._slots, [self._sequencer] if self._sequencer is not None else []):
+        for slots in (self._slots, self._sequencer):
             self._forward(signal.SIGTERM, slots)
             tasks = [slot.task for slot in slots if slot.task is not None]
             if not tasks:
