@@ -468,7 +468,8 @@ class Dealer:
         seed and its ``plan``, refused unless the round is in one of the ``allowed`` states (a
         round of another operator is not found). ``plan`` computes what the step writes from
         the round and its seed, reading what else it needs from a source; it is made ahead of
-        the writers' turn where they take turns (:mod:`~gnau_service.rounds.planning`).
+        the writers' turn while other processes wait for it (:mod:`~gnau_service.rounds.planning`),
+        else by the unit.
         ``retried``: the idempotency a retry is matched with, given the round (by default
         ``idempotency`` itself)."""
         check_round_id(round_id)
@@ -484,10 +485,9 @@ class Dealer:
                 return _replay(tx, matched, operation, request)
             if stored is None:
                 raise RoundNotFound(round_id)
-            unchanged = planned is not None and planned.version == stored.record
             record = (
                 planned.record
-                if planned is not None and unchanged
+                if planned is not None and planned.version == stored.record
                 else parsed_record(stored.record)
             )
             if record.state not in allowed:
@@ -507,8 +507,8 @@ class Dealer:
         allowed: Collection[RoundState],
         plan: Callable[[ReadSource, RoundRecord, bytes], P],
     ) -> Planned[P] | None:
-        """The step's plan made now, from its round as committed, where writers take turns;
-        None where they do not, or where the step will not advance the round."""
+        """The step's plan made now, from its round as committed, while other processes wait
+        for the writers' turn; None otherwise, or where the step will not advance the round."""
         if not self.store.writers_contend:
             return None
         try:

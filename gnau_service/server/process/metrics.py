@@ -381,9 +381,9 @@ class _PlanCounters(Collector):
     def collect(self) -> Iterable[Metric]:
         family = CounterMetricFamily(
             "gnau_step_plans",
-            "Round steps computed ahead of the writers' turn (SQLite under --workers), by outcome: "
-            "used, or "
-            "recomputed in the turn because another step moved the round meanwhile.",
+            "Round steps computed ahead of the writers' turn (SQLite under --workers), by "
+            "outcome: used, or recomputed in the turn because another step moved the round "
+            "meanwhile.",
             labels=("outcome",),
         )
         family.add_metric(("used",), self._plans.used)
