@@ -517,13 +517,18 @@ class Load:
     channels: int
     request_sizes: tuple[int, ...] = ()
 
-    def open(self) -> tuple[RoundPlayer, list[grpc.aio.Channel]]:
-        channels = open_channels(self.target, self.channels)
+    def player(self, channels: Sequence[grpc.aio.Channel]) -> RoundPlayer:
+        """The load's rounds on ``channels``, table ``t`` on channel ``t mod len(channels)``."""
         if self.kind == "real":
             players = [real_player(channel, self.token, self.tag) for channel in channels]
         else:
             players = [bare_player(channel, self.token, self.request_sizes) for channel in channels]
-        return spread(players), channels
+        return spread(players)
+
+    def open(self) -> tuple[RoundPlayer, list[grpc.aio.Channel]]:
+        """The load on ``channels`` connections of its own (a load process's)."""
+        channels = open_channels(self.target, self.channels)
+        return self.player(channels), channels
 
 
 async def play_tables(
@@ -1096,41 +1101,36 @@ def workers_label(label: str, workers: int, unit: str = "workers") -> str:
 
 async def drive_both(
     label: str,
-    make_play: Callable[[str], RoundPlayer],
+    make_load: Callable[[str], Load],
     server: ServedServer | ServerProcess | ServerGroup,
     arguments: argparse.Namespace,
     offered: OfferedLoad | None,
     *,
-    make_load: Callable[[str], Load],
+    channels: Sequence[grpc.aio.Channel],
 ) -> tuple[RunResult, RunResult | None]:
     """The closed-loop run, then (``offered``) the open-loop run at the offered load, on the
-    same server; ``make_play(suffix)`` gives a player on fresh table names, and
-    ``make_load(suffix)`` the same for ``--load-processes`` of their own."""
-    run = await drive(
-        label,
-        make_play(""),
-        server,
-        tables=arguments.tables,
-        warmup=arguments.warmup,
-        seconds=arguments.seconds,
-        load=make_load(""),
-        processes=arguments.load_processes,
-    )
+    same server; ``make_load(suffix)`` gives the load on fresh table names, played on
+    ``channels`` in this process, or in ``--load-processes`` of its own."""
+
+    async def run_on(run_label: str, suffix: str, rate: float | None = None) -> RunResult:
+        load = make_load(suffix)
+        return await drive(
+            run_label,
+            load.player(channels),
+            server,
+            tables=arguments.tables,
+            warmup=arguments.warmup,
+            seconds=arguments.seconds,
+            rate=rate,
+            load=load,
+            processes=arguments.load_processes,
+        )
+
+    run = await run_on(label, "")
     if offered is None:
         return run, None
     rate = offered(run)
-    fixed = await drive(
-        f"{label} @ {rate:,.0f}/s",
-        make_play("-fixed"),
-        server,
-        tables=arguments.tables,
-        warmup=arguments.warmup,
-        seconds=arguments.seconds,
-        rate=rate,
-        load=make_load("-fixed"),
-        processes=arguments.load_processes,
-    )
-    return run, fixed
+    return run, await run_on(f"{label} @ {rate:,.0f}/s", "-fixed", rate)
 
 
 async def bench_backend(
@@ -1165,17 +1165,12 @@ async def bench_backend(
                 sizes.append(await measure_sizes(real_player(channels[0], started.token, name)))
                 extra = SIZE_ROUNDS
 
-            def make_play(suffix: str) -> RoundPlayer:
-                return spread(
-                    [real_player(channel, started.token, name + suffix) for channel in channels]
-                )
-
             def make_load(suffix: str) -> Load:
-                token, channels = started.token, arguments.channels
-                return Load("real", started.target, token, name + suffix, channels)
+                target, token = started.target, started.token
+                return Load("real", target, token, name + suffix, arguments.channels)
 
             run, fixed = await drive_both(
-                label, make_play, server, arguments, offered, make_load=make_load
+                label, make_load, server, arguments, offered, channels=channels
             )
             run.rounds_played += extra + (fixed.rounds_played if fixed is not None else 0)
         finally:
@@ -1242,15 +1237,12 @@ async def bench_bare(
         await server.start()
         channels = open_channels(f"127.0.0.1:{port}", arguments.channels)
 
-        def make_play(suffix: str) -> RoundPlayer:
-            return spread([bare_player(channel, token, requests) for channel in channels])
-
         def make_load(suffix: str) -> Load:
             target = f"127.0.0.1:{port}"
             return Load("bare", target, token, name, arguments.channels, tuple(requests))
 
         run, fixed = await drive_both(
-            label, make_play, server, arguments, offered, make_load=make_load
+            label, make_load, server, arguments, offered, channels=channels
         )
     finally:
         await close_channels(channels)
