@@ -136,7 +136,8 @@ async function catalogued(what) {
 
 /**
  * The fairness version the log holds for a revealed or voided round (docs/fairness.md): its
- * receipt's ROUND_COMMITTED entry says `"fairness_version": 2` for a v2 round, nothing for v1.
+ * receipt's ROUND_COMMITTED entry says `"fairness_version": 3` for a v3 round (every new one),
+ * 2 for a v2 round, nothing for v1.
  * The receipt's revealed round (when dealt) must be in that version's format, and verify.
  */
 async function loggedVersion(roundId) {
@@ -145,7 +146,7 @@ async function loggedVersion(roundId) {
   const committed = JSON.parse(document.entries[0].entry);
   assert.equal(committed.kind, 'ROUND_COMMITTED');
   const version = committed.payload.fairness_version ?? 1;
-  assert.ok(version === 1 || version === 2, `fairness_version ${version}`);
+  assert.ok([1, 2, 3].includes(version), `fairness_version ${version}`);
   if (document.round !== null) {
     assert.equal(document.round.format, FORMATS[version], 'the receipt round is of the logged version');
     assert.deepEqual(verifyRevealedRound(document.round), [], 'the receipt round verifies');
@@ -260,8 +261,8 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
       // The API says the version the log states (docs/fairness.md, section 6).
       assert.equal(revealed.fairness_version, version, 'Round.fairness_version');
       assert.equal(shuffled.fairness_version, version, 'fixed from the shuffle on');
-      // A v2 round's seats carry references; a v1 round's do not.
-      assert.equal(revealed.seats.every((s) => PLAYER_REF.test(s.player_ref ?? '')), version === 2);
+      // A v2 or v3 round's seats carry references; a v1 round's do not.
+      assert.equal(revealed.seats.every((s) => PLAYER_REF.test(s.player_ref ?? '')), version >= 2);
       const seed = Buffer.from(revealed.server_seed, 'hex');
       const rules = rulesText(revealed.house_rules);
       assert.equal(commitment(roundId, rules, seed, version), shuffled.commitment, 'commitment');
@@ -271,13 +272,14 @@ describe(`Gnau Dealer at ${TARGET ?? '(TARGET not set)'}`, () => {
         'transcript hash (seats and beacon as sent)',
       );
       assert.equal(transcriptHash(revealed.commitment, seats, beacon, version), revealed.transcript_hash);
-      if (version === 2) {
-        // The lock holds no player: another player at a seat leaves the transcript as it is,
-        // another stake does not.
+      if (version >= 2) {
+        // The lock holds no player: another player at a seat leaves the transcript as it is;
+        // another stake does too in v3 (the amount wagered moves no card), not in v2.
         const renamed = seats.map((s) => ({ ...s, player_id: `${s.player_id}-else` }));
-        assert.equal(transcriptHash(revealed.commitment, renamed, beacon, 2), revealed.transcript_hash);
+        assert.equal(transcriptHash(revealed.commitment, renamed, beacon, version), revealed.transcript_hash);
         const restaked = seats.map((s, i) => ({ ...s, stake: i === 0 ? BigInt(s.stake) + 1n : s.stake }));
-        assert.notEqual(transcriptHash(revealed.commitment, restaked, beacon, 2), revealed.transcript_hash);
+        const restakedHash = transcriptHash(revealed.commitment, restaked, beacon, version);
+        assert.equal(restakedHash === revealed.transcript_hash, version === 3);
       }
       const deck = shuffledDeck(seed, revealed.transcript_hash, rules.decks);
       assert.deepEqual(revealed.deck, deck, 'deck');

@@ -1,20 +1,26 @@
 // An independent re-implementation of docs/fairness.md ("The construction, byte by byte") with
 // node:crypto only: it recomputes a revealed round's commitment, transcript hash, deck and hands.
 // It shares no code with the service, so agreement with the service is evidence for both.
-// Both fairness versions: v1 hashes each seat's player_id; v2 (the format of new rounds) hashes
-// under its own commitment and lock tags and leaves the player out of the lock: a v2 seat names
-// a player reference (p- and 32 hex digits), bound to its seat by the signed ROUND_DEALT entry.
+// Every fairness version: v1 hashes each seat's player_id; v2 hashes under its own commitment and
+// lock tags and leaves the player out of the lock: a v2 seat names a player reference (p- and 32
+// hex digits), bound to its seat by the signed ROUND_DEALT entry; v3 (the format of new rounds)
+// hashes under its own tags and leaves the stake out of the lock too (the same entry binds it),
+// so that the amount wagered moves no card.
 
 import { createHash, createHmac } from 'node:crypto';
 
 const utf8 = (text) => Buffer.from(text, 'utf8');
 const tag = (name, version = 1) => utf8(`gnau-dealer/fairness/v${version}/${name}`);
 
-/** The revealed-round format of each fairness version, and a v2 seat's player reference. */
-export const FORMATS = { 1: 'gnau-dealer/revealed-round/v1', 2: 'gnau-dealer/revealed-round/v2' };
+/** The revealed-round format of each fairness version, and a v2 or v3 seat's player reference. */
+export const FORMATS = {
+  1: 'gnau-dealer/revealed-round/v1',
+  2: 'gnau-dealer/revealed-round/v2',
+  3: 'gnau-dealer/revealed-round/v3',
+};
 export const PLAYER_REF = /^p-[0-9a-f]{32}$/;
 
-/** The fairness version of a revealed round (1 or 2) from its `format`; throws for another. */
+/** The fairness version of a revealed round (1, 2 or 3) from its `format`; throws for another. */
 export function versionOf(round) {
   const version = Number(Object.keys(FORMATS).find((v) => FORMATS[v] === round.format));
   if (!version) throw new Error(`not a revealed round: format ${JSON.stringify(round.format)}`);
@@ -22,17 +28,19 @@ export function versionOf(round) {
 }
 
 /** Throws unless each seat names its player as the version says: a non-empty player_id in v1,
- *  a player_ref matching PLAYER_REF in v2 (and not the other member), no two seats with one. */
+ *  a player_ref matching PLAYER_REF in v2 and v3 (and not the other member), no two seats with
+ *  one. */
 export function checkSeats(seats, version) {
+  const byReference = version >= 2;
   const refs = seats.map((s) => s.player_ref);
-  if (version === 2 && new Set(refs).size !== refs.length) {
+  if (byReference && new Set(refs).size !== refs.length) {
     throw new Error('two seats have one player_ref: a reference names one seat of one round');
   }
   for (const s of seats) {
-    const [want, other] = version === 2 ? ['player_ref', 'player_id'] : ['player_id', 'player_ref'];
+    const [want, other] = byReference ? ['player_ref', 'player_id'] : ['player_id', 'player_ref'];
     if (Object.hasOwn(s, other)) throw new Error(`seat ${s.seat_number}: a v${version} seat has no ${other}`);
     if (typeof s[want] !== 'string' || !s[want]) throw new Error(`seat ${s.seat_number}: ${want} missing`);
-    if (version === 2 && !PLAYER_REF.test(s.player_ref)) {
+    if (byReference && !PLAYER_REF.test(s.player_ref)) {
       throw new Error(`seat ${s.seat_number}: player_ref ${JSON.stringify(s.player_ref)} is not a player reference`);
     }
   }
@@ -47,7 +55,7 @@ const mac = (key, data) => createHmac('sha256', key).update(data).digest();
 
 /**
  * The commitment (hex) of `roundId` under `rules` ({name: value_text}, every rule) to `seed`,
- * under the tag of fairness `version` (1 or 2).
+ * under the tag of fairness `version` (1, 2 or 3).
  */
 export function commitment(roundId, rules, seed, version = 1) {
   const keys = Object.keys(rules).sort();
@@ -58,13 +66,15 @@ export function commitment(roundId, rules, seed, version = 1) {
 /**
  * The transcript hash (hex) locking `seats` ([{seat_number, player_id, stake, client_seed}],
  * stake a number, string or BigInt, client_seed a Buffer) and `beacon` ({label, value} or null).
- * In `version` 2 a seat is frame(seat_number) || frame(stake) || frame(client_seed): no player.
+ * In `version` 2 a seat is frame(seat_number) || frame(stake) || frame(client_seed): no player;
+ * in `version` 3 frame(seat_number) || frame(client_seed): no player, no stake.
  */
 export function transcriptHash(commitmentHex, seats, beacon, version = 1) {
   const ordered = [...seats].sort((a, b) => a.seat_number - b.seat_number);
-  const player = (s) => (version === 2 ? [] : [utf8(s.player_id)]);
+  const player = (s) => (version === 1 ? [utf8(s.player_id)] : []);
+  const stake = (s) => (version < 3 ? [u64(s.stake)] : []);
   const locked = Buffer.concat(ordered.map((s) => frame(frames(
-    u64(s.seat_number), ...player(s), u64(s.stake), Buffer.from(s.client_seed)))));
+    u64(s.seat_number), ...player(s), ...stake(s), Buffer.from(s.client_seed)))));
   const beaconBytes = beacon
     ? Buffer.concat([Buffer.of(1), frame(utf8(beacon.label)), frame(Buffer.from(beacon.value))])
     : Buffer.of(0);
@@ -117,7 +127,7 @@ export function deal(deck, seatNumbers) {
 }
 
 /**
- * Checks a revealed round (the JSON of docs/fairness.md, v1 or v2) link by link; returns the
+ * Checks a revealed round (the JSON of docs/fairness.md, v1, v2 or v3) link by link; returns the
  * names of the links that fail (`format`, `seats`, `commitment`, `lock`, `deck`, `hands`,
  * `dealer hand`), empty when it verifies.
  */

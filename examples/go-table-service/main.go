@@ -237,14 +237,14 @@ func commitment(version, roundID string, rules *gnauv1.HouseRules, serverSeed []
 	return digest[:]
 }
 
-// openedVersion is the fairness version ("v2", or "v1" for older rounds) whose commitment the
+// openedVersion is the fairness version ("v3", or "v2", "v1" for older rounds) whose commitment the
 // revealed seed opens, or "" if it opens none: then the dealer changed the seed.
 func openedVersion(shown string, round *gnauv1.Round) string {
 	seed, err := hex.DecodeString(round.GetServerSeed())
 	if err != nil || len(seed) != 32 {
 		return ""
 	}
-	for _, version := range []string{"v2", "v1"} {
+	for _, version := range []string{"v3", "v2", "v1"} {
 		if hex.EncodeToString(commitment(version, round.GetRoundId(), round.GetHouseRules(), seed)) == shown {
 			return version
 		}

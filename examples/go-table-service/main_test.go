@@ -23,7 +23,7 @@ func TestCommitmentMatchesThePythonReference(t *testing.T) {
 // A revealed seed other than the committed one opens nothing.
 func TestAnotherSeedOpensNoCommitment(t *testing.T) {
 	seed := make([]byte, 32)
-	shown := hex.EncodeToString(commitment("v2", "r-1", &gnauv1.HouseRules{}, seed))
+	shown := hex.EncodeToString(commitment("v3", "r-1", &gnauv1.HouseRules{}, seed))
 	seed[31] = 1
 	round := &gnauv1.Round{RoundId: "r-1", HouseRules: &gnauv1.HouseRules{}, ServerSeed: hex.EncodeToString(seed)}
 	if version := openedVersion(shown, round); version != "" {
@@ -31,7 +31,7 @@ func TestAnotherSeedOpensNoCommitment(t *testing.T) {
 	}
 	seed[31] = 0
 	round.ServerSeed = hex.EncodeToString(seed)
-	if version := openedVersion(shown, round); version != "v2" {
-		t.Fatalf("the committed seed opened %q, want v2", version)
+	if version := openedVersion(shown, round); version != "v3" {
+		t.Fatalf("the committed seed opened %q, want v3", version)
 	}
 }

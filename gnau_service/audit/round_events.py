@@ -7,12 +7,15 @@ as it exists and no sooner:
 
 - committed: ``table_id``, ``house_rules``, ``commitment``, and since the return to player was
   disclosed, ``return_to_player`` (the rule set's figures,
-  :class:`~gnau_service.rules.return_to_player.ReturnToPlayer`; older entries lack it); a v2
-  round also says ``"fairness_version": 2``
+  :class:`~gnau_service.rules.return_to_player.ReturnToPlayer`; older entries lack it); a round
+  after v1 also says its ``"fairness_version"``, ``3`` for every round committed now, ``2`` for
+  the rounds before stakes left the shuffle's input
   (:class:`~gnau_service.fairness.encoding.FairnessVersion`; an entry without it is a v1
   round's);
 - dealt: ``seats``, ``beacon``, ``transcript_hash``, ``hands``, ``dealer_hand``; the seats name
-  each player by a reference in a v2 round (the platform's id only in v1 rounds);
+  each player by a reference from v2 on (the platform's id only in v1 rounds). Each seat's
+  stake is here in every version: in a v3 round, whose transcript leaves stakes out, this
+  signed entry is what binds them;
 - revealed: ``server_seed``, ``deck``;
 - settled: the settlement (:meth:`gnau_service.rules.settlement.Settlement.to_json`);
 - voided: ``reason_code`` (:class:`VoidReason`), the free-text ``reason``, the ``state`` the round
@@ -38,7 +41,7 @@ cannot disagree on a field.
 >>> sorted(committed_payload(committed, "t-1"))
 ['commitment', 'fairness_version', 'house_rules', 'table_id']
 >>> committed_version(committed_payload(committed, "t-1"))
-<FairnessVersion.V2: 2>
+<FairnessVersion.V3: 3>
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ _PLAYER_REF = re.compile(r"p-[0-9a-f]{32}")
 
 
 def find_seat(round_: dict[str, Any] | None, query: str) -> dict[str, Any] | None:
-    """The seat of a revealed round's JSON that ``query`` names: a player reference (v2, in
+    """The seat of a revealed round's JSON that ``query`` names: a player reference (v2, v3, in
     either case), a seat number, or (v1) the player id as written; None if no seat does."""
     text = query.strip()
     if round_ is None or not text:

@@ -15,8 +15,10 @@ one frame.
 '000000000000012c'
 >>> frames(b"a", b"bc") != frames(b"ab", b"c")
 True
->>> COMMITMENT_TAGS[FairnessVersion.V2]
-b'gnau-dealer/fairness/v2/commitment'
+>>> COMMITMENT_TAGS[FairnessVersion.V3]
+b'gnau-dealer/fairness/v3/commitment'
+>>> [version.hashes_stakes for version in FairnessVersion]
+[True, True, False]
 """
 
 from __future__ import annotations
@@ -32,11 +34,31 @@ class FairnessVersion(IntEnum):
     - ``V2``: a seat is locked by its number, stake and client seed only. Who sits there is
       published as a player reference (:mod:`~gnau_service.fairness.player_refs`), which is
       outside the shuffle's input, so a reference (or its key) chosen at the deal cannot move
-      a card. The commitment's tag names the version, so it is fixed before any seat is.
+      a card;
+    - ``V3``: as v2, but a seat is locked by its number and client seed only: the stake is out
+      of the shuffle's input too, so the amount wagered cannot change a card (it is still
+      locked, and published in the signed log). Every new round is v3.
+
+    The commitment's tag names the version, so it is fixed before any seat is.
     """
 
     V1 = 1
     V2 = 2
+    V3 = 3
+
+    @property
+    def names_players_by_reference(self) -> bool:
+        """Whether a seat names its player by a reference (every version after v1)."""
+        return self >= FairnessVersion.V2
+
+    @property
+    def hashes_stakes(self) -> bool:
+        """Whether a seat's stake is part of the transcript, hence of the shuffle's input."""
+        return self < FairnessVersion.V3
+
+
+#: The version of every round the service commits now.
+CURRENT_VERSION: Final = FairnessVersion.V3
 
 
 # The domain-separation tags, one per hash or keyed derivation. Kept together so that it is
@@ -44,10 +66,12 @@ class FairnessVersion(IntEnum):
 COMMITMENT_TAGS: Final = {
     FairnessVersion.V1: b"gnau-dealer/fairness/v1/commitment",
     FairnessVersion.V2: b"gnau-dealer/fairness/v2/commitment",
+    FairnessVersion.V3: b"gnau-dealer/fairness/v3/commitment",
 }
 LOCK_TAGS: Final = {
     FairnessVersion.V1: b"gnau-dealer/fairness/v1/lock",
     FairnessVersion.V2: b"gnau-dealer/fairness/v2/lock",
+    FairnessVersion.V3: b"gnau-dealer/fairness/v3/lock",
 }
 #: The shuffle is the same in every version: the DRBG keyed by the seed and the transcript hash.
 SHUFFLE_TAG: Final = b"gnau-dealer/fairness/v1/shuffle"

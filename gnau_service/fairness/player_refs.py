@@ -1,4 +1,4 @@
-"""Player references: how a v2 round names who sits at each seat without naming them.
+"""Player references: how a round after v1 (v2, v3) names who sits at each seat without naming them.
 
 A reference is a keyed hash of the round id and the seat number under a secret key that the
 service keeps for each player (a private table of the store, never the log)::
@@ -12,7 +12,7 @@ service keeps for each player (a private table of the store, never the log)::
   so show that a seat was that player's.
 - *Erasable*: once the key is deleted nobody can recompute or link any of the player's
   references, while every entry that holds them stays byte for byte as it was signed.
-- *Outside the deck*: a v2 transcript does not hash the reference, so a key drawn at the deal
+- *Outside the deck*: no transcript after v1 hashes the reference, so a key drawn at the deal
   (after the commitment) cannot move a single card.
 
 >>> key = bytes(range(32))

@@ -16,11 +16,11 @@ link of the chain breaks.
 >>> round_ = CommittedRound("r-1", HouseRules(), bytes(32)).lock([LockedSeat(1, ann, 5)])
 >>> document = round_.deal().reveal().to_json()
 >>> document["format"]
-'gnau-dealer/revealed-round/v2'
+'gnau-dealer/revealed-round/v3'
 >>> document["seats"] == [{"seat_number": 1, "player_ref": ann, "stake": 5, "client_seed": ""}]
 True
 >>> document["dealer_hand"]
-['KS', 'QS', 'AH', 'JD', '5C']
+['JH', '7S', '8D', '2S', '2C']
 >>> RevealedRound.from_json(document) == round_.deal().reveal()
 True
 >>> del document["seats"][0]["stake"]
@@ -62,9 +62,13 @@ from gnau_service.rules.house_rules import HouseRules
 REVEALED_ROUND_FORMATS: Final = {
     FairnessVersion.V1: "gnau-dealer/revealed-round/v1",
     FairnessVersion.V2: "gnau-dealer/revealed-round/v2",
+    FairnessVersion.V3: "gnau-dealer/revealed-round/v3",
 }
-#: The seat member naming who sits there: the player id in v1, the player reference in v2.
-SEAT_PLAYER_FIELDS: Final = {FairnessVersion.V1: "player_id", FairnessVersion.V2: "player_ref"}
+#: The seat member naming who sits there: the player id in v1, the player reference from v2 on.
+SEAT_PLAYER_FIELDS: Final = {
+    version: "player_ref" if version.names_players_by_reference else "player_id"
+    for version in FairnessVersion
+}
 VERSION_OF_FORMAT: Final = {name: version for version, name in REVEALED_ROUND_FORMATS.items()}
 
 _TOP_LEVEL_FIELDS: Final = (
@@ -165,7 +169,7 @@ class RevealedRound:
             read_seat(item, f"seats[{index}]", version)
             for index, item in enumerate(top.array("seats"))
         )
-        if version is not FairnessVersion.V1:
+        if version.names_players_by_reference:
             _require_distinct_refs(seats)
         return cls(
             round_id=round_id,
@@ -308,7 +312,7 @@ def read_seat(value: object, path: str, version: FairnessVersion) -> LockedSeat:
     ``path``."""
     seat = _JsonObject(value, path, _SEAT_FIELDS[version])
     player = seat.text(SEAT_PLAYER_FIELDS[version])
-    if version is not FairnessVersion.V1 and not is_player_ref(player):
+    if version.names_players_by_reference and not is_player_ref(player):
         seat.fail(
             SEAT_PLAYER_FIELDS[version],
             f"must be a player reference, p- and 32 lower-case hex digits, got {quoted(player)}",
@@ -322,7 +326,7 @@ def read_seat(value: object, path: str, version: FairnessVersion) -> LockedSeat:
 
 
 def _require_distinct_refs(seats: tuple[LockedSeat, ...]) -> None:
-    """No two seats of a v2 round share a reference: each is made for its own seat."""
+    """No two seats of a round after v1 share a reference: each is made for its own seat."""
     first: dict[str, int] = {}
     for index, seat in enumerate(seats):
         earlier = first.setdefault(seat.player, index)

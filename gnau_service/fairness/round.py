@@ -8,12 +8,12 @@ not leak it.
 >>> from gnau_service.rules.house_rules import HouseRules
 >>> committed = CommittedRound("table-1/round-1", HouseRules(), server_seed=bytes(range(32)))
 >>> committed.version, committed.commitment.hex()[:16]
-(<FairnessVersion.V2: 2>, 'd02281e4d3a01e86')
+(<FairnessVersion.V3: 3>, '4c43b210c6f66318')
 >>> bob, alice = "p-" + "b0" * 16, "p-" + "a1" * 16
 >>> locked = committed.lock([LockedSeat(2, bob, 250), LockedSeat(1, alice, 100)])
 >>> dealt = locked.deal()
 >>> [str(card) for card in dealt.deal.hand_of(1)]
-['TS', 'TC', '3C', '7D', '2D']
+['2H', 'AC', 'AS', 'QS', '7D']
 >>> revealed = dealt.reveal()
 >>> revealed.server_seed == committed.server_seed, "server_seed" in repr(committed)
 (True, False)
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from gnau_service.fairness.commitment import compute_commitment, new_server_seed
 from gnau_service.fairness.deal import Deal, deal_round_robin, require_hands_fit
-from gnau_service.fairness.encoding import FairnessVersion
+from gnau_service.fairness.encoding import CURRENT_VERSION, FairnessVersion
 from gnau_service.fairness.errors import CommitError
 from gnau_service.fairness.reveal import RevealedRound
 from gnau_service.fairness.shuffle import shuffle_deck
@@ -45,13 +45,14 @@ class CommittedRound:
     """Step 1: a round with its secret seed and the commitment to publish.
 
     ``version`` is the fairness format (:class:`~gnau_service.fairness.encoding.FairnessVersion`):
-    every new round is v2; v1 is there to recompute the rounds logged before it.
+    every new round is v3 (:data:`~gnau_service.fairness.encoding.CURRENT_VERSION`); v1 and v2
+    are there to recompute the rounds logged before it.
     """
 
     round_id: str
     rules: HouseRules
     server_seed: bytes = field(repr=False)
-    version: FairnessVersion = FairnessVersion.V2
+    version: FairnessVersion = CURRENT_VERSION
     commitment: bytes = field(init=False)
 
     def __post_init__(self) -> None:
@@ -61,7 +62,7 @@ class CommittedRound:
 
     @classmethod
     def with_fresh_seed(cls, round_id: str, rules: HouseRules) -> CommittedRound:
-        """Open a new (v2) round with a fresh seed from the OS CSPRNG: the production path."""
+        """Open a new (v3) round with a fresh seed from the OS CSPRNG: the production path."""
         return cls(round_id, rules, new_server_seed())
 
     def lock(self, seats: Iterable[LockedSeat], beacon: Beacon | None = None) -> LockedRound:

@@ -5,11 +5,12 @@ The transcript is fixed before any card exists::
     transcript_hash = SHA-256( frame(LOCK_TAG) || frame(commitment) || frame(seats)
                                || frame(beacon) )
 
-``seats`` is every seat, in ascending seat-number order, each one framed. In a v2 round
+``seats`` is every seat, in ascending seat-number order, each one framed. In a v3 round
 (:class:`~gnau_service.fairness.encoding.FairnessVersion`) a seat is
-``frame(frame(uint64(seat_number)) || frame(uint64(stake)) || frame(client_seed))``: who sits
-there is not hashed. In a v1 round it was
-``frame(frame(uint64(seat_number)) || frame(player_id) || frame(uint64(stake))
+``frame(frame(uint64(seat_number)) || frame(client_seed))``: neither who sits there nor the
+stake is hashed, so neither can move a card. In a v2 round it was
+``frame(frame(uint64(seat_number)) || frame(uint64(stake)) || frame(client_seed))``, and in a
+v1 round ``frame(frame(uint64(seat_number)) || frame(player_id) || frame(uint64(stake))
 || frame(client_seed))``. ``beacon`` is ``00`` when there is none, else
 ``01 || frame(label) || frame(value)``. Every contribution enters through the hash, never by
 XOR, so no participant can choose a value that cancels another's.
@@ -17,10 +18,14 @@ XOR, so no participant can choose a value that cancels another's.
 >>> from gnau_service.fairness.encoding import FairnessVersion
 >>> ann, bob = "p-" + "ab" * 16, "p-" + "cd" * 16
 >>> seats = [LockedSeat(2, bob, 250), LockedSeat(1, ann, 100, client_seed=b"lucky")]
->>> [seat.seat_number for seat in canonical_seats(seats, FairnessVersion.V2)]
+>>> [seat.seat_number for seat in canonical_seats(seats, FairnessVersion.V3)]
 [1, 2]
 >>> compute_transcript_hash(bytes(32), seats, None, FairnessVersion.V2).hex()[:16]
 '3e3311babd9ff3e2'
+>>> v3 = compute_transcript_hash(bytes(32), seats, None, FairnessVersion.V3)
+>>> richer = [LockedSeat(2, bob, 9_000), LockedSeat(1, ann, 1, client_seed=b"lucky")]
+>>> v3 == compute_transcript_hash(bytes(32), richer, None, FairnessVersion.V3)
+True
 >>> v1_seats = [LockedSeat(2, "bob", 250), LockedSeat(1, "alice", 100, client_seed=b"lucky")]
 >>> compute_transcript_hash(bytes(32), v1_seats, None, FairnessVersion.V1).hex()[:16]
 'b659190b16e168f7'
@@ -32,6 +37,10 @@ gnau_service.fairness.errors.LockError: seat 1: player must be a non-empty strin
 Traceback (most recent call last):
 ...
 gnau_service.fairness.errors.LockError: seat 1: a v2 round names a player by a reference ...
+>>> canonical_seats([LockedSeat(1, "alice", 100)], FairnessVersion.V3)
+Traceback (most recent call last):
+...
+gnau_service.fairness.errors.LockError: seat 1: a v3 round names a player by a reference ...
 """
 
 from __future__ import annotations
@@ -67,10 +76,11 @@ _BEACON_PRESENT: Final = b"\x01"
 class LockedSeat:
     """One player's seat as locked: who sits where, for how much, with which client seed.
 
-    ``player`` is who sits there as the round publishes it: in a v2 round a player reference
+    ``player`` is who sits there as the round publishes it: from v2 on a player reference
     (:mod:`~gnau_service.fairness.player_refs`), in a v1 round the platform's player id.
-    ``stake`` is in minor currency units. ``client_seed`` is the player's own contribution to
-    the shuffle (0 to 64 bytes; empty means the player gave none).
+    ``stake`` is in minor currency units: locked in every version, hashed only before v3.
+    ``client_seed`` is the player's own contribution to the shuffle (0 to 64 bytes; empty means
+    the player gave none).
     """
 
     seat_number: int
@@ -112,7 +122,9 @@ class LockedSeat:
             return frames(
                 uint64(self.seat_number), utf8(self.player), uint64(self.stake), self.client_seed
             )
-        return frames(uint64(self.seat_number), uint64(self.stake), self.client_seed)
+        if version.hashes_stakes:
+            return frames(uint64(self.seat_number), uint64(self.stake), self.client_seed)
+        return frames(uint64(self.seat_number), self.client_seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +164,7 @@ def canonical_seats(
     seats: Iterable[LockedSeat], version: FairnessVersion
 ) -> tuple[LockedSeat, ...]:
     """The seats in ascending seat-number order, refusing an empty table, a doubled seat, or
-    in a v2 round a player that is not a reference or a reference given twice.
+    from v2 on a player that is not a reference or a reference given twice.
 
     The order seats were given in does not matter: the transcript and the deal both use this.
     A reference is written in lower case only, unlike the hex of seeds and hashes: it is a name,
@@ -165,17 +177,17 @@ def canonical_seats(
     for seat in given:
         if not isinstance(seat, LockedSeat):
             raise LockError(f"seats must be LockedSeat values, got {seat!r}", field="seats")
-        if version is FairnessVersion.V2 and not is_player_ref(seat.player):
+        if version.names_players_by_reference and not is_player_ref(seat.player):
             raise LockError(
-                f"seat {seat.seat_number}: a v2 round names a player by a reference "
-                f"(p- and 32 lower-case hex digits), not by {quoted(seat.player)}",
+                f"seat {seat.seat_number}: a v{int(version)} round names a player by a "
+                f"reference (p- and 32 lower-case hex digits), not by {quoted(seat.player)}",
                 field="player",
             )
     ordered = sorted(given, key=attrgetter("seat_number"))
     for before, after in itertools.pairwise(ordered):
         if before.seat_number == after.seat_number:
             raise LockError(f"seat {after.seat_number} is locked twice", field="seat_number")
-    if version is FairnessVersion.V2:
+    if version.names_players_by_reference:
         seat_of: dict[str, int] = {}
         for seat in ordered:
             first = seat_of.setdefault(seat.player, seat.seat_number)

@@ -5,14 +5,17 @@ The links, in order, each recomputed from the published values it depends on:
 1. **commitment**: SHA-256 over the round id, house rules and revealed seed (under the tag of
    the round's fairness version);
 2. **lock**: the transcript hash over the published commitment, the seats and the beacon (in
-   a v2 round, each seat's number, stake and client seed; in v1, its player id too);
+   a v3 round, each seat's number and client seed; in v2, its stake too; in v1, its stake and
+   player id too);
 3. **deck**: the shuffle keyed by the revealed seed and the published transcript hash;
 4. **hand of seat N** and **dealer hand**: the round-robin deal of that recomputed deck.
 
 Because each check starts from published values, a single tampered field breaks the link that
-reads it: a changed stake fails the lock, a changed hand fails that hand, a changed seed fails
-the commitment (and, since the deck comes from the seed, the deck after it). The verifier needs
-nothing beyond the standard library and this package.
+reads it: a changed client seed fails the lock, a changed hand fails that hand, a changed seed
+fails the commitment (and, since the deck comes from the seed, the deck after it). A v3 round's
+stakes are not hashed (no amount wagered moves a card), so a changed stake breaks no link of the
+revealed round alone: the signed ``ROUND_DEALT`` entry binds them, as it binds player
+references. The verifier needs nothing beyond the standard library and this package.
 
 >>> from gnau_service.fairness.round import CommittedRound
 >>> from gnau_service.fairness.transcript import LockedSeat
@@ -23,7 +26,7 @@ nothing beyond the standard library and this package.
 >>> verify_revealed_round(revealed).summary()
 'round r-1 verifies: commitment, lock, deck and 2 hands match (1 seat, 1 deck)'
 >>> import dataclasses
->>> tampered = dataclasses.replace(revealed, seats=(LockedSeat(1, ann, 500),))
+>>> tampered = dataclasses.replace(revealed, seats=(LockedSeat(1, ann, 5, b"mine"),))
 >>> print(verify_revealed_round(tampered).first_failure)  # doctest: +ELLIPSIS
 lock: the seats and beacon hash to ..., but the published transcript hash is ...
 """

@@ -163,7 +163,8 @@ class Dealer:
         it."""
         check_table_id(table_id)
         operator_id(operator)
-        # A v2 round: its seats will name their players by reference (docs/privacy.md). Made
+        # A v3 round (CURRENT_VERSION): its seats will name their players by reference
+        # (docs/privacy.md), and its stakes stay out of the shuffle's input. Made
         # before the unit waits for its turn (its commitment is a hash of the fresh seed); a
         # retried request, answered from its record, leaves it unused.
         committed = CommittedRound.with_fresh_seed(f"r-{secrets.token_hex(12)}", rules)

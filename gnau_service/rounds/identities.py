@@ -1,6 +1,6 @@
 """Players behind their references: forgetting one (crypto-shredding), and the auditor's lookup.
 
-A seat of a v2 round names its player by a *player reference*, an HMAC under the player's
+A seat of a round after v1 names its player by a *player reference*, an HMAC under the player's
 secret key (:mod:`gnau_service.fairness.player_refs`); the keys and the links from references
 to the platform's ``player_id`` live in the store's private tables
 (:mod:`gnau_service.store.players`), never in the log. A player is an operator's: the same
@@ -123,7 +123,7 @@ def _named_seats(
 
 def deal_fingerprint(body: str, seats: Iterable[tuple[int, str]]) -> str:
     """The fingerprint a Deal's request record keeps: of its body without the player ids
-    (``body``), and of each seat's number and published name (its reference in a v2 round). So
+    (``body``), and of each seat's number and published name (its reference after v1). So
     the record holds only what the log publishes: no hash of a player id, which anyone with the
     round could test guesses against."""
     text = body + "".join(f"\n{number}:{name}" for number, name in sorted(seats))

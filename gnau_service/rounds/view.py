@@ -36,7 +36,7 @@ class RoundView:
     settlement: Settlement | None = None
     #: What a void after the deal pays: each seat the better of its result and a refund.
     void_settlement: Settlement | None = None
-    #: The platform's player id of each seat reference (a v2 round's seats), for the operator's
+    #: The platform's player id of each seat reference (seats after v1), for the operator's
     #: and the auditor's answers: empty for the public's, and a forgotten player's references
     #: are not in it.
     players: Mapping[str, str] = field(default_factory=dict)

@@ -1,9 +1,11 @@
 """The example log of docs/audit.md, rebuilt from today's code: a service start and one round
 (committed, dealt, revealed, settled), signed with the page's example key, and its checkpoint.
-The round is what the service shuffles today: a fairness v2 round, its rule set's return to
-player, its table's catalogue version and its currency disclosed in its ``ROUND_COMMITTED``
-entry, each entry naming its actor and, for the round's entries, its operator, and the deal the
-software that dealt it.
+The round is what the service shuffled before fairness v3 (docs/fairness.md, *Fairness
+versions*): a fairness v2 round, which differs from today's v3 rounds only in its tags and in
+hashing its stakes (so the page's bytes, and the example receipts built on them, stay as they
+were, and show that a v2 round still verifies); its rule set's return to player, its table's
+catalogue version and its currency disclosed in its ``ROUND_COMMITTED`` entry, each entry naming
+its actor and, for the round's entries, its operator, and the deal the software that dealt it.
 
 Every payload comes from the builders the service itself uses (``gnau_service.audit.round_events``,
 ``software_identity``), so the page shows what the service writes; only the software hash is a
@@ -37,6 +39,7 @@ from gnau_service.audit.round_events import (
 )
 from gnau_service.audit.signing import LogSigner
 from gnau_service.audit.software import software_identity
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.player_refs import player_ref
 from gnau_service.fairness.round import CommittedRound
 from gnau_service.fairness.transcript import LockedSeat
@@ -91,7 +94,9 @@ def example_log() -> ExampleLog:
         "key": log_signer.vkey,
         "actor": SERVICE,
     }
-    committed = CommittedRound(ROUND_ID, HouseRules(), server_seed=bytes(range(32, 64)))
+    committed = CommittedRound(
+        ROUND_ID, HouseRules(), server_seed=bytes(range(32, 64)), version=FairnessVersion.V2
+    )
     # The service keeps a random key per player; the page's are fixed so that its bytes are.
     alice, bob = (hashlib.sha256(f"example key of {name}".encode()).digest() for name in "ab")
     seats = [

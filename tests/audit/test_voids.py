@@ -30,6 +30,7 @@ from gnau_service.audit.round_events import (
     settled_payload,
     voided_payload,
 )
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.fairness.round import CommittedRound, DealtRound
 from gnau_service.fairness.transcript import LockedSeat
 from gnau_service.rules.house_rules import HouseRules, PayoutTable, TieRule
@@ -88,7 +89,9 @@ def plain(payload: dict[str, JsonValue]) -> dict[str, JsonValue]:
 def deal(
     seed: bytes = SEED, stakes: dict[int, int] = STAKES, rules: HouseRules | None = None
 ) -> tuple[CommittedRound, DealtRound]:
-    committed = CommittedRound(ROUND_ID, rules or HouseRules(), seed)
+    # A fairness v2 round: the deal worked out by hand above is that version's (a v3 round of
+    # the same seed and seats deals other cards; the void's rules are the same in both).
+    committed = CommittedRound(ROUND_ID, rules or HouseRules(), seed, FairnessVersion.V2)
     seats = [
         LockedSeat(seat, ref(f"player-{seat}"), stake, client_seed=f"seed {seat}".encode())
         for seat, stake in stakes.items()

@@ -99,10 +99,10 @@ def check_rounds(events: list[dict[str, Any]], rounds: int) -> None:
         shown = mine[0]["commitment"]
         revealed = mine[3]
         assert revealed["commitment_opens"] is True
-        assert revealed["fairness_version"] == "v2"
+        assert revealed["fairness_version"] == "v3"
         # What Go's crypto/sha256 opened, the Python reference opens too.
         seed = bytes.fromhex(revealed["server_seed"])
-        assert compute_commitment(round_id, HouseRules(), seed, FairnessVersion.V2).hex() == shown
+        assert compute_commitment(round_id, HouseRules(), seed, FairnessVersion.V3).hex() == shown
         assert sum(r["delta"] for r in round_["results"]) + round_["dealer_delta"] == 0
         assert round_["sum"] == 0
         assert len(round_["results"]) == 3

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from gnau_service.fairness import Beacon, CommittedRound, LockedSeat, RevealedRound
+from gnau_service.fairness.encoding import CURRENT_VERSION, FairnessVersion
 from gnau_service.rules.house_rules import HouseRules
 from tests.references import ref
 
@@ -49,9 +50,11 @@ def vector(request: pytest.FixtureRequest) -> dict[str, Any]:
     return loaded
 
 
-def sample_revealed_round() -> RevealedRound:
+def sample_revealed_round(version: FairnessVersion = CURRENT_VERSION) -> RevealedRound:
     """Three seats with client seeds and a beacon: every kind of input a tamper can touch."""
-    committed = CommittedRound("table-5/round-9", HouseRules(), server_seed=bytes(range(32)))
+    committed = CommittedRound(
+        "table-5/round-9", HouseRules(), server_seed=bytes(range(32)), version=version
+    )
     seats = [
         LockedSeat(1, ref("alice"), 100, client_seed=b"alice's seed"),
         LockedSeat(2, ref("bob"), 250),

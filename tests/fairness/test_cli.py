@@ -76,7 +76,7 @@ def test_an_invalid_round_exits_1_naming_the_check(
     round_verify: Callable[..., Run], tmp_path: Path
 ) -> None:
     document: dict[str, Any] = sample_revealed_round().to_json()
-    document["seats"][1]["stake"] += 1
+    document["seats"][1]["client_seed"] = "ff"
     result = round_verify(_write(tmp_path, document))
     assert result.status == fairness_commands.EXIT_INVALID == 1
     (line,) = result.out.splitlines()

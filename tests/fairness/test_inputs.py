@@ -1,5 +1,6 @@
 """Commit and lock inputs: each one is validated, and each one moves the deck, except who sits
-where in a v2 round: the player reference, drawn at the deal, must move no card."""
+where in a v2 or v3 round (the player reference, drawn at the deal, must move no card) and, in
+a v3 round, the stake (the amount wagered must not influence the outcome)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class RoundInputs:
     rules: HouseRules
     seats: tuple[LockedSeat, ...]
     beacon: Beacon | None
-    version: FairnessVersion = FairnessVersion.V2
+    version: FairnessVersion = FairnessVersion.V3
 
     def deck(self) -> tuple[Card, ...]:
         committed = CommittedRound(self.round_id, self.rules, self.server_seed, self.version)
@@ -90,13 +91,22 @@ def _seat_mutations(slot: int) -> dict[str, Mutation]:
         f"seat[{slot}].seat_number": lambda r, i, m: _with_seat(
             r, slot, seat_number=seat.seat_number + 10 + m
         ),
-        f"seat[{slot}].stake": lambda r, i, m: _with_seat(r, slot, stake=seat.stake + m),
         f"seat[{slot}].client_seed": lambda r, i, m: _with_seat(
             r,
             slot,
             client_seed=_flip(seat.client_seed, i, m) if seat.client_seed else bytes([m]),
         ),
     }
+
+
+def _stake_mutation(slot: int) -> Mutation:
+    return lambda r, i, m: _with_seat(r, slot, stake=BASE.seats[slot].stake + m)
+
+
+#: The stakes: in the shuffle's input in v1 and v2, not in v3.
+STAKE_MUTATIONS: dict[str, Mutation] = {
+    f"seat[{slot}].stake": _stake_mutation(slot) for slot in range(3)
+}
 
 
 def _player_mutation(slot: int) -> Mutation:
@@ -147,7 +157,7 @@ def test_every_input_has_a_mutation() -> None:
     assert {name for name in MUTATIONS if name.startswith("house_rules.")} == {
         f"house_rules.{key}" for key in HouseRules().as_dict()
     }
-    seat_mutations = {*MUTATIONS, *PLAYER_MUTATIONS}
+    seat_mutations = {*MUTATIONS, *PLAYER_MUTATIONS, *STAKE_MUTATIONS}
     assert len([name for name in seat_mutations if name.startswith("seat[0].")]) == len(
         dataclasses.fields(LockedSeat)
     )
@@ -162,15 +172,49 @@ def test_changing_any_single_input_changes_the_deck(name: str, index: int, mask:
     assert changed.deck() != BASE_DECK
 
 
+@pytest.mark.parametrize("version", [FairnessVersion.V2, FairnessVersion.V3])
 @pytest.mark.parametrize("name", sorted(PLAYER_MUTATIONS))
 @settings(max_examples=20, deadline=None)
 @given(index=st.integers(0, 255), mask=st.integers(1, 255))
-def test_in_v2_no_player_reference_moves_a_card(name: str, index: int, mask: int) -> None:
+def test_no_player_reference_moves_a_card(
+    name: str, version: FairnessVersion, index: int, mask: int
+) -> None:
     """The service draws a new player's key at the deal, after the commitment: were the
     reference in the shuffle's input, it could draw keys until it liked the deck."""
-    changed = PLAYER_MUTATIONS[name](BASE, index, mask)
-    assert changed.seats != BASE.seats
-    assert changed.deck() == BASE_DECK
+    base = dataclasses.replace(BASE, version=version)
+    changed = PLAYER_MUTATIONS[name](base, index, mask)
+    assert changed.seats != base.seats
+    assert changed.deck() == base.deck()
+
+
+_STAKES = st.lists(st.integers(1, 2**63 - 1), min_size=3, max_size=3)
+
+
+@settings(max_examples=50, deadline=None)
+@given(stakes=_STAKES, other_stakes=_STAKES)
+def test_in_v3_no_stake_moves_a_card(stakes: list[int], other_stakes: list[int]) -> None:
+    """AGCO 21.1.5: the outcome is not influenced by the amount wagered. Any two sets of
+    stakes, the rest of the round alike, deal the same cards."""
+
+    def staked(amounts: list[int]) -> RoundInputs:
+        seats = tuple(
+            dataclasses.replace(seat, stake=amount)
+            for seat, amount in zip(BASE.seats, amounts, strict=True)
+        )
+        return dataclasses.replace(BASE, seats=seats)
+
+    assert BASE.version is FairnessVersion.V3
+    assert staked(stakes).deck() == staked(other_stakes).deck() == BASE_DECK
+
+
+@pytest.mark.parametrize("version", [FairnessVersion.V1, FairnessVersion.V2])
+@pytest.mark.parametrize("name", sorted(STAKE_MUTATIONS))
+@settings(max_examples=10, deadline=None)
+@given(mask=st.integers(1, 255))
+def test_before_v3_the_stake_moved_the_deck(name: str, version: FairnessVersion, mask: int) -> None:
+    """v1 and v2 hashed the stakes: the rounds logged before v3 still recompute that way."""
+    base = dataclasses.replace(BASE, version=version)  # (v1 takes references as player ids)
+    assert STAKE_MUTATIONS[name](base, 0, mask).deck() != base.deck()
 
 
 @pytest.mark.parametrize("name", sorted(PLAYER_MUTATIONS))
@@ -179,9 +223,10 @@ def test_in_v1_the_player_id_moved_the_deck(name: str) -> None:
     assert PLAYER_MUTATIONS[name](v1, 0, 1).deck() != v1.deck()
 
 
-def test_the_version_moves_the_deck() -> None:
+@pytest.mark.parametrize("version", [FairnessVersion.V1, FairnessVersion.V2])
+def test_the_version_moves_the_deck(version: FairnessVersion) -> None:
     """The commitment's tag names the version, so a committed round has one version only."""
-    assert dataclasses.replace(BASE, version=FairnessVersion.V1).deck() != BASE_DECK
+    assert dataclasses.replace(BASE, version=version).deck() != BASE_DECK
 
 
 def test_seat_order_as_given_does_not_matter() -> None:
@@ -210,6 +255,12 @@ def test_fields_cannot_slide_into_each_other() -> None:
     v2 = FairnessVersion.V2
     assert compute_transcript_hash(commitment, v2_left, None, v2) != compute_transcript_hash(
         commitment, v2_right, None, v2
+    )
+    # In v3 the seat number and client seed are: 1 ‖ 'ab' against 1 ‖ 'a' then seat 2 ‖ 'b'.
+    v3_right = [LockedSeat(1, ref("a"), 1, client_seed=b"a"), LockedSeat(2, ref("b"), 1, b"b")]
+    v3 = FairnessVersion.V3
+    assert compute_transcript_hash(commitment, v2_left, None, v3) != compute_transcript_hash(
+        commitment, v3_right, None, v3
     )
 
 
@@ -306,11 +357,12 @@ def test_seats_must_be_unique_and_present() -> None:
 @pytest.mark.parametrize(
     "player", ["alice", "p-" + "0" * 31, "p-" + "0" * 33, "p-" + "A" * 32, "P-" + "0" * 32]
 )
-def test_a_v2_seat_names_its_player_by_a_reference_only(player: str) -> None:
+def test_a_v2_or_v3_seat_names_its_player_by_a_reference_only(player: str) -> None:
     """So that a platform's account id cannot reach the log of a new round by mistake."""
-    with pytest.raises(LockError, match="reference") as raised:
-        canonical_seats([LockedSeat(1, player, 1)], FairnessVersion.V2)
-    assert raised.value.field == "player"
+    for version in (FairnessVersion.V2, FairnessVersion.V3):
+        with pytest.raises(LockError, match=f"a v{int(version)} round .* reference") as raised:
+            canonical_seats([LockedSeat(1, player, 1)], version)
+        assert raised.value.field == "player"
     assert canonical_seats([LockedSeat(1, player, 1)], FairnessVersion.V1)[0].player == player
 
 

@@ -26,14 +26,15 @@ SEED = bytes(range(7, 39))
 def test_each_step_is_the_documented_function_of_the_one_before() -> None:
     rules = HouseRules(decks=2)
     committed = CommittedRound("t/r", rules, SEED)
-    assert committed.commitment == compute_commitment("t/r", rules, SEED, FairnessVersion.V2)
+    assert committed.version is FairnessVersion.V3  # every new round
+    assert committed.commitment == compute_commitment("t/r", rules, SEED, FairnessVersion.V3)
 
     seats = [LockedSeat(3, ref("c"), 30), LockedSeat(1, ref("a"), 10, client_seed=b"s")]
     beacon = Beacon("nist/pulse/1", b"\x01" * 64)
     locked = committed.lock(seats, beacon)
     assert [seat.seat_number for seat in locked.seats] == [1, 3]
     assert locked.transcript_hash == compute_transcript_hash(
-        committed.commitment, seats, beacon, FairnessVersion.V2
+        committed.commitment, seats, beacon, FairnessVersion.V3
     )
 
     dealt = locked.deal()

@@ -33,6 +33,9 @@ make_fairness_vectors = load_script(TEST_VECTOR_DIR / "make_fairness_vectors.py"
 
 
 REJECTION_VECTOR = VECTOR_DIR / "fairness-round-8decks-82seats-rejection.json"
+#: The v3 stake pair: one round locked with different stakes.
+STAKE_500 = VECTOR_DIR / "fairness-round-v3-1deck-4seats-stake-500.json"
+STAKE_501 = VECTOR_DIR / "fairness-round-v3-1deck-4seats-stake-501.json"
 
 
 def test_the_required_rounds_are_there() -> None:
@@ -45,8 +48,13 @@ def test_the_required_rounds_are_there() -> None:
         json.loads(path.read_text(encoding="utf-8"))["revealed_round"]["format"]
         for path in FAIRNESS_VECTORS
     }
-    assert formats == {"gnau-dealer/revealed-round/v1", "gnau-dealer/revealed-round/v2"}
+    assert formats == {
+        "gnau-dealer/revealed-round/v1",
+        "gnau-dealer/revealed-round/v2",
+        "gnau-dealer/revealed-round/v3",
+    }
     assert REJECTION_VECTOR in FAIRNESS_VECTORS
+    assert {STAKE_500, STAKE_501} <= set(FAIRNESS_VECTORS)
 
 
 def test_the_generator_still_produces_the_checked_in_files() -> None:
@@ -133,9 +141,11 @@ def _rule_value(value: object) -> bytes:
 
 
 def _version(revealed: dict[str, Any]) -> str:
-    return {"gnau-dealer/revealed-round/v1": "v1", "gnau-dealer/revealed-round/v2": "v2"}[
-        revealed["format"]
-    ]
+    return {
+        "gnau-dealer/revealed-round/v1": "v1",
+        "gnau-dealer/revealed-round/v2": "v2",
+        "gnau-dealer/revealed-round/v3": "v3",
+    }[revealed["format"]]
 
 
 def _independent_commitment_preimage(revealed: dict[str, Any]) -> bytes:
@@ -159,12 +169,14 @@ def _independent_transcript_preimage(revealed: dict[str, Any]) -> bytes:
     version = _version(revealed)
     seats = b""
     for seat in sorted(revealed["seats"], key=lambda seat: seat["seat_number"]):
-        # v2 leaves the player (a reference) out of the transcript; v1 hashed the player id.
-        player = b"" if version == "v2" else _frame(seat["player_id"].encode("utf-8"))
+        # v2 and v3 leave the player (a reference) out of the transcript; v1 hashed the player
+        # id. v3 leaves the stake out too.
+        player = b"" if version != "v1" else _frame(seat["player_id"].encode("utf-8"))
+        stake = b"" if version == "v3" else _frame(_u64(seat["stake"]))
         encoded = (
             _frame(_u64(seat["seat_number"]))
             + player
-            + _frame(_u64(seat["stake"]))
+            + stake
             + _frame(bytes.fromhex(seat["client_seed"]))
         )
         seats += _frame(encoded)
@@ -483,3 +495,97 @@ def test_the_player_ref_vector_is_the_documented_hmac() -> None:
         seat["seat_number"]: (keys[name], seat["player_ref"])
         for seat, name in zip(v2["seats"], ("alice", "bob", "alice"), strict=True)
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# v3: the stake is not an input of the shuffle.
+
+
+def test_the_v3_stake_pair_differs_in_stakes_only_and_deals_the_same_cards() -> None:
+    """The two vectors are one round locked with other stakes: everything else is equal,
+    the transcript hash, the deck and every hand included."""
+    low, high = (load_json(path)["revealed_round"] for path in (STAKE_500, STAKE_501))
+    assert low["format"] == high["format"] == "gnau-dealer/revealed-round/v3"
+    assert [seat["stake"] for seat in low["seats"]] != [seat["stake"] for seat in high["seats"]]
+    assert low["seats"][0]["stake"] == 500
+    assert high["seats"][0]["stake"] == 501
+
+    def without_stakes(seats: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in seat.items() if k != "stake"} for seat in seats]
+
+    assert without_stakes(low["seats"]) == without_stakes(high["seats"])
+    assert {k: v for k, v in low.items() if k != "seats"} == {
+        k: v for k, v in high.items() if k != "seats"
+    }
+    assert low["beacon"] is not None
+    assert all(seat["client_seed"] for seat in low["seats"][:1])
+
+
+def test_the_v3_transcript_hash_by_hand() -> None:
+    """The stake-500 vector's transcript hash, from bytes written out here frame by frame (the
+    client seeds, the beacon and the commitment as the vector publishes them): no stake is
+    among them, and the result is the published hash of both vectors of the pair."""
+    revealed = load_json(STAKE_500)["revealed_round"]
+    seat_1 = bytes.fromhex("00000008 0000000000000001 0000000c 616c6963652773206c75636b")
+    seat_2 = bytes.fromhex("00000008 0000000000000002 00000000")  # no client seed
+    seat_3 = bytes.fromhex("00000008 0000000000000003 00000002 0001")
+    seat_5 = bytes.fromhex("00000008 0000000000000005 00000040") + bytes(range(64))
+    assert [len(seat) for seat in (seat_1, seat_2, seat_3, seat_5)] == [28, 16, 18, 80]
+    seats = (
+        bytes.fromhex("0000001c")
+        + seat_1
+        + bytes.fromhex("00000010")
+        + seat_2
+        + bytes.fromhex("00000012")
+        + seat_3
+        + bytes.fromhex("00000050")
+        + seat_5
+    )
+    beacon = (
+        bytes.fromhex("01 0000001d")
+        + b"drand/quicknet/round/34567890"
+        + bytes.fromhex("00000030")
+        + b"\xc3" * 48
+    )
+    commitment = "9c283340afc33fb8bef73f78f1d1bea115afa81ff215fc6621918b5b687ec02b"
+    preimage = (
+        bytes.fromhex("0000001c")
+        + b"gnau-dealer/fairness/v3/lock"
+        + bytes.fromhex("00000020" + commitment)
+        + bytes.fromhex("0000009e")  # 4 frames: 4 * 4 + 28 + 16 + 18 + 80 = 158 bytes
+        + seats
+        + bytes.fromhex("00000056")  # 1 + 4 + 29 + 4 + 48 = 86 bytes
+        + beacon
+    )
+    assert revealed["commitment"] == commitment
+    assert load_json(STAKE_500)["intermediate"]["transcript_preimage"] == preimage.hex()
+    assert hashlib.sha256(preimage).hexdigest() == revealed["transcript_hash"]
+    assert load_json(STAKE_501)["revealed_round"]["transcript_hash"] == revealed["transcript_hash"]
+
+
+def test_the_stake_still_moves_a_v2_deck() -> None:
+    """The v2 vector with seat 1's stake one more: v2 hashed stakes, so the independent
+    re-implementation finds another transcript hash and another deck than the vector's."""
+    revealed = load_json(VECTOR_DIR / "fairness-round-v2-1deck-3seats-beacon.json")[
+        "revealed_round"
+    ]
+    assert revealed["seats"][0]["stake"] == 100
+    changed = json.loads(json.dumps(revealed))
+    changed["seats"][0]["stake"] = 101
+    assert _independent_round(revealed)["deck"] == revealed["deck"]
+    mine = _independent_round(changed)
+    assert mine["transcript_hash"] != revealed["transcript_hash"]
+    assert mine["deck"] != revealed["deck"]
+    assert not verify_revealed_round(RevealedRound.from_json(changed)).ok
+
+
+def test_the_stake_moves_no_v3_card() -> None:
+    """The same change in a v3 vector: the same transcript hash, the same deck, and the round
+    still verifies (its stakes are bound by the signed log, not by the transcript)."""
+    revealed = load_json(STAKE_500)["revealed_round"]
+    changed = json.loads(json.dumps(revealed))
+    changed["seats"][0]["stake"] = 101
+    mine = _independent_round(changed)
+    assert mine["transcript_hash"] == revealed["transcript_hash"]
+    assert mine["deck"] == revealed["deck"]
+    assert verify_revealed_round(RevealedRound.from_json(changed)).ok

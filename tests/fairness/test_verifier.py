@@ -103,7 +103,6 @@ TAMPERS: dict[
         lambda r: dataclasses.replace(r, rules=dataclasses.replace(r.rules, ten_is_duke=True)),
         [(Check.COMMITMENT, None)],
     ),
-    "stake": (lambda r: _replace_seat(r, 2, stake=251), [(Check.LOCK, None)]),
     "client_seed": (
         lambda r: _replace_seat(r, 1, client_seed=b"alice's seeD"),
         [(Check.LOCK, None)],
@@ -150,18 +149,42 @@ def test_a_tampered_reveal_fails_at_the_right_check(name: str) -> None:
     assert raised.value.report is report
 
 
-def test_a_v2_reference_is_not_part_of_the_deck_proof() -> None:
-    """Who sits where in a v2 round is bound by the signed ROUND_DEALT entry, not by the
+@pytest.mark.parametrize("version", [FairnessVersion.V2, FairnessVersion.V3])
+def test_a_reference_is_not_part_of_the_deck_proof(version: FairnessVersion) -> None:
+    """Who sits where in a v2 or v3 round is bound by the signed ROUND_DEALT entry, not by the
     transcript (docs/fairness.md): a revealed round alone verifies with any reference, and the
     receipt's entry signature is what catches a changed one (tests/server/test_receipts.py)."""
-    assert HONEST.version is FairnessVersion.V2
-    assert verify_revealed_round(_replace_seat(HONEST, 2, player=ref("mallory"))).ok
+    honest = sample_revealed_round(version)
+    assert verify_revealed_round(_replace_seat(honest, 2, player=ref("mallory"))).ok
 
 
-def test_a_round_cannot_be_read_as_another_version() -> None:
-    """Both hashes are tagged with the version, so a v2 round presented as v1 fails both."""
-    as_v1 = dataclasses.replace(HONEST, version=FairnessVersion.V1)
-    failed = [failure.check for failure in verify_revealed_round(as_v1).failures]
+def test_a_changed_v2_stake_fails_the_lock() -> None:
+    """v2 hashed the stakes: the lock check catches a changed one in the revealed round."""
+    honest = sample_revealed_round(FairnessVersion.V2)
+    failed = [f.check for f in verify_revealed_round(_replace_seat(honest, 2, stake=251)).failures]
+    assert failed == [Check.LOCK]
+
+
+def test_a_v3_stake_is_not_part_of_the_deck_proof() -> None:
+    """A v3 transcript leaves the stakes out, so no stake moves a card, and a revealed round
+    alone verifies with any stake: the signed ROUND_DEALT entry binds them (a receipt whose
+    round names another stake than its entry fails, tests/server/test_receipts.py)."""
+    assert HONEST.version is FairnessVersion.V3
+    assert verify_revealed_round(_replace_seat(HONEST, 2, stake=251)).ok
+
+
+@pytest.mark.parametrize("version", list(FairnessVersion))
+@pytest.mark.parametrize("read_as", list(FairnessVersion))
+def test_a_round_cannot_be_read_as_another_version(
+    version: FairnessVersion, read_as: FairnessVersion
+) -> None:
+    """Both hashes are tagged with the version, so a round presented as another fails both.
+    (The sample's players are references, which a v1 round takes as player ids too.)"""
+    if version is read_as:
+        return
+    honest = sample_revealed_round(version)
+    read = dataclasses.replace(honest, version=read_as)
+    failed = [failure.check for failure in verify_revealed_round(read).failures]
     assert failed == [Check.COMMITMENT, Check.LOCK]
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from tests.independent.common import VerificationError, check, is_int, read_hex, utf8
 
-FORMATS = {"gnau-dealer/revealed-round/v1": 1, "gnau-dealer/revealed-round/v2": 2}
+FORMATS = {f"gnau-dealer/revealed-round/v{version}": version for version in (1, 2, 3)}
 FORMAT_OF = {version: name for name, version in FORMATS.items()}
 #: Who a seat names, by fairness version.
-PLAYER = {1: "player_id", 2: "player_ref"}
+PLAYER = {1: "player_id", 2: "player_ref", 3: "player_ref"}
 PLAYER_REF = re.compile(r"p-[0-9a-f]{32}")
 #: The house rules: each one's allowed values and default (docs/fairness.md, Step 1).
 RULES: dict[str, tuple[object, ...]] = {
@@ -150,7 +150,7 @@ def read_round(value: object) -> Round:
     )
     numbers = [s["seat_number"] for s in seats]
     check(len(set(numbers)) == len(numbers), "two seats have one seat number")
-    if version == 2:
+    if version >= 2:
         refs = [s["player_ref"] for s in seats]
         check(len(set(refs)) == len(refs), "two seats share one player_ref")
     check(5 * (len(seats) + 1) <= 52 * rules["decks"], "the seats and dealer do not fit the decks")
@@ -206,8 +206,10 @@ def transcript_hash(
     committed: bytes, seats: list[Json], beacon: Json | None, version: int
 ) -> bytes:
     def seat(s: Json) -> bytes:
+        # v1 locks the player id, v2 and v3 a reference they do not hash; v3 hashes no stake.
         player = (s["player_id"].encode(),) if version == 1 else ()
-        return frames(uint64(s["seat_number"]), *player, uint64(s["stake"]), s["seed"])
+        stake = (uint64(s["stake"]),) if version < 3 else ()
+        return frames(uint64(s["seat_number"]), *player, *stake, s["seed"])
 
     locked = b"".join(frame(seat(s)) for s in sorted(seats, key=lambda s: s["seat_number"]))
     beaconed = (

@@ -74,12 +74,14 @@ FRACTION = re.compile(r"-?(0|[1-9][0-9]*)/[1-9][0-9]*")
 
 
 def fairness_version(committed: dict[str, Any]) -> int:
-    """1 without ``fairness_version``, 2 with the integer 2; nothing else is valid."""
+    """1 without ``fairness_version``, 2 or 3 with that integer; nothing else is valid."""
     if "fairness_version" not in committed:
         return 1
     version = committed["fairness_version"]
-    check(is_int(version) and version == 2, "fairness_version is the integer 2, or absent")
-    return 2
+    check(
+        is_int(version) and version in {2, 3}, "fairness_version is the integer 2 or 3, or absent"
+    )
+    return int(version)
 
 
 def six_places(x: Fraction) -> str:

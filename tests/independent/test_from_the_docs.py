@@ -93,9 +93,22 @@ def test_the_fairness_vectors_verify(path: Path) -> None:
 @pytest.mark.parametrize("path", VECTORS[:1] + VECTORS[-1:], ids=lambda p: p.stem)
 def test_a_changed_vector_names_the_broken_link(path: Path) -> None:
     revealed = json.loads(path.read_text(encoding="utf-8"))["revealed_round"]
-    revealed["seats"][0]["stake"] += 1
+    seat = revealed["seats"][0]
+    seat["client_seed"] = "fe" if seat["client_seed"] == "ff" else "ff"
     with pytest.raises(VerificationError, match=r"^lock"):
         fairness.verify_revealed(revealed)
+
+
+@pytest.mark.parametrize("path", VECTORS, ids=lambda p: p.stem)
+def test_a_changed_stake_breaks_the_lock_before_v3_only(path: Path) -> None:
+    """docs/fairness.md, *Fairness versions*: v1 and v2 hash each stake, v3 none."""
+    revealed = json.loads(path.read_text(encoding="utf-8"))["revealed_round"]
+    revealed["seats"][0]["stake"] += 1
+    if revealed["format"] == "gnau-dealer/revealed-round/v3":
+        fairness.verify_revealed(revealed)
+    else:
+        with pytest.raises(VerificationError, match=r"^lock"):
+            fairness.verify_revealed(revealed)
 
 
 def test_the_player_reference_vector() -> None:

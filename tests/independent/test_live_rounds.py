@@ -1,4 +1,4 @@
-"""The independent verifiers on live rounds: fairness v1 and v2 rounds played through a real
+"""The independent verifiers on live rounds: fairness v1, v2 and v3 rounds played through a real
 service (settled under several rule sets, voided before and after the deal and after the
 reveal, one left open, a forget, a key rotation), the log exported with ``gnau audit export``
 and each round's receipt from ``GetRoundReceipt``. The verifiers must find them all valid,
@@ -6,7 +6,7 @@ refuse tampered copies, and agree with ``gnau audit verify`` and ``gnau receipt 
 as commands.
 
 Only this file drives the service (with the harness of tests/schemas/served.py, which also
-makes the v1 rounds); the verifiers it checks import nothing of gnau_service.
+makes the v1 and v2 rounds); the verifiers it checks import nothing of gnau_service.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives.serialization import (
 from gnau.v1 import dealer_pb2, round_pb2, types_pb2
 
 from gnau_service.audit.signing import LogSigner
+from gnau_service.fairness.encoding import FairnessVersion
 from gnau_service.server.grpc.convert import house_rules_from_proto
 from gnau_service.server.process.app import running
 from gnau_service.server.process.structured_logs import configure_logging
@@ -42,17 +43,17 @@ from tests.catalogued import catalogue
 from tests.independent import forge, notes
 from tests.independent.bundle import verify_bundle
 from tests.independent.receipt import verify_receipt
-from tests.schemas.served import settings_for, shuffling_v1_rounds
+from tests.schemas.served import settings_for, shuffling_rounds_of
 from tests.server.conftest import Service, write_tokens
 from tests.serving import REPO, gnau
 
-V2_SEATS = [
+SEATS = [
     round_pb2.Seat(seat_number=1, player_id="alice", stake=100, client_seed=b"alice's luck"),
     round_pb2.Seat(seat_number=2, player_id="bob", stake=250),
     round_pb2.Seat(seat_number=5, player_id="zoë", stake=7, client_seed=bytes(64)),
 ]
-#: A v1 round may seat one player twice, under one id.
-V1_SEATS = [*V2_SEATS, round_pb2.Seat(seat_number=7, player_id="alice", stake=40)]
+#: A v1 round may seat one player twice, under one id (SEATS: the others, by reference).
+V1_SEATS = [*SEATS, round_pb2.Seat(seat_number=7, player_id="alice", stake=40)]
 BIG_TABLE = [
     round_pb2.Seat(seat_number=n, player_id=f"player-{n}", stake=10 * n, client_seed=bytes([n]))
     for n in (*range(1, 7), *range(8, 14))
@@ -76,19 +77,21 @@ APPROVED = tuple(
 )
 #: Each story: its fairness version, how it ends, and its house rules as the log names them.
 STORIES = {
-    "settled": (2, "ROUND_SETTLED"),
-    "settled_every_rule": (2, "ROUND_SETTLED"),
-    "settled_push": (2, "ROUND_SETTLED"),
-    "voided_shuffled": (2, "ROUND_VOIDED"),
-    "voided_dealt": (2, "ROUND_VOIDED"),
-    "voided_revealed": (2, "ROUND_VOIDED"),
-    "revealed": (2, "ROUND_REVEALED"),
+    "settled": (3, "ROUND_SETTLED"),
+    "settled_every_rule": (3, "ROUND_SETTLED"),
+    "settled_push": (3, "ROUND_SETTLED"),
+    "voided_shuffled": (3, "ROUND_VOIDED"),
+    "voided_dealt": (3, "ROUND_VOIDED"),
+    "voided_revealed": (3, "ROUND_VOIDED"),
+    "revealed": (3, "ROUND_REVEALED"),
+    "v2_settled": (2, "ROUND_SETTLED"),
+    "v2_voided_dealt": (2, "ROUND_VOIDED"),
     "v1_settled": (1, "ROUND_SETTLED"),
     "v1_settled_push": (1, "ROUND_SETTLED"),
     "v1_voided_shuffled": (1, "ROUND_VOIDED"),
     "v1_voided_dealt": (1, "ROUND_VOIDED"),
     "v1_voided_revealed": (1, "ROUND_VOIDED"),
-    "settled_after_rotation": (2, "ROUND_SETTLED"),
+    "settled_after_rotation": (3, "ROUND_SETTLED"),
 }
 
 
@@ -149,22 +152,29 @@ async def _play(live: Live, service: Service) -> None:
         )
         await step("VoidRound", request)
 
-    async def played(story: str, table: str, rules: Any, seats: Any, beacon: bool = False) -> str:
-        round_id = await shuffle(story, table, rules)
+    async def played_from(round_id: str, seats: Any, beacon: bool = False) -> str:
         await deal(round_id, seats, beacon)
         await reveal(round_id)
         return round_id
 
-    await settle(await played("settled", "table-1", None, V2_SEATS))
+    async def played(story: str, table: str, rules: Any, seats: Any, beacon: bool = False) -> str:
+        return await played_from(await shuffle(story, table, rules), seats, beacon)
+
+    await settle(await played("settled", "table-1", None, SEATS))
     await settle(await played("settled_every_rule", "table-2", EVERY_RULE, BIG_TABLE, True))
-    await settle(await played("settled_push", "table-3", PUSH, V2_SEATS))
+    await settle(await played("settled_push", "table-3", PUSH, SEATS))
     await void(await shuffle("voided_shuffled", "table-4"))
     voided = await shuffle("voided_dealt", "table-5")
-    await deal(voided, V2_SEATS, beacon=True)
+    await deal(voided, SEATS, beacon=True)
     await void(voided)
-    await void(await played("voided_revealed", "table-6", None, V2_SEATS))
-    await played("revealed", "table-7", None, V2_SEATS[:1])
-    with shuffling_v1_rounds():
+    await void(await played("voided_revealed", "table-6", None, SEATS))
+    await played("revealed", "table-7", None, SEATS[:1])
+    with shuffling_rounds_of(FairnessVersion.V2):
+        v2 = {story: await shuffle(story, f"v2-{story}") for story in STORIES if "v2_" in story}
+    await settle(await played_from(v2["v2_settled"], SEATS, beacon=True))
+    await deal(v2["v2_voided_dealt"], SEATS)
+    await void(v2["v2_voided_dealt"])
+    with shuffling_rounds_of(FairnessVersion.V1):
         v1 = {story: await shuffle(story, f"v1-{story}") for story in STORIES if "v1_" in story}
     await deal(v1["v1_settled"], V1_SEATS, beacon=True)
     await reveal(v1["v1_settled"])
@@ -183,7 +193,7 @@ async def _play(live: Live, service: Service) -> None:
     new = Ed25519PrivateKey.generate()
     await asyncio.to_thread(store.rotate_key, LogSigner.from_private_key(live.origin, new))
     live.keys.append(new)
-    await settle(await played("settled_after_rotation", "table-1", None, V2_SEATS))
+    await settle(await played("settled_after_rotation", "table-1", None, SEATS))
     # v1 rules under push, settled after the rotation: a v1 round outlives a key.
     await deal(v1["v1_settled_push"], V1_SEATS)
     await reveal(v1["v1_settled_push"])
@@ -210,7 +220,7 @@ async def _serve_and_play(live: Live) -> None:
         live.vkey = app.store.signer.vkey
         live.origin = live.vkey.split("+")[0]
         tables = [f"table-{n}" for n in range(1, 8)]
-        tables += [f"v1-{story}" for story in STORIES if "v1_" in story]
+        tables += [f"{story[:2]}-{story}" for story in STORIES if story.startswith(("v1_", "v2_"))]
         await catalogue(app.store, tables, *APPROVED)
         await _play(live, Service(app, settings, channel))
 
@@ -375,7 +385,7 @@ def bundle_cases(live: Live) -> dict[str, Case]:
         _payload(entries, ids["settled"], "ROUND_DEALT")["seats"][1]["stake"] += 1
 
     def another_reference(entries: list[dict[str, Any]]) -> None:
-        # Not locked in v2: a log that names another reference is another valid log.
+        # Not locked after v1: a log that names another reference is another valid log.
         seats = _payload(entries, ids["settled"], "ROUND_DEALT")["seats"]
         seats[0]["player_ref"] = "p-" + "ab" * 16
 
@@ -434,7 +444,7 @@ def bundle_cases(live: Live) -> dict[str, Case]:
     before = forge.sign_checkpoint(live.origin, first - 1, b"\x07" * 32, live.keys[0])
     return {
         "as served, with its pin": Case(signed, 0, live.pin),
-        "re-signed, another v2 reference": Case(resigned(another_reference), 0),
+        "re-signed, another reference": Case(resigned(another_reference), 0),
         "re-signed, a stake": Case(resigned(stake), 1),
         "re-signed, a v1 player id": Case(resigned(v1_player), 1),
         "re-signed, a card": Case(resigned(card), 1),
@@ -541,7 +551,7 @@ def receipt_cases(live: Live) -> dict[str, Case]:
     size = int(live.pin.split("\n")[1])
     wrong = forge.sign_checkpoint(live.origin, size, b"\x07" * 32, live.keys[0])
     return {
-        "v2 as served, with its pin": Case(live.pinned_receipt, 0, live.pin),
+        "v3 as served, with its pin": Case(live.pinned_receipt, 0, live.pin),
         "v1 as served": Case(live.receipts["v1_voided_dealt"], 0),
         "a stake": Case(edited("settled", stake), 1),
         "another reference": Case(edited("voided_revealed", reference), 1),

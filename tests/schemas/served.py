@@ -5,10 +5,11 @@ gives them, and a bundle exported from the service's store.
 The rounds cover every payload kind the service writes: settled rounds (default house rules; and
 two decks, every non-default rule, client seeds and a beacon), a round voided before its deal,
 one voided after its deal and one after its reveal, and a key rotation (``Store.rotate_key``)
-followed by another settled round. Those are fairness v2 rounds, as the service shuffles every
-round now; the stories named ``v1_*`` are fairness v1 rounds (a settled one, one voided before
-its deal and one after), shuffled as a gnau before player references shuffled them
-(:func:`shuffling_v1_rounds`) and played on by today's service, which still deals, reveals,
+followed by another settled round. Those are fairness v3 rounds, as the service shuffles every
+round now; the stories named ``v1_*`` are fairness v1 rounds and those named ``v2_*`` fairness v2
+rounds (in each, a settled one, one voided before its deal and one after), shuffled as a gnau
+before player references (v1), or before stakes left the shuffle's input (v2), shuffled them
+(:func:`shuffling_rounds_of`) and played on by today's service, which still deals, reveals,
 settles, voids and serves such rounds.
 """
 
@@ -142,16 +143,16 @@ async def _receipt(service: Service, round_id: str, pinned_size: int = 0) -> str
 
 
 @contextmanager
-def shuffling_v1_rounds() -> Iterator[None]:
-    """While it lasts, the service's Shuffle commits fairness v1 rounds, as a gnau before player
-    references did: the rest of such a round's life is today's code (a round carries its
-    version from its commitment on)."""
+def shuffling_rounds_of(version: FairnessVersion) -> Iterator[None]:
+    """While it lasts, the service's Shuffle commits rounds of an older fairness ``version``, as
+    a gnau of that time did: the rest of such a round's life is today's code (a round carries
+    its version from its commitment on)."""
 
-    def v1(cls: type[CommittedRound], round_id: str, rules: HouseRules) -> CommittedRound:
-        return cls(round_id, rules, new_server_seed(), FairnessVersion.V1)
+    def older(cls: type[CommittedRound], round_id: str, rules: HouseRules) -> CommittedRound:
+        return cls(round_id, rules, new_server_seed(), version)
 
     production = CommittedRound.__dict__["with_fresh_seed"]
-    CommittedRound.with_fresh_seed = classmethod(v1)  # type: ignore[method-assign, assignment]
+    CommittedRound.with_fresh_seed = classmethod(older)  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
@@ -210,16 +211,19 @@ async def play_everything(settings: Settings, backend: str) -> Served:
         await _deal(service, rounds["revealed"], SEATS[:1])
         await _reveal(service, rounds["revealed"])
 
-        with shuffling_v1_rounds():
-            rounds["v1_settled"] = await _shuffle(service, "table-7")
-            rounds["v1_voided_shuffled"] = await _shuffle(service, "table-8")
-            rounds["v1_voided_dealt"] = await _shuffle(service, "table-9")
-        await _deal(service, rounds["v1_settled"], SEATS, BEACON)
-        await _reveal(service, rounds["v1_settled"])
-        await _settle(service, rounds["v1_settled"])
-        await _void(service, rounds["v1_voided_shuffled"])
-        await _deal(service, rounds["v1_voided_dealt"], SEATS)
-        await _void(service, rounds["v1_voided_dealt"])
+        for older in (FairnessVersion.V1, FairnessVersion.V2):
+            # Tables 7 to 9 again for each version: the version before has ended its rounds.
+            story = f"v{int(older)}_"
+            with shuffling_rounds_of(older):
+                rounds[story + "settled"] = await _shuffle(service, "table-7")
+                rounds[story + "voided_shuffled"] = await _shuffle(service, "table-8")
+                rounds[story + "voided_dealt"] = await _shuffle(service, "table-9")
+            await _deal(service, rounds[story + "settled"], SEATS, BEACON)
+            await _reveal(service, rounds[story + "settled"])
+            await _settle(service, rounds[story + "settled"])
+            await _void(service, rounds[story + "voided_shuffled"])
+            await _deal(service, rounds[story + "voided_dealt"], SEATS)
+            await _void(service, rounds[story + "voided_dealt"])
 
         served.pin = store.checkpoint() or ""
         new = LogSigner.from_private_key(store.signer.origin, Ed25519PrivateKey.generate())

@@ -1,6 +1,6 @@
 """Every table of members, tags and versions in docs/fairness.md, docs/audit.md and
-docs/receipts.md, held to what a real service wrote for live fairness v1 and v2 rounds
-(``tests/schemas/served.py``: settled and voided rounds of both versions) and to the JSON
+docs/receipts.md, held to what a real service wrote for live fairness v1, v2 and v3 rounds
+(``tests/schemas/served.py``: settled and voided rounds of every version) and to the JSON
 schemas of docs/schemas/; and the standalone verifier of docs/fairness.md run on those rounds.
 
 The expected values come from the docs, read as a stranger reads them (``doc_tables``), and
@@ -45,7 +45,10 @@ Json = dict[str, Any]
 
 def version_of(story: str) -> int:
     """The fairness version a story of ``served`` was played in (tests/schemas/served.py)."""
-    return 1 if story.startswith("v1_") else 2
+    return int(story[1]) if story.startswith(("v1_", "v2_")) else 3
+
+
+VERSIONS = {1, 2, 3}
 
 
 def logged(served: Served, story: str) -> list[Json]:
@@ -146,7 +149,7 @@ def test_the_tag_table_spells_every_tag_and_names_each_one_used() -> None:
     named = {only(code(r["tag"])) for r in rows}
     used = {
         span
-        for version in (1, 2)
+        for version in VERSIONS
         for cell in versions_column(version).values()
         for span in code(cell)
         if span.startswith("gnau-dealer/fairness/")
@@ -156,7 +159,7 @@ def test_the_tag_table_spells_every_tag_and_names_each_one_used() -> None:
 
 
 @on_one_backend
-def test_the_versions_table_recomputes_live_rounds_of_both_versions(served: Served) -> None:
+def test_the_versions_table_recomputes_live_rounds_of_every_version(served: Served) -> None:
     seen = set()
     for story, revealed in served.rounds.items():
         version = version_of(story)
@@ -184,7 +187,7 @@ def test_the_versions_table_recomputes_live_rounds_of_both_versions(served: Serv
             assert stated == ["fairness_version"] and "fairness_version" not in payload
         api = only(code(column["the API's `Round.fairness_version`"]))
         assert served.messages[story].fairness_version == int(api)
-    assert seen == {1, 2}
+    assert seen == VERSIONS
 
 
 def _changed(revealed: Json, member: str) -> Json:
@@ -208,10 +211,11 @@ def _changed(revealed: Json, member: str) -> Json:
 
 @on_one_backend
 def test_the_lock_covers_the_seat_members_its_table_says(served: Served) -> None:
-    """docs/fairness.md, *Verifying a round*: a locked member changed fails the lock; a v2
-    player reference changed fails no check of the revealed round (its log entry binds it)."""
+    """docs/fairness.md, *Verifying a round*: a locked member changed fails the lock; a v2 or v3
+    player reference, or a v3 stake, changed fails no check of the revealed round (its log entry
+    binds it)."""
     rows = {only(code(r["seat member"])): r for r in table("fairness.md", "what the lock covers")}
-    for version in (1, 2):
+    for version in sorted(VERSIONS):
         story = next(story for story in served.rounds if version_of(story) == version)
         revealed = served.rounds[story]
         column = {member: r[f"v{version}"] for member, r in rows.items()}
@@ -237,7 +241,7 @@ def test_the_revealed_round_table_is_the_schema() -> None:
     assert fields == list(schema["properties"])
     seats = row(rows, "field", "`seats`")["meaning"]
     defs = load(SCHEMA_DIR / "defs.schema.json")["$defs"]
-    for version, definition in (("v1", "seat"), ("v2", "seat_v2")):
+    for version, definition in (("v1", "seat"), ("v2", "seat_v2"), ("v3", "seat_v2")):
         shape = re.search(rf"{version}: `\{{([^`]*)\}}`", seats)
         assert shape, version
         assert re.findall(r'"(\w+)":', shape[1]) == list(defs[definition]["properties"])
@@ -246,7 +250,7 @@ def test_the_revealed_round_table_is_the_schema() -> None:
 @on_one_backend
 def test_every_live_round_has_the_members_of_the_revealed_round_table(served: Served) -> None:
     fields = [only(code(r["field"])) for r in table("fairness.md", "revealed round")]
-    assert {version_of(story) for story in served.rounds} == {1, 2}
+    assert {version_of(story) for story in served.rounds} == VERSIONS
     for story, revealed in served.rounds.items():
         assert list(revealed) == fields, story
         assert errors("revealed-round.schema.json", revealed) == [], story
@@ -302,7 +306,8 @@ def test_the_house_rules_table_is_the_schema_and_the_live_rules() -> None:
 
 def _claims(text: str) -> Json:
     """What a vector's description says of its round, in the words docs/fairness.md uses."""
-    claims: Json = {"version": 2 if text.startswith("v2:") else 1}
+    version = re.match(r"v(\d):", text)
+    claims: Json = {"version": int(version[1]) if version else 1}
     claims["decks"] = int(re.search(r"(\d+) decks?\b", text)[1])  # type: ignore[index]
     claims["seats"] = int(re.search(r"(\d+) seats\b", text)[1])  # type: ignore[index]
     if numbered := re.search(r"numbered (\d+)[\u2013-](\d+) without (\d+)", text):
@@ -388,38 +393,41 @@ def test_the_round_message_table_accounts_for_every_field_of_round() -> None:
 
 
 @on_one_backend
-def test_the_round_message_table_maps_live_rounds_of_both_versions(served: Served) -> None:
+def test_the_round_message_table_maps_live_rounds_of_every_version(served: Served) -> None:
     rows = table("fairness.md", "from the Round message")
     formats = dict(
         re.findall(r'`(\d+)` → `"([^"]+)"`', row(rows, "from `Round`", "`fairness_version`")["how"])
     )
-    assert set(formats) == {"1", "2"}
+    assert set(formats) == {"1", "2", "3"}
     seats = row(rows, "revealed round", "`seats`")["how"]
     members = {
         int(version): re.findall(r'"(\w+)"', shape)
         for version, shape in re.findall(r"v(\d): `\{([^`]*)\}`", seats)
     }
-    assert set(members) == {1, 2}
+    assert set(members) == VERSIONS
     seen = set()
     for story, revealed in served.rounds.items():
         message, version = served.messages[story], version_of(story)
         seen.add(version)
         assert message.fairness_version == version
         assert formats[str(message.fairness_version)] == revealed["format"]
-        # A service older than the field leaves it 0: the doc's rule for that reads the seats.
+        # A service older than the field leaves it 0: the doc's rule for that reads the seats
+        # (such a service made no v3 round).
         before = 2 if message.seats and all(seat.player_ref for seat in message.seats) else 1
-        assert formats[str(before)] == revealed["format"]
+        assert (formats[str(before)] == revealed["format"]) == (version < 3)
         player = members[version][1]
         for seat, sent in zip(revealed["seats"], message.seats, strict=True):
             assert list(seat) == members[version]
             assert seat[player] == getattr(sent, player) != ""
         assert revealed == json.loads(served.receipts[story])["round"]
-    assert seen == {1, 2}
+    assert seen == VERSIONS
 
 
 @on_one_backend
-def test_the_docs_standalone_verifier_verifies_live_rounds_of_both_versions(served: Served) -> None:
-    assert {version_of(story) for story in served.rounds} == {1, 2}
+def test_the_docs_standalone_verifier_verifies_live_rounds_of_every_version(
+    served: Served,
+) -> None:
+    assert {version_of(story) for story in served.rounds} == VERSIONS
     for story, revealed in served.rounds.items():
         result = subprocess.run(
             [sys.executable, "-I", "-c", _docs_script()],
@@ -430,12 +438,15 @@ def test_the_docs_standalone_verifier_verifies_live_rounds_of_both_versions(serv
             timeout=60,
         )
         assert result.returncode == 0, (story, result.stderr)
-        # And a v2 round relabelled v1, or the other way round, does not.
+        # And a v2 round relabelled v1, or the other way round, or a v3 round relabelled v2,
+        # does not.
         other = copy.deepcopy(revealed)
-        other["format"] = revealed["format"][:-1] + ("2" if version_of(story) == 1 else "1")
-        names = ("player_id", "player_ref")[:: 1 if version_of(story) == 1 else -1]
-        for seat in other["seats"]:
-            seat[names[1]] = ref(seat.pop(names[0]))
+        relabelled_as = {1: 2, 2: 1, 3: 2}[version_of(story)]
+        other["format"] = revealed["format"][:-1] + str(relabelled_as)
+        if 1 in (version_of(story), relabelled_as):
+            names = ("player_id", "player_ref")[:: 1 if version_of(story) == 1 else -1]
+            for seat in other["seats"]:
+                seat[names[1]] = ref(seat.pop(names[0]))
         relabelled = subprocess.run(
             [sys.executable, "-I", "-c", _docs_script()],
             input=json.dumps(other),
@@ -479,7 +490,7 @@ def test_the_round_payload_table_is_every_round_event_and_its_schema() -> None:
 
 
 @on_one_backend
-def test_the_round_payload_table_is_what_the_service_logs_in_both_versions(served: Served) -> None:
+def test_the_round_payload_table_is_what_the_service_logs_in_every_version(served: Served) -> None:
     members = payload_members()
     carried: dict[str, set[str]] = defaultdict(set)
     kinds = set()
@@ -521,7 +532,7 @@ def test_the_log_versions_table_reads_and_hashes_live_rounds_and_voids(served: S
     """Per version: what ROUND_COMMITTED says, the seats' members, the format the round is read
     in, and the commitment tag under which a reveal's or a void's seed gives the commitment."""
     rows = log_versions()
-    assert set(rows) == {1, 2}
+    assert set(rows) == VERSIONS
     voids = set()
     for story in served.receipts:
         version = version_of(story)
@@ -537,7 +548,7 @@ def test_the_log_versions_table_reads_and_hashes_live_rounds_and_voids(served: S
             assert committed["fairness_version"] == json.loads(only(code(stated)))
         seat_members = set(code(r["members of a `ROUND_DEALT` seat"]))
         tag = only(code(r["commitment tag"]))
-        other_tag = only(code(rows[3 - version]["commitment tag"]))
+        other_tags = [only(code(rows[other]["commitment tag"])) for other in VERSIONS - {version}]
         for entry in entries:
             payload = entry["payload"]
             if entry["kind"] == "ROUND_DEALT":
@@ -545,15 +556,17 @@ def test_the_log_versions_table_reads_and_hashes_live_rounds_and_voids(served: S
             if entry["kind"] in ("ROUND_REVEALED", "ROUND_VOIDED"):
                 rules, seed = committed["house_rules"], payload["server_seed"]
                 assert commitment(entry["round_id"], rules, seed, tag) == committed["commitment"]
-                assert (
-                    commitment(entry["round_id"], rules, seed, other_tag) != committed["commitment"]
-                )
+                for other_tag in other_tags:
+                    assert (
+                        commitment(entry["round_id"], rules, seed, other_tag)
+                        != committed["commitment"]
+                    )
             if entry["kind"] == "ROUND_VOIDED":
                 voids.add(version)
         receipt_round = json.loads(served.receipts[story])["round"]
         if receipt_round is not None:
             assert receipt_round["format"] == only(code(r["revealed-round `format`"]))
-    assert voids == {1, 2}
+    assert voids == VERSIONS
 
 
 @on_one_backend
@@ -722,7 +735,7 @@ def test_the_receipt_table_is_the_schema_and_what_the_service_serves(served: Ser
     schema = load(SCHEMA_DIR / "receipt.schema.json")
     assert top == list(schema["properties"])
     items = {only(code(r["member"])).split(".")[1] for r in rows if "." in r["member"]}
-    assert {version_of(story) for story in served.receipts} == {1, 2}
+    assert {version_of(story) for story in served.receipts} == VERSIONS
     for story, text in served.receipts.items():
         receipt = json.loads(text)
         assert list(receipt) == top, story

@@ -125,7 +125,7 @@ def test_the_script_names_the_steps_of_the_reference_in_its_order() -> None:
 
 
 def test_every_served_receipt_is_valid_to_both(served: Served, tmp_path: Path) -> None:
-    assert len(served.receipts) == 10
+    assert len(served.receipts) == 13
     for story in served.receipts:
         receipt = load(served, story)
         step, summary = reference(receipt, served.vkey)
@@ -189,7 +189,7 @@ def test_gnau_receipt_verify_agrees_on_a_valid_and_a_tampered_receipt(
     receipt = load(served, "settled")
     valid = tmp_path / "valid.json"
     valid.write_text(served.receipts["settled"], encoding="utf-8")
-    receipt["round"]["seats"][0]["stake"] += 1
+    receipt["round"]["seats"][0]["client_seed"] = "ff"
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(receipt), encoding="utf-8")
     outputs = []
@@ -331,11 +331,20 @@ TAMPERINGS: list[tuple[str, str, Tampering, str, str]] = [
         "dealer hand",
     ),
     (
-        "a stake in round",
-        "settled",
+        # A v2 lock hashes the stakes.
+        "a stake in a v2 round",
+        "v2_settled",
         lambda r, s: r["round"]["seats"][1].update(stake=r["round"]["seats"][1]["stake"] * 10),
         "fairness",
         "lock",
+    ),
+    (
+        # A v3 lock does not: the signed ROUND_DEALT entry binds the stake (step round).
+        "a stake in a v3 round",
+        "settled",
+        lambda r, s: r["round"]["seats"][1].update(stake=r["round"]["seats"][1]["stake"] * 10),
+        "round",
+        "",
     ),
     (
         "a client seed in round",

@@ -18,8 +18,10 @@ DECK = [rank + suit for suit in "CDHS" for rank in "A23456789TJQK"]
 
 
 def _message(**fields: object) -> round_pb2.Round:
-    # A v2 round's seats carry references (and, to the operator, the player ids beside them).
-    refs = ("p-" + "1a" * 16, "p-" + "2b" * 16) if fields.get("fairness_version") == 2 else ()
+    # A v2 or v3 round's seats carry references (and, to the operator, the player ids beside
+    # them).
+    referenced = fields.get("fairness_version") in {2, 3}
+    refs = ("p-" + "1a" * 16, "p-" + "2b" * 16) if referenced else ()
     message = round_pb2.Round(
         round_id="r-0123456789abcdef01234567",
         table_id="table-9",
@@ -126,14 +128,19 @@ def test_a_round_voided_before_its_deal_has_no_revealed_round() -> None:
 
 
 def test_the_mapping_of_a_served_round_is_the_round_of_its_receipt(served: Served) -> None:
-    assert set(served.rounds) == set(served.receipts) - {"voided_shuffled", "v1_voided_shuffled"}
+    assert set(served.rounds) == set(served.receipts) - {
+        "voided_shuffled",
+        "v1_voided_shuffled",
+        "v2_voided_shuffled",
+    }
     for story, document in served.rounds.items():
         assert document == json.loads(served.receipts[story])["round"], story
 
 
 def test_the_fairness_version_of_the_message_gives_the_format() -> None:
-    """docs/fairness.md, §6: 1 and 2 name the format; 0 (a service older than the field) is
-    read from the seats: v2 if every one has a reference; any other number is refused."""
+    """docs/fairness.md, §6: 1, 2 and 3 name the format; 0 (a service older than the field,
+    which never made a v3 round) is read from the seats: v2 if every one has a reference; any
+    other number is refused."""
     referenced = [
         round_pb2.Seat(seat_number=1, player_ref="p-" + "1a" * 16, stake=5),
         round_pb2.Seat(
@@ -145,6 +152,9 @@ def test_the_fairness_version_of_the_message_gives_the_format() -> None:
     assert as_v2.to_json()["seats"][0] == {
         "seat_number": 1, "player_ref": "p-" + "1a" * 16, "stake": 5, "client_seed": ""
     }  # fmt: skip
+    as_v3 = revealed_round_from_proto(_message(fairness_version=3))
+    assert as_v3.to_json()["format"] == "gnau-dealer/revealed-round/v3"
+    assert as_v3.to_json()["seats"] == as_v2.to_json()["seats"]
     as_v1 = revealed_round_from_proto(_message(fairness_version=1))
     assert as_v1.to_json()["seats"] == EXPECTED_SEATS
     older = _message()
@@ -152,5 +162,5 @@ def test_the_fairness_version_of_the_message_gives_the_format() -> None:
     del older.seats[:]
     older.seats.extend(referenced)
     assert revealed_round_from_proto(older).to_json()["format"] == "gnau-dealer/revealed-round/v2"
-    with pytest.raises(FairnessError, match="fairness_version must be 1 or 2, got 3"):
-        revealed_round_from_proto(_message(fairness_version=3))
+    with pytest.raises(FairnessError, match="fairness_version must be 1, 2 or 3, got 4"):
+        revealed_round_from_proto(_message(fairness_version=4))

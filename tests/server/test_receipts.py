@@ -234,6 +234,11 @@ def _stake(document: Document) -> None:
     document["round"]["seats"][0]["stake"] += 1
 
 
+def _client_seed(document: Document) -> None:
+    seat = document["round"]["seats"][0]
+    seat["client_seed"] = "fe" if seat["client_seed"] == "ff" else "ff"
+
+
 def _seed(document: Document) -> None:
     document["round"]["server_seed"] = _flip_hex(document["round"]["server_seed"], 0)
 
@@ -287,7 +292,9 @@ def _foreign_checkpoint(document: Document) -> None:
 
 TAMPERED: list[tuple[str, Callable[[Document], None], Step, str]] = [
     ("a card", _card, Step.FAIRNESS, "hand of seat"),
-    ("a stake", _stake, Step.FAIRNESS, "lock"),
+    # A v3 lock does not hash the stakes: the signed ROUND_DEALT entry binds them (step round).
+    ("a stake", _stake, Step.ROUND, "seats differs from what the log"),
+    ("a client seed", _client_seed, Step.FAIRNESS, "lock"),
     ("the seed", _seed, Step.FAIRNESS, "commitment"),
     ("a signature", _signature, Step.ENTRIES, "signature"),
     ("a proof hash", _proof_hash, Step.INCLUSION, "not in the checkpoint's tree"),
@@ -439,7 +446,7 @@ async def test_round_get_json_is_what_round_verify_reads(
     assert status == 0
     revealed = tmp_path / "round.json"
     revealed.write_text(capsys.readouterr().out)
-    assert json.loads(revealed.read_text())["format"] == "gnau-dealer/revealed-round/v2"
+    assert json.loads(revealed.read_text())["format"] == "gnau-dealer/revealed-round/v3"
     assert await asyncio.to_thread(gnau_main, ["round", "verify", str(revealed)]) == 0
     open_round = await shuffle(service, "round-get-open")
     status = await asyncio.to_thread(

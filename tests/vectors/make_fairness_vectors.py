@@ -12,8 +12,10 @@ them against this package *and* against an independent re-implementation written
 The first four are v1 rounds (each seat's player id in the transcript), the rounds logged
 before player references; the ``fairness-round-v2-*`` ones are v2 rounds, whose seats name each
 player by a reference (here computed with keys derived from the player's name, so that they
-are fixed) that the transcript leaves out; ``player-ref-v1.json`` gives those references, and a
-few more, with the HMAC's input and output. Regenerate only when the construction changes on
+are fixed) that the transcript leaves out; the ``fairness-round-v3-*`` ones are v3 rounds,
+whose transcript leaves the stakes out too. Two of those are one round locked with different
+stakes, which deal the same cards. ``player-ref-v1.json`` gives the v2 round's references, and
+a few more, with the HMAC's input and output. Regenerate only when the construction changes on
 purpose (and then add a version: the domain tags and the JSON format name it)::
 
     .venv/bin/python tests/vectors/make_fairness_vectors.py          # write the files
@@ -153,6 +155,80 @@ V2_SPECS = (
 )
 
 
+V3_ROUND_ID = "r-422ca18c0bce9f40537301f1"
+V3_STAKE_PAIR_SEED = "4c33f561efc8586a1d1930e621fe70a17bff1808ab645c4250e0faafa5c4af7e"
+V3_BEACON = Beacon(label="drand/quicknet/round/34567890", value=bytes.fromhex("c3" * 48))
+
+
+def v3_stake_pair_spec(stake_of_seat_1: int, stake_of_seat_2: int) -> VectorSpec:
+    """The v3 round of the stake pair: one round id, seed, seats, client seeds and beacon, with
+    the given stakes at seats 1 and 2 (seats 3 and 5 stake 2,500 and 1)."""
+    return VectorSpec(
+        file_name=f"fairness-round-v3-1deck-4seats-stake-{stake_of_seat_1}.json",
+        description=(
+            f"v3: 1 deck, 4 seats, client seeds, a beacon; seat 1 stakes {stake_of_seat_1:,} "
+            f"and seat 2 {stake_of_seat_2:,}. The stake pair: "
+            "fairness-round-v3-1deck-4seats-stake-500.json and "
+            "fairness-round-v3-1deck-4seats-stake-501.json are one round (round id, seed, seats, "
+            "client seeds, beacon) locked with different stakes, and have the same transcript "
+            "hash, deck and hands: a v3 transcript does not hash the stakes."
+        ),
+        round_id=V3_ROUND_ID,
+        rules=HouseRules(),
+        server_seed_hex=V3_STAKE_PAIR_SEED,
+        seats=referenced(
+            V3_ROUND_ID,
+            {
+                1: ("alice", stake_of_seat_1, b"alice's luck"),
+                2: ("bob", stake_of_seat_2, b""),
+                3: ("carol", 2_500, b"\x00\x01"),
+                5: ("dave", 1, bytes(range(64))),
+            },
+        ),
+        beacon=V3_BEACON,
+        version=FairnessVersion.V3,
+    )
+
+
+V3_SPECS = (
+    v3_stake_pair_spec(500, 100),
+    v3_stake_pair_spec(501, 1_000_000),
+    VectorSpec(
+        file_name="fairness-round-v3-2decks-12seats-client-seeds.json",
+        description=(
+            "v3: 2 decks, 12 seats numbered 1-13 without 7 (locked from a list in descending "
+            "order; listed by seat number, as every revealed round), client seeds of 0, 1, 5, 32 "
+            "and 64 bytes, non-default house rules, no beacon."
+        ),
+        round_id="r-0f1e2d3c4b5a69788796a5b4",
+        rules=HouseRules(
+            three_six_pair=True,
+            tie=TieRule.HIGH_CARD,
+            payout=PayoutTable.MULTIPLIER,
+            five_small=False,
+            decks=2,
+        ),
+        server_seed_hex="41dad8f82759cc5986e6f3f28686067dba79e2cfa1f0f135d47a8ae22f1c8f9f",
+        seats=tuple(
+            reversed(
+                referenced(
+                    "r-0f1e2d3c4b5a69788796a5b4",
+                    {
+                        number: (f"player-{number}", 7 * number, bytes(range(size)))
+                        for number, size in zip(
+                            (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13),
+                            (64, 32, 5, 1, 0, 64, 32, 5, 1, 0, 64, 32),
+                            strict=True,
+                        )
+                    },
+                )
+            )
+        ),
+        version=FairnessVersion.V3,
+    ),
+)
+
+
 SPECS = (
     VectorSpec(
         file_name="fairness-round-1deck-2seats.json",
@@ -273,7 +349,7 @@ def search_rejection(start: int = 0, stop: int = 10_000_000) -> int | None:
 
 
 REJECTION_SPEC = rejection_spec(rejection_search_seed(REJECTION_SEARCH_INDEX).hex())
-ALL_SPECS = (*SPECS, REJECTION_SPEC, *V2_SPECS)
+ALL_SPECS = (*SPECS, REJECTION_SPEC, *V2_SPECS, *V3_SPECS)
 
 
 def build_vector(spec: VectorSpec) -> dict[str, object]:

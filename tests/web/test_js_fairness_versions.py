@@ -1,5 +1,6 @@
-"""The page's modules on both fairness versions, under Node.js: every fairness vector (v1 and v2)
-verifies with ``fairness.js``; both example receipts (v2 ``receipt.json``, v1
+"""The page's modules on every fairness version, under Node.js: every fairness vector (v1, v2
+and v3) verifies with ``fairness.js``, a v3 round with another stake too, a v2 round so changed
+or a round read as another version not; both example receipts (v2 ``receipt.json``, v1
 ``receipt-v1.json``) verify with ``receipt.js``; each tampered v2 receipt fails at the step the
 Python reference names; and ``findSeat`` finds a player's seat by reference or seat number."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tests.fairness.conftest import FAIRNESS_VECTORS, load_json
 from tests.references import ref
@@ -62,14 +64,44 @@ def verdicts(documents: dict[str, str]) -> dict[str, dict[str, object]]:
     return found
 
 
-def test_every_fairness_vector_of_both_versions_verifies() -> None:
+def test_every_fairness_vector_of_every_version_verifies() -> None:
     documents = {
         path.name: json.dumps(load_json(path)["revealed_round"]) for path in FAIRNESS_VECTORS
     }
     found = verdicts(documents)
     versions = {name: verdict["version"] for name, verdict in found.items()}
-    assert sorted(set(versions.values())) == [1, 2], versions
+    assert sorted(set(versions.values())) == [1, 2, 3], versions
     assert all(verdict["step"] is None for verdict in found.values()), found
+
+
+def _first_of(version: int) -> dict[str, object]:
+    path = next(
+        path
+        for path in FAIRNESS_VECTORS
+        if load_json(path)["revealed_round"]["format"].endswith(f"/v{version}")
+    )
+    revealed: dict[str, object] = load_json(path)["revealed_round"]
+    return revealed
+
+
+def test_a_stake_moves_no_v3_card_but_breaks_a_v2_lock() -> None:
+    """docs/fairness.md, *What the lock covers*: a v3 stake is not locked, a v2 stake is; and a
+    round read as another version breaks its commitment."""
+    documents = {}
+    for version in (2, 3):
+        changed: Any = _first_of(version)
+        changed["seats"][0]["stake"] += 1
+        documents[f"v{version} stake"] = json.dumps(changed)
+        relabelled: Any = _first_of(version)
+        relabelled["format"] = f"gnau-dealer/revealed-round/v{5 - version}"
+        documents[f"v{version} read as v{5 - version}"] = json.dumps(relabelled)
+    found = verdicts(documents)
+    assert found["v3 stake"] == {"step": None, "reason": "", "version": 3}
+    assert found["v2 stake"]["step"] == "fairness"
+    assert "lock" in str(found["v2 stake"]["reason"])
+    for name in ("v2 read as v3", "v3 read as v2"):
+        assert found[name]["step"] == "fairness", (name, found[name])
+        assert "commitment" in str(found[name]["reason"]), (name, found[name])
 
 
 def test_both_example_receipts_verify_and_tampered_v2_ones_fail_where_the_reference_does() -> None:

@@ -207,6 +207,11 @@ def _tamper_stake(receipt: dict[str, Any]) -> None:
     receipt["round"]["seats"][1]["stake"] += 1
 
 
+def _tamper_client_seed(receipt: dict[str, Any]) -> None:
+    seat = receipt["round"]["seats"][1]
+    seat["client_seed"] = "fe" if seat["client_seed"] == "ff" else "ff"
+
+
 def _tamper_seed(receipt: dict[str, Any]) -> None:
     receipt["round"]["server_seed"] = _flip_hex(receipt["round"]["server_seed"], 10)
 
@@ -230,7 +235,9 @@ def _tamper_checkpoint_line(receipt: dict[str, Any]) -> None:
 TAMPERINGS: dict[str, tuple[Callable[[dict[str, Any]], None], str, str]] = {
     # what is changed: (how, the step that must fail, what its reason must name)
     "a card": (_tamper_card, "fairness", "hand of seat 1:"),
-    "a stake": (_tamper_stake, "fairness", "lock:"),
+    # The live round is v3: its lock hashes no stake, the signed ROUND_DEALT entry binds it.
+    "a stake": (_tamper_stake, "round", "seats differs from what the log published"),
+    "a client seed": (_tamper_client_seed, "fairness", "lock:"),
     "the seed": (_tamper_seed, "fairness", "commitment:"),
     "a signature": (_tamper_signature, "entries", "the signature does not verify"),
     "a proof hash": (_tamper_proof_hash, "inclusion", "is not in the checkpoint's tree"),

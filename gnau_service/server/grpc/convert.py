@@ -127,7 +127,7 @@ def round_to_proto(view: RoundView) -> round_pb2.Round:
         seats=[
             round_pb2.Seat(
                 seat_number=seat.seat_number,
-                # A v1 round locked the platform's id; a v2 round a reference, whose player
+                # A v1 round locked the platform's id; a later round a reference, whose player
                 # the operator's and auditor's views know (while the player's key exists).
                 player_id=seat.player
                 if record.version is FairnessVersion.V1
@@ -223,7 +223,7 @@ def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
                 seat_to_json(
                     LockedSeat(
                         seat.seat_number,
-                        seat.player_ref if version is FairnessVersion.V2 else seat.player_id,
+                        seat.player_ref if version.names_players_by_reference else seat.player_id,
                         seat.stake,
                         seat.client_seed,
                     ),
@@ -249,7 +249,8 @@ def revealed_round_from_proto(message: round_pb2.Round) -> RevealedRound:
 
 def _fairness_version(message: round_pb2.Round) -> FairnessVersion:
     """The message's fairness version; a service older than the field leaves it 0, and there
-    a round is v2 if every seat names a player reference (a v1 round's seats never do)."""
+    a round is v2 if every seat names a player reference (a v1 round's seats never do). Such a
+    service never made a v3 round, so a v3 round is always said by its number."""
     if message.fairness_version == 0:
         seats = message.seats
         return (
@@ -259,7 +260,7 @@ def _fairness_version(message: round_pb2.Round) -> FairnessVersion:
         return FairnessVersion(message.fairness_version)
     except ValueError:
         raise RevealFormatError(
-            f"fairness_version must be 1 or 2, got {message.fairness_version}",
+            f"fairness_version must be 1, 2 or 3, got {message.fairness_version}",
             field="fairness_version",
         ) from None
 

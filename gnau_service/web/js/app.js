@@ -244,7 +244,7 @@ function handView(title, cards, evaluation, { outcome, delta, stake, dealer = fa
   return element("article", { className: `hand${dealer ? " dealer" : ""}`, attributes: { "aria-label": title, ...attributes } }, head, cardsView(cards, evaluation), resultView(evaluation, outcome, delta, stake));
 }
 
-/** Who sits at a seat, as the round names them: the player reference of a v2 round, the
+/** Who sits at a seat, as the round names them: the player reference of a v2 or v3 round, the
  *  platform's player id of a v1 round. */
 const seatHolder = (seat) => seat.player_ref ?? seat.player_id;
 
@@ -326,7 +326,7 @@ function showRound(text, report) {
   container.append(
     factsView([
       ["Round", round.round_id],
-      ["Seats name", round.version === 2 ? "player references (fairness v2): ask the casino for yours" : "the platform's player ids (fairness v1)"],
+      ["Seats name", round.version === 1 ? "the platform's player ids (fairness v1)" : `player references (fairness v${round.version}): ask the casino for yours`],
       ...(report?.tableId ? [["Table", report.tableId]] : []),
       ...(report?.operator ? [["Operator", report.operator]] : []),
       ...(report?.currency ? [["Currency", `${report.currency.code}: every amount below is in its minor units (${report.currency.exponent} decimal place${report.currency.exponent === 1 ? "" : "s"})`]] : []),

@@ -8,17 +8,24 @@ import { isInteger, isObject, jsonType } from "./json.js";
 import { DEFAULT_RULES, RulesError, parseCard, readHouseRules, standardDeck } from "./rules.js";
 
 /** The revealed-round format of each fairness version (docs/fairness.md): v1 seats name the
- *  platform's player id, v2 seats a player reference, and v2 hashes under its own tags. */
-export const REVEALED_ROUND_FORMATS = { 1: "gnau-dealer/revealed-round/v1", 2: "gnau-dealer/revealed-round/v2" };
+ *  platform's player id, v2 and v3 seats a player reference; v3 hashes no stake; each version
+ *  hashes under its own tags. */
+export const REVEALED_ROUND_FORMATS = {
+  1: "gnau-dealer/revealed-round/v1",
+  2: "gnau-dealer/revealed-round/v2",
+  3: "gnau-dealer/revealed-round/v3",
+};
 export const REVEALED_ROUND_FORMAT = REVEALED_ROUND_FORMATS[1];
-export const FAIRNESS_VERSIONS = [1, 2];
-/** A v2 seat's player reference: "p-" and 32 lower-case hex digits (docs/fairness.md). */
+export const FAIRNESS_VERSIONS = [1, 2, 3];
+/** Whether a version's seats name a player reference (v2 and v3) rather than a player id (v1). */
+export const namesPlayersByReference = (version) => version >= 2;
+/** A v2 or v3 seat's player reference: "p-" and 32 lower-case hex digits (docs/fairness.md). */
 export const PLAYER_REF_PATTERN = /^p-[0-9a-f]{32}$/;
 export const isPlayerRef = (text) => typeof text === "string" && PLAYER_REF_PATTERN.test(text);
 /** The fairness version a revealed-round format names, or null for none. */
 export const versionOfFormat = (format) => FAIRNESS_VERSIONS.find((version) => REVEALED_ROUND_FORMATS[version] === format) ?? null;
-/** The member of a seat that says who sits there: the player id in v1, the reference in v2. */
-export const playerField = (version) => (version === 2 ? "player_ref" : "player_id");
+/** The member of a seat that says who sits there: the player id in v1, the reference after. */
+export const playerField = (version) => (namesPlayersByReference(version) ? "player_ref" : "player_id");
 const TAG = (name, version = 1) => utf8(`gnau-dealer/fairness/v${version}/${name}`);
 
 /** The error of a revealed round that cannot be read; the message names the field's path. */
@@ -43,11 +50,12 @@ export async function computeCommitment(roundId, rules, serverSeed, version = 1)
 const bySeatNumber = (a, b) => (a.seat_number < b.seat_number ? -1 : a.seat_number > b.seat_number ? 1 : 0);
 
 /** A seat as it enters the lock: v1 frames the player id after the seat number; v2 frames no
- *  player at all (the reference is bound by the signed ROUND_DEALT entry, not by the deck). */
+ *  player at all (the reference is bound by the signed ROUND_DEALT entry, not by the deck); v3
+ *  frames no stake either (the amount wagered moves no card; the same entry binds it). */
 export function encodeSeat(seat, version = 1) {
-  return version === 2
-    ? frames(uint64(seat.seat_number), uint64(seat.stake), seat.client_seed)
-    : frames(uint64(seat.seat_number), utf8(seat.player_id), uint64(seat.stake), seat.client_seed);
+  if (version === 1) return frames(uint64(seat.seat_number), utf8(seat.player_id), uint64(seat.stake), seat.client_seed);
+  if (version === 2) return frames(uint64(seat.seat_number), uint64(seat.stake), seat.client_seed);
+  return frames(uint64(seat.seat_number), seat.client_seed);
 }
 
 export async function computeTranscriptHash(commitment, seats, beacon, version = 1) {
@@ -222,7 +230,10 @@ export function readRevealedRound(value) {
   const top = new Fields(value, "", TOP_FIELDS);
   const format = top.get("format");
   const version = versionOfFormat(format);
-  if (version === null) top.fail("format", `must be '${REVEALED_ROUND_FORMATS[1]}' or '${REVEALED_ROUND_FORMATS[2]}', got ${quoted(format)}`);
+  if (version === null) {
+    const known = FAIRNESS_VERSIONS.map((v) => `'${REVEALED_ROUND_FORMATS[v]}'`).join(" or ");
+    top.fail("format", `must be ${known}, got ${quoted(format)}`);
+  }
   const player = playerField(version);
   let rules;
   try {
@@ -235,7 +246,7 @@ export function readRevealedRound(value) {
     const seat = new Fields(item, `seats[${index}]`, ["seat_number", player, "stake", "client_seed"]);
     const seatNumber = seat.integer("seat_number", 1, LIMITS.seatNumber);
     const who = seat.text(player, LIMITS.text);
-    if (version === 2 && !isPlayerRef(who)) seat.fail(player, `must be a player reference, 'p-' and 32 lower-case hex digits, got ${quoted(who)}`);
+    if (namesPlayersByReference(version) && !isPlayerRef(who)) seat.fail(player, `must be a player reference, 'p-' and 32 lower-case hex digits, got ${quoted(who)}`);
     return {
       seat_number: seatNumber,
       [player]: who,
@@ -274,7 +285,7 @@ export function readRevealedRound(value) {
       throw new RevealFormatError(`seats: seat ${round.seats[i].seat_number} is locked twice`);
     }
   }
-  if (version === 2) {
+  if (namesPlayersByReference(version)) {
     // A reference is made for its own seat: two seats of one round never share one.
     const seatOf = new Map();
     for (const seat of round.seats) {
@@ -374,7 +385,7 @@ export async function verifyRevealedRound(round) {
   return { failures, deck, deal };
 }
 
-/** The seat a player's query names: a player reference (v2) or player id (v1), exactly, or a
+/** The seat a player's query names: a player reference (v2, v3) or player id (v1), exactly, or a
  *  seat number; null when no seat of the round matches. */
 export function findSeat(round, query) {
   const text = query.trim();

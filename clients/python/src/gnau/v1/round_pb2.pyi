@@ -393,12 +393,14 @@ class Round(_message.Message):
     """The free text that accompanied the void's reason code (may be empty). In state VOIDED only."""
     fairness_version: _builtins.int
     """The round's fairness version, fixed at the shuffle (docs/fairness.md, Fairness versions):
-    2 for every round the service shuffles now, whose seats name players by player_ref and
-    whose commitment and lock hash under the v2 tags; 1 for a round shuffled before player
+    3 for every round the service shuffles now, whose seats name players by player_ref, whose
+    commitment and lock hash under the v3 tags, and whose lock hashes no stake (the stakes are
+    bound by the signed ROUND_DEALT entry); 2 for a round shuffled before that, the same but
+    under the v2 tags with each stake hashed into the lock; 1 for a round shuffled before player
     references, whose seats name them by player_id, hashed into the lock. Set in every answer.
-    0 only from a service older than this field: there a round is v2 if every seat has a
-    player_ref, else v1 (the round's ROUND_COMMITTED entry says it too: "fairness_version": 2,
-    or no such member for v1).
+    0 only from a service older than this field, which never shuffled a v3 round: there a round
+    is v2 if every seat has a player_ref, else v1 (the round's ROUND_COMMITTED entry says it
+    too: "fairness_version": 3 or 2, or no such member for v1).
     """
     void_reason_code: Global___VoidReason.ValueType
     """Why the round was voided. Set in state VOIDED only (UNSPECIFIED for a round voided before
