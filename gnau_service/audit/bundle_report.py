@@ -50,6 +50,9 @@ class BundleReport:
     rounds_open: int = 0
     rounds_partial: int = 0
     anchored_size: int | None = None  # the largest verified signed size, if any covers entries
+    #: The most that a checkpoint's newest entry is stamped past a pinned witness's cosignature
+    #: of it, in seconds (negative as it should be); None without such a cosignature.
+    entry_lead_seconds: float | None = None
     allow_unanchored: bool = False
     failure: Failure | None = None
     fork: ForkEvidence | None = None

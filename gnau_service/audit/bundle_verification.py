@@ -40,7 +40,8 @@ from gnau_service.audit.checkpoint import (
     find_fork,
     open_checkpoint,
 )
-from gnau_service.audit.cosignature import WitnessKey, cosigners
+from gnau_service.audit.clock_drift import DEFAULT_BOUND_SECONDS, entry_lead
+from gnau_service.audit.cosignature import Cosigned, WitnessKey, cosigners
 from gnau_service.audit.entries import GENESIS_PREV_HASH, EntryKind, JsonValue, LogEntry, clip
 from gnau_service.audit.merkle import leaf_hash
 from gnau_service.audit.note import NoteError, SignedNote, Verifier
@@ -48,6 +49,7 @@ from gnau_service.audit.operators import ALL_OPERATORS, OPERATOR_FIELD, check_op
 from gnau_service.audit.replay import ReplayError, RoundReplay
 from gnau_service.audit.signing import RotationError, trusted_keys
 from gnau_service.audit.spans import entry_span
+from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.common.quoting import quoted
 
 
@@ -170,6 +172,8 @@ class _Verification:
         self.candidates = _unique([*pinned_keys, *header.public_keys])
         self.frontier = header.left_frontier
         self.roots: dict[int, bytes] = {}
+        #: The time of the last entry a checkpoint covers, by its size (as roots).
+        self.times: dict[int, str] = {}
         self.wanted_sizes: set[int] = set()
         self.replay = RoundReplay()
         self.partial_rounds: set[str] = set()
@@ -252,6 +256,7 @@ class _Verification:
             self.frontier, _ = self.frontier.append(leaf)
             if self.frontier.size in self.wanted_sizes:
                 self.roots[self.frontier.size] = self.frontier.root()
+                self.times[self.frontier.size] = decoded.time
             failure = self._follow(decoded, index, workers)
             if failure is not None:
                 self.fail(failure, index)
@@ -354,14 +359,35 @@ class _Verification:
                     f"{self.roots[size].hex()}"
                 )
                 return
-            if self.cosigned(checkpoint):
+            witnesses, quorum = self.witnessed
+            cosigned = cosigners(checkpoint.note, witnesses)
+            if len(cosigned) >= quorum:  # enough pinned witnesses cosigned it: it anchors
                 self.anchor(size)
+            self.compare_clocks(size, cosigned)
         self.report.checkpoints = len(signed)
 
-    def cosigned(self, checkpoint: SignedCheckpoint) -> bool:
-        """Whether enough pinned witnesses cosigned ``checkpoint`` for it to anchor entries."""
-        witnesses, quorum = self.witnessed
-        return len(cosigners(checkpoint.note, witnesses)) >= quorum
+    def compare_clocks(self, size: int, cosigned: Sequence[Cosigned]) -> None:
+        """How far the newest entry under the checkpoint of ``size`` is stamped past each pinned
+        witness's cosignature of it (:mod:`~gnau_service.audit.clock_drift`): the largest is
+        reported, and one beyond the bound is warned of, once."""
+        time = self.times.get(size)
+        if time is None:
+            return  # the checkpoint covers no entry of the bundle
+        stamped = parse_utc_timestamp(time).timestamp()
+        report = self.report
+        for witness in cosigned:
+            lead = entry_lead(stamped, witness.timestamp)
+            if report.entry_lead_seconds is not None and lead <= report.entry_lead_seconds:
+                continue
+            was = report.entry_lead_seconds
+            report.entry_lead_seconds = lead
+            if lead > DEFAULT_BOUND_SECONDS and (was is None or was <= DEFAULT_BOUND_SECONDS):
+                report.warnings.append(
+                    f"entry {size - 1:,} is stamped {lead:.1f} s after witness "
+                    f"{witness.key.name!r} cosigned the checkpoint of size {size:,} (more than "
+                    f"{DEFAULT_BOUND_SECONDS:g} s): the dealer's clock ran ahead, or the "
+                    "witness's behind, so entry times near it may be off"
+                )
 
     def check_pinned(self, text: bytes | str) -> None:
         """Compare the log with a checkpoint the auditor saw (and kept) earlier."""

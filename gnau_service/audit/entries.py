@@ -94,7 +94,9 @@ class EntryKind(StrEnum):
     token file; the payload names the tokens added and revoked, by name and role only.
     ``TABLE_CHANGED``, ``OPERATOR_CHANGED``, ``GAMING_CHANGED``: the table catalogue changed
     (:mod:`gnau_service.rounds.catalogue`): a table's new version, an operator's configuration,
-    or all gaming turned on or off, each naming its actor."""
+    or all gaming turned on or off, each naming its actor. ``SOFTWARE_VERIFIED``: the installed
+    software was compared with its signed manifest
+    (:mod:`gnau_service.audit.software_manifest`), and what that found."""
 
     ROUND_COMMITTED = "ROUND_COMMITTED"
     ROUND_DEALT = "ROUND_DEALT"
@@ -110,6 +112,7 @@ class EntryKind(StrEnum):
     TABLE_CHANGED = "TABLE_CHANGED"
     OPERATOR_CHANGED = "OPERATOR_CHANGED"
     GAMING_CHANGED = "GAMING_CHANGED"
+    SOFTWARE_VERIFIED = "SOFTWARE_VERIFIED"
 
     @property
     def is_round_event(self) -> bool:

@@ -85,6 +85,11 @@ COMMANDS: Final = (
         "db_commands:add_db_arguments",
     ),
     Command("key", "manage the audit log's signing key", "key_commands:add_key_arguments"),
+    Command(
+        "software",
+        "software authentication: write and verify the signed manifest of this installation",
+        "software_commands:add_software_arguments",
+    ),
     Command("token", "add, list and revoke bearer tokens", "token_commands:add_token_arguments"),
     Command(
         "table",

@@ -141,6 +141,7 @@ def test_buf_lint_enforces_comments_and_unspecified_zero_values(tmp_path: Path) 
                 "VerifyRound",
                 "LookupPlayer",
                 "GetReport",
+                "VerifySoftware",
             ],
         ),
     ],

@@ -31,6 +31,9 @@ from tests.serving import free_port, gnau
 pytestmark = pytest.mark.containers
 
 DEALER_IMAGE = "gnau-dealer:0.1.0"  # deploy/compose.yaml's and deploy/kubernetes's image
+#: What the image's build wrote (deploy/Dockerfile; docs/software.md).
+SOFTWARE_MANIFEST = "/opt/gnau/share/gnau/software.manifest"
+RELEASE_KEY = "/opt/gnau/share/gnau/release.vkey"
 STAND_INS = {"postgres": "postgres:15", "prometheus": "prom/prometheus:v2.55.1"}
 COMPOSE_FILE = REPO / "deploy" / "compose.yaml"
 KUBERNETES_FILE = REPO / "deploy" / "kubernetes" / "gnau-dealer.yaml"
@@ -128,6 +131,8 @@ def test_the_image_alone(images: Podman, tmp_path: Path) -> None:
         FIGURES["container start to serving"] = f"{serving:.1f} s"
         images.wait_healthy(name)
         key = serving_key(images.logs(name))
+        # The start authenticated the software against the manifest its build wrote.
+        assert '"software matches its manifest"' in images.logs(name), images.logs(name)[-4000:]
         token = images.podman("exec", name, "cat", "/var/lib/gnau/operator-token").stdout.strip()
         assert images.podman("exec", name, "id", "-u").stdout.strip() == str(SERVICE_UID)
         listing = images.podman(
@@ -160,6 +165,33 @@ def test_the_image_alone(images: Podman, tmp_path: Path) -> None:
         assert settled == 3, "the rounds before the restart are in the log"
         images.podman("stop", "--time", "30", name)
         assert images.exit_code(name) == 0
+
+
+def test_the_image_verifies_its_software_and_a_changed_byte_fails(images: Podman) -> None:
+    verify = ["gnau", "software", "verify", "--manifest", SOFTWARE_MANIFEST]
+    verify += ["--release-key", RELEASE_KEY, "--json"]
+    with phase("image alone: software authentication"):
+        done = images.podman(
+            "run", "--rm", "--entrypoint", verify[0], DEALER_IMAGE, *verify[1:], check=False
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["result"] == "MATCHED"
+        # One byte of a shipped JavaScript module changed, as root, in a throwaway container.
+        flip = (
+            "import gnau_service, pathlib; "
+            "p = pathlib.Path(gnau_service.__file__).parent / 'web/js/receipt.js'; "
+            "b = bytearray(p.read_bytes()); b[0] ^= 1; p.write_bytes(bytes(b))"
+        )
+        changed = images.podman(
+            "run", "--rm", "--user", "0", "--entrypoint", "sh", DEALER_IMAGE, "-c",
+            f"python -c \"{flip}\" && {' '.join(verify)}", check=False,
+        )  # fmt: skip
+    assert changed.returncode == 1, changed.stdout + changed.stderr
+    found = json.loads(changed.stdout)
+    assert found["result"] == "MISMATCHED"
+    assert found["mismatches"] == [
+        {"part": "file", "name": "gnau_service/web/js/receipt.js", "problem": "changed"}
+    ]
 
 
 @pytest.mark.parametrize(

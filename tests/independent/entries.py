@@ -34,6 +34,7 @@ OTHER_KINDS = (
     "TABLE_CHANGED",
     "OPERATOR_CHANGED",
     "GAMING_CHANGED",
+    "SOFTWARE_VERIFIED",
 )
 MEMBERS = ("index", "key_id", "kind", "payload", "prev_hash", "round_id", "signature", "time")
 GENESIS = "0" * 64

@@ -37,6 +37,7 @@ PAYLOAD_SCHEMAS = {
     "TABLE_CHANGED": "payload-table-changed.schema.json",
     "OPERATOR_CHANGED": "payload-operator-changed.schema.json",
     "GAMING_CHANGED": "payload-gaming-changed.schema.json",
+    "SOFTWARE_VERIFIED": "payload-software-verified.schema.json",
 }
 #: Entry kinds with a schema before the service writes them (issue 21 adds PLAYER_FORGOTTEN to
 #: EntryKind in another change); once it is an EntryKind this set adds nothing.
@@ -175,8 +176,9 @@ def test_each_payload_kind_the_service_writes_validates_on_its_own(served: Serve
             payloads.setdefault(entry["kind"], []).append(entry["payload"])
     # Everything but what the served stories do not do: forget a player
     # (test_a_player_forgotten_entry_names_no_one), change the token file, stop (the bundle is
-    # exported while the service runs); the hand-made log below holds all three.
-    written = set(PAYLOAD_SCHEMAS) - {"TOKENS_CHANGED", "SERVICE_STOPPED"}
+    # exported while the service runs); the hand-made log below holds all three. A service with
+    # no software manifest writes no SOFTWARE_VERIFIED (tests/schemas/test_software_verified.py).
+    written = set(PAYLOAD_SCHEMAS) - {"TOKENS_CHANGED", "SERVICE_STOPPED", "SOFTWARE_VERIFIED"}
     assert set(payloads) - SCHEMA_BEFORE_KIND == written - SCHEMA_BEFORE_KIND
     assert {payload["state"] for payload in payloads["ROUND_VOIDED"]} == {
         "SHUFFLED",
@@ -302,7 +304,7 @@ def _set(document: dict[str, Any], path: str, value: object) -> dict[str, Any]:
 V1_SEAT = {"seat_number": 1, "player_id": "alice", "stake": 1, "client_seed": ""}
 V2_SEAT = {"seat_number": 1, "player_ref": "p-" + "0" * 32, "stake": 1, "client_seed": ""}
 REVEALED_ROUND_REFUSALS: list[tuple[str, str, object]] = [
-    ("another format", "format", "gnau-dealer/revealed-round/v3"),
+    ("another format", "format", "gnau-dealer/revealed-round/v4"),
     ("a v1 round with a v2 seat", "seats.0", V2_SEAT),
     ("a missing member", "server_seed", ...),
     ("an unknown member", "table_id", "table-1"),
@@ -346,9 +348,9 @@ def test_the_revealed_round_schema_refuses(why: str, path: str, value: object) -
     assert _refused_at("revealed-round.schema.json", _set(revealed, path, value), path), why
 
 
-def as_v2(revealed: dict[str, Any]) -> dict[str, Any]:
-    """A v1 round's fields in the v2 form (format, and a reference for each player id): the
-    schema checks the form only, not the hashes."""
+def as_v2(revealed: dict[str, Any], version: int = 2) -> dict[str, Any]:
+    """A v1 round's fields in the v2 (or v3) form (format, and a reference for each player id):
+    the schema checks the form only, not the hashes."""
     seats = [
         {
             "seat_number": seat["seat_number"],
@@ -358,7 +360,7 @@ def as_v2(revealed: dict[str, Any]) -> dict[str, Any]:
         }
         for seat in revealed["seats"]
     ]
-    return {**revealed, "format": "gnau-dealer/revealed-round/v2", "seats": seats}
+    return {**revealed, "format": f"gnau-dealer/revealed-round/v{version}", "seats": seats}
 
 
 V2_REVEALED_ROUND_REFUSALS: list[tuple[str, str, object]] = [
@@ -380,12 +382,17 @@ V2_REVEALED_ROUND_REFUSALS: list[tuple[str, str, object]] = [
     V2_REVEALED_ROUND_REFUSALS,
     ids=[r[0] for r in V2_REVEALED_ROUND_REFUSALS],
 )
-def test_the_revealed_round_schema_refuses_in_v2(why: str, path: str, value: object) -> None:
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_revealed_round_schema_refuses_in_v2_and_v3(
+    why: str, path: str, value: object, version: int
+) -> None:
+    """A v3 round's seats have the members of a v2 round's (only what is hashed differs)."""
     for vector in FAIRNESS_VECTORS:
         revealed = load_json(vector)["revealed_round"]
-        v2 = revealed if revealed["format"].endswith("/v2") else as_v2(revealed)
-        assert errors("revealed-round.schema.json", v2) == [], vector.name
-    assert _refused_at("revealed-round.schema.json", _set(v2, path, value), path), why
+        same = revealed["format"].endswith(f"/v{version}")
+        referenced = revealed if same else as_v2(revealed, version)
+        assert errors("revealed-round.schema.json", referenced) == [], vector.name
+    assert _refused_at("revealed-round.schema.json", _set(referenced, path, value), path), why
 
 
 RECEIPT_REFUSALS: list[tuple[str, str, object]] = [
@@ -522,7 +529,7 @@ ENTRY_REFUSALS: list[tuple[str, str, str, object]] = [
     ("a start with a bad origin", "SERVICE_STARTED", "payload.origin", "gnau-dealer/Prod"),
     ("a rotation that is not a note", "KEY_ROTATED", "payload.rotation", "old → new"),
     ("a fairness version 1 (absent means 1)", "ROUND_COMMITTED", "payload.fairness_version", 1),
-    ("a fairness version 3", "ROUND_COMMITTED", "payload.fairness_version", 3),
+    ("a fairness version 4", "ROUND_COMMITTED", "payload.fairness_version", 4),
     ("a fairness version as text", "ROUND_COMMITTED", "payload.fairness_version", "2"),
     ("a dealt seat of two versions", "ROUND_DEALT", "payload.seats.0.player_ref", "alice"),
 ]
@@ -638,7 +645,9 @@ def test_a_dealt_payload_holds_seats_of_one_version(served: Served) -> None:
     mixed = [v1_seats[0], *v2_seats[1:]] if len(v1_seats) > 1 else [*v1_seats, *v2_seats]
     assert errors("payload-round-dealt.schema.json", {**dealt, "seats": mixed})
     committed = _entry(served, "ROUND_COMMITTED")["payload"]
-    assert errors("payload-round-committed.schema.json", {**committed, "fairness_version": 2}) == []
+    for version in (2, 3):
+        with_version = {**committed, "fairness_version": version}
+        assert errors("payload-round-committed.schema.json", with_version) == []
 
 
 # -- the forms of issue 37, on the hand-made log ------------------------------------------------

@@ -259,6 +259,8 @@ MUTATIONS: Final = {
     "DealerService/ForgetPlayer",
     "DealerService/PutTable",
     "DealerService/SetTableEnabled",
+    # Writes a SOFTWARE_VERIFIED entry, and needs a manifest (tests/server/test_software_checks.py).
+    "AuditService/VerifySoftware",
 }
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from gnau_service.audit.cosignature import WitnessSigner
 from gnau_service.audit.signing import LogSigner, ensure_private_key
 from gnau_service.witness.logs import parse_logs
-from gnau_service.witness.server import Witness, start_witness
+from gnau_service.witness.server import Clock, Witness, start_witness, utc_now
 from gnau_service.witness.state import WitnessState
 from tests.serving import free_port
 from tests.witnessing import write_logs_toml
@@ -50,14 +50,15 @@ def down_witness(name: str) -> WitnessSpec:
 
 @asynccontextmanager
 async def local_witness(
-    directory: Path, name: str, origin: str, log_key: str
+    directory: Path, name: str, origin: str, log_key: str, *, clock: Clock = utc_now
 ) -> AsyncIterator[WitnessSpec]:
-    """A witness server in this process, following the log ``origin`` signed by ``log_key``."""
+    """A witness server in this process, following the log ``origin`` signed by ``log_key``,
+    cosigning at the times ``clock`` tells."""
     directory.mkdir(parents=True, exist_ok=True)
     signer = WitnessSigner.generate(name)
     logs = parse_logs(write_logs_toml(directory / "logs.toml", {origin: [log_key]}).read_text())
     state = WitnessState(directory / "witness.db")
-    running = await start_witness(Witness(signer, logs, state), "127.0.0.1", 0)
+    running = await start_witness(Witness(signer, logs, state, clock), "127.0.0.1", 0)
     host, port = running.addresses[0]
     try:
         yield WitnessSpec(f"http://{host}:{port}", signer.vkey)

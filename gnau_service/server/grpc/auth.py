@@ -4,7 +4,8 @@
   log's entries, which hold every operator's rounds;
 - ``auditor``: every read: rounds, log entries (an auditor of every operator's only), proofs,
   keys, round verification, and the mapping between player ids and player references
-  (LookupPlayer);
+  (LookupPlayer); and, with the operator, software authentication on demand (VerifySoftware,
+  which logs its check);
 - ``public`` (no credentials): checkpoints, proofs, keys, hand evaluation, and a round (and
   its receipt) whose seed is already public, by its id (the servicer checks the round's state);
   it lists rounds only if ``public_round_listing`` is on (the servicer checks that too).
@@ -77,6 +78,8 @@ POLICY: Final[dict[str, frozenset[Role]]] = {
     "/gnau.v1.AuditService/VerifyRound": _READERS,
     "/gnau.v1.AuditService/LookupPlayer": _READERS,  # maps player ids and references
     "/gnau.v1.AuditService/GetReport": _AUDITORS,  # one operator's rows, or every operator's
+    # Software authentication on demand: a regulator's (auditor's) or the operator's.
+    "/gnau.v1.AuditService/VerifySoftware": _READERS,
 }
 
 #: The methods that read every operator's data at once (the log's entries, which is what an

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import replace
 from time import monotonic
 from typing import Any
@@ -22,6 +22,7 @@ from gnau_service.audit.entries import EntryError, decode_entry
 from gnau_service.audit.note import Verifier
 from gnau_service.audit.operators import check_operator
 from gnau_service.audit.replay import ReplayError, RoundReplay
+from gnau_service.audit.software_manifest import SoftwareCheck
 from gnau_service.rounds.catalogue import Catalogue
 from gnau_service.rounds.dealer import Dealer, Idempotency
 from gnau_service.rounds.identities import forget_player, lookup_player
@@ -59,7 +60,11 @@ from gnau_service.server.grpc.convert import (
     void_reason_from_proto,
 )
 from gnau_service.server.grpc.interceptors import current_actor, current_operator, current_role
-from gnau_service.server.grpc.statuses import OperatorScope, PermissionDenied
+from gnau_service.server.grpc.statuses import (
+    OperatorScope,
+    PermissionDenied,
+    SoftwareManifestNotConfigured,
+)
 from gnau_service.server.grpc.watch import follow
 from gnau_service.store import LogTail, Store
 from gnau_service.store.checkpoints import checkpoints_in
@@ -351,12 +356,24 @@ class DealerServicer(dealer_pb2_grpc.DealerServiceServicer):
         )
 
 
+#: Checks the installed software now and records it by an actor: the check and its entry's index
+#: (:class:`~gnau_service.server.process.software_checks.SoftwareChecks`).
+VerifySoftware = Callable[[str], Awaitable[tuple[SoftwareCheck, int]]]
+
+
 class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
-    def __init__(self, store: Store, tail: LogTail, quorum: WitnessQuorum) -> None:
+    def __init__(
+        self,
+        store: Store,
+        tail: LogTail,
+        quorum: WitnessQuorum,
+        verify_software: VerifySoftware | None = None,
+    ) -> None:
         self._store = store
         self._tail = tail
         self._quorum = quorum
         self._reporting = Reporting(store)
+        self._verify_software = verify_software
 
     async def GetCheckpoint(
         self, request: audit_pb2.GetCheckpointRequest, context: Context
@@ -494,6 +511,21 @@ class AuditServicer(audit_pb2_grpc.AuditServiceServicer):
         query = report_query_from_proto(request, listed_operator(request.operator))
         text, size = await self._reporting.report(query, deadline=deadline_of(context))
         return audit_pb2.GetReportResponse(report=text, log_size=size)
+
+    async def VerifySoftware(
+        self, request: audit_pb2.VerifySoftwareRequest, context: Context
+    ) -> audit_pb2.VerifySoftwareResponse:
+        if self._verify_software is None:
+            raise SoftwareManifestNotConfigured
+        found, index = await self._verify_software(current_actor.get())
+        return audit_pb2.VerifySoftwareResponse(
+            result=str(found.outcome),
+            manifest_sha256=found.manifest_sha256 or "",
+            mismatches=[audit_pb2.SoftwareMismatch(**listed) for listed in found.listed()],
+            mismatch_count=len(found.mismatches),
+            detail=found.detail,
+            entry_index=index,
+        )
 
 
 def _replayed(store: Store, round_id: str, operator: str | None) -> tuple[int, RoundReplay]:

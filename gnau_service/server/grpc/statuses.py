@@ -75,6 +75,7 @@ class Reason(StrEnum):
     REPORT_BUSY = "REPORT_BUSY"
     REPORT_TOO_LARGE = "REPORT_TOO_LARGE"
     REPORT_PAST_DEADLINE = "REPORT_PAST_DEADLINE"
+    SOFTWARE_MANIFEST_NOT_CONFIGURED = "SOFTWARE_MANIFEST_NOT_CONFIGURED"
     REQUEST_ID_REUSED = "REQUEST_ID_REUSED"
     OUT_OF_RANGE = "OUT_OF_RANGE"
     UNAUTHENTICATED = "UNAUTHENTICATED"
@@ -107,6 +108,7 @@ REASON_CODES: Final[Mapping[Reason, grpc.StatusCode]] = {
     Reason.REPORT_BUSY: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.REPORT_TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
     Reason.REPORT_PAST_DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
+    Reason.SOFTWARE_MANIFEST_NOT_CONFIGURED: grpc.StatusCode.FAILED_PRECONDITION,
     Reason.REQUEST_ID_REUSED: grpc.StatusCode.ALREADY_EXISTS,
     Reason.OUT_OF_RANGE: grpc.StatusCode.OUT_OF_RANGE,
     Reason.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
@@ -206,6 +208,19 @@ class TooManyStreams(OverShare):
     reason = Reason.TOO_MANY_STREAMS
     what = "streams open"
     then = "close one first"
+
+
+class SoftwareManifestNotConfigured(EdgeRefusal):
+    """VerifySoftware of a service started without a software manifest (docs/software.md)."""
+
+    reason = Reason.SOFTWARE_MANIFEST_NOT_CONFIGURED
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the service has no software manifest to verify against: start it with "
+            "--software-manifest and --release-key",
+            setting="software_manifest",
+        )
 
 
 class RequestTooSlow(EdgeRefusal):

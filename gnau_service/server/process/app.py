@@ -34,6 +34,7 @@ from gnau_service import __version__
 from gnau_service.audit.actors import SERVICE
 from gnau_service.audit.entries import EntryKind, JsonValue
 from gnau_service.audit.software import software_identity
+from gnau_service.audit.software_manifest import Installation
 from gnau_service.edge.addresses import split_host_port
 from gnau_service.edge.grpc_port import grpc_connection_cap, grpc_port_options
 from gnau_service.edge.http import connection_cap, descriptor_limit
@@ -63,6 +64,7 @@ from gnau_service.server.process.first_start import (
 )
 from gnau_service.server.process.metrics import Metrics
 from gnau_service.server.process.request_retention import RequestRetention
+from gnau_service.server.process.software_checks import DAILY_SECONDS, SoftwareChecks
 from gnau_service.server.process.store_health import StorageHealth
 from gnau_service.server.process.token_reload import TokenReload
 from gnau_service.server.process.witness_endpoints import WitnessEndpoint
@@ -113,6 +115,7 @@ class App:
     metrics_web: WebServer | None = None  # the metrics-only port, when --metrics-listen is set
     tracing: Tracing | None = None  # when --tracing is not off
     witnessing: Witnessing | None = None  # asks the witnesses to cosign, when --witness is set
+    software: SoftwareChecks | None = None  # checks the software, when --software-manifest is set
 
     @property
     def http_port(self) -> int | None:
@@ -138,12 +141,18 @@ class App:
 
 
 async def start(
-    settings: Settings, *, tracing: Tracing | None = None, role: WorkerRole | None = None
+    settings: Settings,
+    *,
+    tracing: Tracing | None = None,
+    role: WorkerRole | None = None,
+    installation: Callable[[], Installation] = Installation.running,
+    software_check_seconds: float = DAILY_SECONDS,
 ) -> App:
     """Start the service. Tracing is made from ``settings.tracing`` unless given (a test's
-    in-memory exporter). A worker of ``--workers`` (``role``) shares its ports with the other
-    workers, and its ``/metrics`` answers for all of them
-    (:mod:`~gnau_service.server.process.worker_metrics`).
+    in-memory exporter); the software checks (``--software-manifest``) read ``installation``
+    every ``software_check_seconds`` (a test's copy of the package, a shorter day). A worker of
+    ``--workers`` (``role``) shares its ports with the other workers, and its ``/metrics``
+    answers for all of them (:mod:`~gnau_service.server.process.worker_metrics`).
 
     Each part is made, then how it stops goes on one stack: if a later part fails to start,
     the stack stops the parts already made, and :meth:`App.stop` stops them all, the last made
@@ -200,7 +209,13 @@ async def start(
             else NO_WITNESSES
         )
         witnessing = (
-            Witnessing(store, tail, endpoints, interval_seconds=settings.witness_interval_ms / 1000)
+            Witnessing(
+                store,
+                tail,
+                endpoints,
+                interval_seconds=settings.witness_interval_ms / 1000,
+                clock_bound_seconds=settings.witness_clock_bound_seconds,
+            )
             if endpoints
             else None
         )
@@ -210,6 +225,17 @@ async def start(
         storage = StorageHealth(store, lambda serving: _set_dealing(health_servicer, serving))
         metrics: Metrics | None = None
         plans = PlanCounts()
+        software = (
+            SoftwareChecks(
+                store,
+                settings.software_manifest,
+                settings.release_key,
+                installation=installation,
+                interval_seconds=software_check_seconds,
+            )
+            if settings.software_manifest is not None and settings.release_key is not None
+            else None
+        )
         if web is not None or metrics_web is not None:
             metrics = Metrics(
                 store,
@@ -222,6 +248,7 @@ async def start(
                 log_stalled=lambda: storage.stalled,
                 credentials=lambda: interceptor.credentials,
                 plans=plans,
+                software_mismatch=lambda: software is not None and software.alarming,
             )
             store.observe(metrics.batch_committed)
         observers: list[CallObserver] = [
@@ -274,7 +301,8 @@ async def start(
             server,
         )
         audit_pb2_grpc.add_AuditServiceServicer_to_server(
-            AuditServicer(store, tail, quorum), server
+            AuditServicer(store, tail, quorum, None if software is None else software.check),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
         for name in ("", *SERVICE_NAMES):
@@ -298,6 +326,17 @@ async def start(
         )
         retention = RequestRetention(store, settings.request_retention_days)
         retention.start()
+        # Software authentication before the port opens: its entry follows the start's.
+        if software is None:
+            log.warning(
+                "no software manifest configured",
+                hint="the software is not checked against a signed manifest; see "
+                "docs/software.md (--software-manifest, --release-key)",
+            )
+        else:
+            await software.check(SERVICE)
+            software.start()
+            parts.push_async_callback(software.stop)
         # Once the transport has stopped: the storage probe, the token watch, the witnesses.
         parts.push_async_callback(tokens.stop)
         parts.push_async_callback(storage.stop)
@@ -400,6 +439,7 @@ async def start(
             metrics_web=metrics_web,
             tracing=tracing,
             witnessing=witnessing,
+            software=software,
         )
 
 
@@ -466,8 +506,19 @@ async def _set_dealing(servicer: health.aio.HealthServicer, serving: bool) -> No
 
 
 @asynccontextmanager
-async def running(settings: Settings, *, tracing: Tracing | None = None) -> AsyncIterator[App]:
-    app = await start(settings, tracing=tracing)
+async def running(
+    settings: Settings,
+    *,
+    tracing: Tracing | None = None,
+    installation: Callable[[], Installation] = Installation.running,
+    software_check_seconds: float = DAILY_SECONDS,
+) -> AsyncIterator[App]:
+    app = await start(
+        settings,
+        tracing=tracing,
+        installation=installation,
+        software_check_seconds=software_check_seconds,
+    )
     try:
         yield app
     finally:

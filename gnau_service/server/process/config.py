@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gnau_service.audit.actors import cert_actor
+from gnau_service.audit.clock_drift import DEFAULT_BOUND_SECONDS
 from gnau_service.audit.entries import JsonValue
 from gnau_service.common.quoting import quoted
 from gnau_service.edge.addresses import split_host_port
@@ -366,6 +367,25 @@ class Settings:
             "--tls-client-ca", "GNAU_TLS_CLIENT_CA", "CA for client certs: mTLS", _path
         ),
     )
+    software_manifest: Path | None = field(
+        default=None,
+        metadata=_about(
+            "--software-manifest",
+            "GNAU_SOFTWARE_MANIFEST",
+            "the signed software manifest to check the installation against at start, daily and"
+            " on request (docs/software.md); needs --release-key",
+            _path,
+        ),
+    )
+    release_key: Path | None = field(
+        default=None,
+        metadata=_about(
+            "--release-key",
+            "GNAU_RELEASE_KEY",
+            "a file holding the verifier key (NAME+ID+KEY) the software manifest must be signed by",
+            _path,
+        ),
+    )
     mtls_roles: dict[str, Caller] = field(
         default_factory=dict,
         metadata=_about(
@@ -563,6 +583,17 @@ class Settings:
             _positive_whole,
         ),
     )
+    witness_clock_bound_seconds: float = field(
+        default=DEFAULT_BOUND_SECONDS,
+        metadata=_about(
+            "--witness-clock-bound-seconds",
+            "GNAU_WITNESS_CLOCK_BOUND_SECONDS",
+            "how far, in seconds, a witness's cosignature time may stand from this service's "
+            "clock, or a cosigned checkpoint's newest entry time lie past it, before the service "
+            "reports clock drift (docs/operations.md, *Time*)",
+            _positive_number,
+        ),
+    )
 
     def game_settings(self) -> dict[str, JsonValue]:
         """The settings in force that change games or who sees them, as a CONFIG_CHANGED entry
@@ -647,6 +678,8 @@ def _typed(values: Mapping[str, Any], sources: Mapping[str, str]) -> Settings:
     settings = Settings(**converted)
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together")
+    if (settings.software_manifest is None) != (settings.release_key is None):
+        raise ConfigError("--software-manifest and --release-key go together")
     if settings.tls_client_ca is not None and settings.tls_cert is None:
         raise ConfigError("--tls-client-ca (mTLS) needs --tls-cert and --tls-key")
     if settings.log_format not in ("json", "console"):

@@ -12,8 +12,8 @@ Every metric is listed, with its labels, meaning and suggested alerts, in
   its checkpoint's age and the open rounds, from the database, so every replica agrees;
 - the service's parts: streams open, an outage of the store, whether it is serving;
 - the witnesses (:mod:`~gnau_service.server.process.witnessing`): how far each lags behind the
-log, and how its submissions ended. A witness appears by its key name (one series per
-  ``--witness``).
+log, how its submissions ended, and how its clock stands from this service's. A witness appears
+  by its key name (one series per ``--witness``).
 The registry is the service's own, never prometheus_client's global one, so that several
 services in one process (tests, benchmarks) count apart. No label holds a round id, a token, a
 seed or a password; ``table_id`` (chosen by operators) appears only on the open-round gauges,
@@ -43,6 +43,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from gnau_service.audit.clock_drift import Drift
 from gnau_service.audit.entries import EntryKind
 from gnau_service.audit.timestamps import format_utc_timestamp, parse_utc_timestamp
 from gnau_service.edge.http import EdgeServer
@@ -117,6 +118,7 @@ class Metrics:
         log_stalled: Callable[[], bool] = lambda: False,
         credentials: Callable[[], Credentials] | None = None,
         plans: PlanCounts | None = None,
+        software_mismatch: Callable[[], bool] = lambda: False,
     ) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self.started = Counter(
@@ -215,6 +217,12 @@ class Metrics:
             "The most streams allowed open at once (--max-streams).",
             registry=registry,
         ).set(streams_limit)
+        Gauge(
+            "gnau_software_mismatch",
+            "1 while the last software check found the installation not as its signed manifest "
+            "lists it (or could not verify the manifest), else 0 (docs/software.md).",
+            registry=registry,
+        ).set_function(lambda: float(software_mismatch()))
         registry.register(_StoreGauges(store))
         if isinstance(store, Store):
             registry.register(_SequencerGauges(store, log_stalled))
@@ -533,6 +541,29 @@ class _WitnessGauges(Collector):
             "add-checkpoint requests to the witness, by how they ended.",
             labels=("witness", "result"),
         )
+        offset = GaugeMetricFamily(
+            "gnau_witness_clock_offset_seconds",
+            "The witness's clock less this service's, estimated from its latest cosignature's "
+            "time and the request's round trip (absent before the first).",
+            labels=("witness",),
+        )
+        uncertainty = GaugeMetricFamily(
+            "gnau_witness_clock_offset_uncertainty_seconds",
+            "How far the offset estimate may be off: half the round trip plus half a second "
+            "(the cosignature's resolution).",
+            labels=("witness",),
+        )
+        drifting = GaugeMetricFamily(
+            "gnau_witness_clock_drift",
+            "1 while the latest cosignature shows clock drift beyond --witness-clock-bound-seconds"
+            " (the witness's clock, or the checkpoint's newest entry time), else 0.",
+            labels=("witness",),
+        )
+        drifts = CounterMetricFamily(
+            "gnau_witness_clock_drifts",
+            "Times the witness's cosignatures went from no drift into drift.",
+            labels=("witness",),
+        )
         size = self._log_size()
         now = datetime.now(UTC)
         for status in self._witnesses:
@@ -544,4 +575,9 @@ class _WitnessGauges(Collector):
             age.add_metric((status.name,), max(since, 0.0))
             for result in Submission:
                 submissions.add_metric((status.name, str(result)), status.submissions[result])
-        return [lag, age, submissions]
+            if status.clock_offset is not None:
+                offset.add_metric((status.name,), status.clock_offset.estimate)
+                uncertainty.add_metric((status.name,), status.clock_offset.uncertainty)
+            drifting.add_metric((status.name,), float(status.drift is not Drift.NONE))
+            drifts.add_metric((status.name,), status.drifts)
+        return [lag, age, submissions, offset, uncertainty, drifting, drifts]

@@ -20,14 +20,22 @@ checkpoint:
 - anything else, a timeout or no answer: back off, doubling from the interval up to
   :data:`MAX_BACKOFF_SECONDS`, and try again.
 
-How far each witness lags, and how its submissions ended, is kept in a :class:`WitnessStatus`
-that the metrics read.
+Each cosignature is also a reading of the witness's clock against this service's, which stamps
+the log's entries (:mod:`gnau_service.audit.clock_drift`): the service reads its clock just before
+it sends a checkpoint and once the answer is in, and the witness's time must lie between, up to
+the clocks' offset. A reading whose whole interval lies beyond ``--witness-clock-bound-seconds``,
+or whose checkpoint's newest entry claims a time past the cosignature by more than it, is drift:
+logged as an error once as it begins (``witness clock drift``), and once as it ends.
+
+How far each witness lags, how its submissions ended and how its clock stands are kept in a
+:class:`WitnessStatus` that the metrics read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -39,8 +47,17 @@ import aiohttp
 import structlog
 
 from gnau_service.audit.checkpoint import Checkpoint
+from gnau_service.audit.clock_drift import (
+    DEFAULT_BOUND_SECONDS,
+    ClockOffset,
+    Drift,
+    cosignature_offset,
+    drift,
+    entry_lead,
+)
 from gnau_service.audit.cosignature import verify_cosignature
 from gnau_service.audit.note import NoteError, NoteSignature, SignedNote
+from gnau_service.audit.timestamps import parse_utc_timestamp
 from gnau_service.audit.witness_protocol import (
     SIZE_CONTENT_TYPE,
     encode_add_checkpoint,
@@ -86,6 +103,13 @@ class WitnessStatus:
     #: The POSIX time inside that cosignature; None if the log holds none.
     cosigned_at: int | None = None
     submissions: Counter[Submission] = field(default_factory=Counter)
+    #: The witness's clock less this service's, from its latest cosignature this process
+    #: received; None before the first.
+    clock_offset: ClockOffset | None = None
+    #: What that cosignature said of the clocks; anything but NONE is drift.
+    drift: Drift = Drift.NONE
+    #: How many times the clocks went into drift (from no drift), since this process started.
+    drifts: int = 0
 
     @property
     def name(self) -> str:
@@ -102,10 +126,12 @@ class Witnessing:
         endpoints: Sequence[WitnessEndpoint],
         *,
         interval_seconds: float,
+        clock_bound_seconds: float = DEFAULT_BOUND_SECONDS,
     ) -> None:
         self._store = store
         self._tail = tail
         self._interval = interval_seconds
+        self._clock_bound = clock_bound_seconds
         self.statuses = tuple(WitnessStatus(endpoint) for endpoint in endpoints)
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -167,9 +193,10 @@ class Witnessing:
 
     async def submit(self, status: WitnessStatus) -> Submission:
         """Submit the log's latest checkpoint to one witness, once, and learn from its answer."""
-        note = await asyncio.to_thread(self._store.checkpoint)
-        if note is None:
+        latest = await asyncio.to_thread(_latest_checkpoint, self._store)
+        if latest is None:
             return Submission.UNREACHABLE  # nothing signed yet: nothing to ask, try later
+        note, newest_entry_time = latest
         text = SignedNote.parse(note).text
         size = Checkpoint.parse(text).size
         old = status.witness_size
@@ -191,17 +218,21 @@ class Witnessing:
         body = encode_add_checkpoint(old, proof, note)
         assert self._session is not None, "start() first"
         endpoint = status.endpoint
+        sent = time.time()  # the dealer's clock, as the entries have it
         try:
             async with self._session.post(endpoint.add_checkpoint_url, data=body) as response:
                 answer = await _read_at_most(response, MAX_RESPONSE_BYTES)
                 code, content_type = response.status, response.content_type
+            received = time.time()
         except (aiohttp.ClientError, TimeoutError) as error:
             log.warning(
                 "witness unreachable", witness=status.name, error=str(error) or type(error).__name__
             )
             return Submission.UNREACHABLE
         if code == 200:
-            return await self._cosigned(status, size, text, answer)
+            return await self._cosigned(
+                status, size, text, answer, sent=sent, received=received, entry=newest_entry_time
+            )
         if code == 409 and content_type == SIZE_CONTENT_TYPE:
             try:
                 held: int | None = parse_size_response(answer)
@@ -237,9 +268,19 @@ class Witnessing:
         return Submission.UNREACHABLE if code >= 500 else Submission.REFUSED
 
     async def _cosigned(
-        self, status: WitnessStatus, size: int, text: str, answer: bytes
+        self,
+        status: WitnessStatus,
+        size: int,
+        text: str,
+        answer: bytes,
+        *,
+        sent: float,
+        received: float,
+        entry: float | None,
     ) -> Submission:
-        """Keep the cosignatures in a 200 answer that verify against the witness's key."""
+        """Keep the cosignatures in a 200 answer that verify against the witness's key, and read
+        the witness's clock from the one kept (``sent`` and ``received`` by this service's clock;
+        ``entry``, the time of the checkpoint's newest entry)."""
         # The witness now holds this size, whatever its lines say.
         status.witness_size = size
         key = status.endpoint.key
@@ -256,7 +297,55 @@ class Witnessing:
         line, timestamp = max(kept, key=lambda found: found[1])
         await self._store.run_async(lambda tx: add_cosignature(tx, size, key.vkey, line, timestamp))
         status.cosigned_size, status.cosigned_at = size, timestamp
+        self._read_clock(status, timestamp, sent, received, entry)
         return Submission.COSIGNED
+
+    def _read_clock(
+        self,
+        status: WitnessStatus,
+        cosigned_at: int,
+        sent: float,
+        received: float,
+        newest_entry_time: float | None,
+    ) -> None:
+        """Compare the witness's clock with this service's, and log each start and end of drift."""
+        offset = cosignature_offset(cosigned_at, sent, received)
+        lead = None if newest_entry_time is None else entry_lead(newest_entry_time, cosigned_at)
+        found = drift(offset, self._clock_bound, lead)
+        was = status.drift
+        status.clock_offset, status.drift = offset, found
+        facts = {
+            "witness": status.name,
+            "offset_seconds": round(offset.estimate, 3),
+            "uncertainty_seconds": round(offset.uncertainty, 3),
+            "entry_lead_seconds": None if lead is None else round(lead, 3),
+            "bound_seconds": self._clock_bound,
+            "size": status.cosigned_size,
+        }
+        if found is not Drift.NONE and was is Drift.NONE:
+            status.drifts += 1
+            log.error(
+                "witness clock drift: the cosignature's time and the dealer's clock, or its "
+                "entries' times, differ by more than the bound",
+                drift=str(found),
+                **facts,
+            )
+        elif found is Drift.NONE and was is not Drift.NONE:
+            log.info("witness clock within the bound again", was=str(was), **facts)
+
+
+def _latest_checkpoint(store: Store) -> tuple[str, float | None] | None:
+    """The log's latest checkpoint note and its newest entry's time (POSIX seconds; None if it
+    covers no entry); None if the log has signed none."""
+    note = store.checkpoint()
+    if note is None:
+        return None
+    size = Checkpoint.parse(SignedNote.parse(note).text).size
+    newest = store.entries(size - 1, size) if size > 0 else []
+    if not newest:
+        return note, None
+    moment = parse_utc_timestamp(str(json.loads(newest[0])["time"]))
+    return note, moment.timestamp()
 
 
 async def _read_at_most(response: aiohttp.ClientResponse, limit: int) -> bytes:

@@ -115,7 +115,7 @@ const ENTRY_MEMBERS = ["index", "key_id", "kind", "payload", "prev_hash", "round
 const KINDS = [
   "ROUND_COMMITTED", "ROUND_DEALT", "ROUND_REVEALED", "ROUND_SETTLED", "ROUND_VOIDED",
   "SERVICE_STARTED", "SERVICE_STOPPED", "CONFIG_CHANGED", "TOKENS_CHANGED", "KEY_ROTATED", "PLAYER_FORGOTTEN",
-  "TABLE_CHANGED", "OPERATOR_CHANGED", "GAMING_CHANGED",
+  "TABLE_CHANGED", "OPERATOR_CHANGED", "GAMING_CHANGED", "SOFTWARE_VERIFIED",
 ];
 const MAX_NESTING = 32;
 const MAX_ACTOR_BYTES = 256;
@@ -228,8 +228,8 @@ const EVENT_FIELDS = {
  *  no field of the round. */
 const WHO = ["actor", "operator"];
 /** Members an event may carry besides: who acted and whose round it is, the rule set's disclosed
- *  return to player (docs/audit.md), a v2 round's fairness version (docs/fairness.md; absent
- *  means v1), and the software that dealt the round. */
+ *  return to player (docs/audit.md), the fairness version of a round after v1 (docs/fairness.md;
+ *  absent means v1), and the software that dealt the round. */
 const OPTIONAL_FIELDS = {
   ROUND_COMMITTED: [...WHO, "return_to_player", "fairness_version", "table_version", "currency"],
   ROUND_DEALT: [...WHO, "software"],
@@ -372,8 +372,8 @@ async function entriesStep(receipt, keys) {
         throw new StepFailure("entries", `round ${receipt.roundId}: ${entry.kind} must carry exactly ${fields.join(", ")}, got ${quoted(given, 120)}`);
       }
     }
-    if (entry.kind === "ROUND_COMMITTED" && Object.hasOwn(entry.payload, "fairness_version") && entry.payload.fairness_version !== 2) {
-      throw new StepFailure("entries", `round ${receipt.roundId}: ROUND_COMMITTED's fairness_version must be 2 (absent for a v1 round), got ${quoted(entry.payload.fairness_version)}`);
+    if (entry.kind === "ROUND_COMMITTED" && Object.hasOwn(entry.payload, "fairness_version") && !LOGGED_VERSIONS.includes(entry.payload.fairness_version)) {
+      throw new StepFailure("entries", `round ${receipt.roundId}: ROUND_COMMITTED's fairness_version must be 2 or 3 (absent for a v1 round), got ${quoted(entry.payload.fairness_version)}`);
     }
     if (entry.kind === "ROUND_COMMITTED") {
       requireTablePlayed(entry.payload, receipt.roundId);
@@ -460,10 +460,15 @@ export function sixPlaces(numerator, denominator) {
   return `${negative ? "-" : ""}${units / 1000000n}.${String(units % 1000000n).padStart(6, "0")}`;
 }
 
-/** The fairness version the round's ROUND_COMMITTED entry states: 2, or 1 when it names none. */
+/** The fairness versions a ROUND_COMMITTED entry may state (a v1 round's states none). */
+const LOGGED_VERSIONS = [2, 3];
+
+/** The fairness version the round's ROUND_COMMITTED entry states: 2 or 3, or 1 when it names
+ *  none. */
 export function committedVersion(entries) {
   const commit = entries.find((entry) => entry.kind === "ROUND_COMMITTED");
-  return commit?.payload.fairness_version === 2 ? 2 : 1;
+  const stated = commit?.payload.fairness_version;
+  return LOGGED_VERSIONS.includes(stated) ? stated : 1;
 }
 
 /** The fields the entries published, merged into one revealed-round object, in the revealed-round

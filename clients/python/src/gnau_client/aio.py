@@ -437,6 +437,14 @@ class AsyncGnauClient:
         )
         return await self._unary(self._audit.GetReport, request, timeout)
 
+    async def verify_software(
+        self, *, timeout: float | None = None
+    ) -> audit_pb2.VerifySoftwareResponse:
+        """Software authentication on demand, as :meth:`GnauClient.verify_software
+        <gnau_client.client.GnauClient.verify_software>`."""
+        request = audit_pb2.VerifySoftwareRequest()
+        return await self._unary(self._audit.VerifySoftware, request, timeout)
+
     async def lookup_player(
         self,
         *,

@@ -471,6 +471,15 @@ class GnauClient:
         )
         return self._unary(self._audit.GetReport, request, timeout)
 
+    def verify_software(self, *, timeout: float | None = None) -> audit_pb2.VerifySoftwareResponse:
+        """Software authentication on demand (operator or auditor): the service checks its
+        installation against its signed manifest now, logs the check as a SOFTWARE_VERIFIED
+        entry naming the caller, and answers its ``result`` (MATCHED, MISMATCHED or
+        UNVERIFIED), ``manifest_sha256``, ``mismatches`` and ``entry_index``. Reading every
+        installed file takes a few seconds: give a ``timeout`` to match."""
+        request = audit_pb2.VerifySoftwareRequest()
+        return self._unary(self._audit.VerifySoftware, request, timeout)
+
     def lookup_player(
         self,
         *,

@@ -626,3 +626,98 @@ class GetReportResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___GetReportResponse: _TypeAlias = GetReportResponse  # noqa: Y015
+
+@_typing.final
+class VerifySoftwareRequest(_message.Message):
+    """Request of AuditService.VerifySoftware: nothing to choose."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifySoftwareRequest: _TypeAlias = VerifySoftwareRequest  # noqa: Y015
+
+@_typing.final
+class SoftwareMismatch(_message.Message):
+    """One difference between the installed software and its manifest."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PART_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    PROBLEM_FIELD_NUMBER: _builtins.int
+    part: _builtins.str
+    """file, distribution or version."""
+    name: _builtins.str
+    """The file's path from the package's parent directory, or the distribution's normalized name,
+    or the package's name.
+    """
+    problem: _builtins.str
+    """changed, missing or extra."""
+    def __init__(
+        self,
+        *,
+        part: _builtins.str = ...,
+        name: _builtins.str = ...,
+        problem: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["name", b"name", "part", b"part", "problem", b"problem"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___SoftwareMismatch: _TypeAlias = SoftwareMismatch  # noqa: Y015
+
+@_typing.final
+class VerifySoftwareResponse(_message.Message):
+    """Response of AuditService.VerifySoftware: the members of the SOFTWARE_VERIFIED entry it wrote
+    (docs/schemas/payload-software-verified.schema.json).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RESULT_FIELD_NUMBER: _builtins.int
+    MANIFEST_SHA256_FIELD_NUMBER: _builtins.int
+    MISMATCHES_FIELD_NUMBER: _builtins.int
+    MISMATCH_COUNT_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    ENTRY_INDEX_FIELD_NUMBER: _builtins.int
+    result: _builtins.str
+    """MATCHED, MISMATCHED or UNVERIFIED."""
+    manifest_sha256: _builtins.str
+    """The SHA-256 of the manifest's signed text, in lower-case hex; empty for UNVERIFIED."""
+    mismatch_count: _builtins.int
+    """How many mismatches there are, listed or not."""
+    detail: _builtins.str
+    """Why the result is UNVERIFIED; empty otherwise."""
+    entry_index: _builtins.int
+    """The index of the SOFTWARE_VERIFIED entry that records this check."""
+    @_builtins.property
+    def mismatches(self) -> _containers.RepeatedCompositeFieldContainer[Global___SoftwareMismatch]:
+        """The first 100 mismatches, in order of part, name and problem."""
+
+    def __init__(
+        self,
+        *,
+        result: _builtins.str = ...,
+        manifest_sha256: _builtins.str = ...,
+        mismatches: _abc.Iterable[Global___SoftwareMismatch] | None = ...,
+        mismatch_count: _builtins.int = ...,
+        detail: _builtins.str = ...,
+        entry_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "entry_index", b"entry_index", "manifest_sha256", b"manifest_sha256", "mismatch_count", b"mismatch_count", "mismatches", b"mismatches", "result", b"result"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___VerifySoftwareResponse: _TypeAlias = VerifySoftwareResponse  # noqa: Y015

@@ -104,6 +104,11 @@ class AuditServiceStub:
                 request_serializer=gnau_dot_v1_dot_audit__pb2.GetReportRequest.SerializeToString,
                 response_deserializer=gnau_dot_v1_dot_audit__pb2.GetReportResponse.FromString,
                 _registered_method=True)
+        self.VerifySoftware = channel.unary_unary(
+                '/gnau.v1.AuditService/VerifySoftware',
+                request_serializer=gnau_dot_v1_dot_audit__pb2.VerifySoftwareRequest.SerializeToString,
+                response_deserializer=gnau_dot_v1_dot_audit__pb2.VerifySoftwareResponse.FromString,
+                _registered_method=True)
 
 
 class AuditServiceServicer:
@@ -220,6 +225,17 @@ class AuditServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def VerifySoftware(self, request, context):
+        """Software authentication on demand (docs/software.md): compares the installed software with
+        the signed software manifest the service is configured with (--software-manifest,
+        --release-key), records the result in a SOFTWARE_VERIFIED entry naming the caller, and
+        answers it (operator and auditor). A mismatch is an answer, not an error. Without a manifest
+        configured: FAILED_PRECONDITION, reason SOFTWARE_MANIFEST_NOT_CONFIGURED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AuditServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -272,6 +288,11 @@ def add_AuditServiceServicer_to_server(servicer, server):
                     servicer.GetReport,
                     request_deserializer=gnau_dot_v1_dot_audit__pb2.GetReportRequest.FromString,
                     response_serializer=gnau_dot_v1_dot_audit__pb2.GetReportResponse.SerializeToString,
+            ),
+            'VerifySoftware': grpc.unary_unary_rpc_method_handler(
+                    servicer.VerifySoftware,
+                    request_deserializer=gnau_dot_v1_dot_audit__pb2.VerifySoftwareRequest.FromString,
+                    response_serializer=gnau_dot_v1_dot_audit__pb2.VerifySoftwareResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -564,6 +585,33 @@ class AuditService:
             '/gnau.v1.AuditService/GetReport',
             gnau_dot_v1_dot_audit__pb2.GetReportRequest.SerializeToString,
             gnau_dot_v1_dot_audit__pb2.GetReportResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def VerifySoftware(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/gnau.v1.AuditService/VerifySoftware',
+            gnau_dot_v1_dot_audit__pb2.VerifySoftwareRequest.SerializeToString,
+            gnau_dot_v1_dot_audit__pb2.VerifySoftwareResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -102,6 +102,13 @@ class AuditServiceStub:
     DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
     (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
     """
+    VerifySoftware: _grpc.UnaryUnaryMultiCallable[_audit_pb2.VerifySoftwareRequest, _audit_pb2.VerifySoftwareResponse]
+    """Software authentication on demand (docs/software.md): compares the installed software with
+    the signed software manifest the service is configured with (--software-manifest,
+    --release-key), records the result in a SOFTWARE_VERIFIED entry naming the caller, and
+    answers it (operator and auditor). A mismatch is an answer, not an error. Without a manifest
+    configured: FAILED_PRECONDITION, reason SOFTWARE_MANIFEST_NOT_CONFIGURED.
+    """
 
 @_typing.type_check_only
 class AuditServiceAsyncStub(AuditServiceStub):
@@ -174,6 +181,13 @@ class AuditServiceAsyncStub(AuditServiceStub):
     (another is RESOURCE_EXHAUSTED, REPORT_BUSY), within the call's deadline (past it,
     DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
     (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
+    """
+    VerifySoftware: _aio.UnaryUnaryMultiCallable[_audit_pb2.VerifySoftwareRequest, _audit_pb2.VerifySoftwareResponse]  # type: ignore[assignment]
+    """Software authentication on demand (docs/software.md): compares the installed software with
+    the signed software manifest the service is configured with (--software-manifest,
+    --release-key), records the result in a SOFTWARE_VERIFIED entry naming the caller, and
+    answers it (operator and auditor). A mismatch is an answer, not an error. Without a manifest
+    configured: FAILED_PRECONDITION, reason SOFTWARE_MANIFEST_NOT_CONFIGURED.
     """
 
 class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -304,6 +318,19 @@ class AuditServiceServicer(metaclass=_abc_1.ABCMeta):
         (another is RESOURCE_EXHAUSTED, REPORT_BUSY), within the call's deadline (past it,
         DEADLINE_EXCEEDED, REPORT_PAST_DEADLINE), and its text is at most 4194304 bytes
         (RESOURCE_EXHAUSTED, REPORT_TOO_LARGE: narrow it).
+        """
+
+    @_abc_1.abstractmethod
+    def VerifySoftware(
+        self,
+        request: _audit_pb2.VerifySoftwareRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_audit_pb2.VerifySoftwareResponse, _abc.Awaitable[_audit_pb2.VerifySoftwareResponse]]:
+        """Software authentication on demand (docs/software.md): compares the installed software with
+        the signed software manifest the service is configured with (--software-manifest,
+        --release-key), records the result in a SOFTWARE_VERIFIED entry naming the caller, and
+        answers it (operator and auditor). A mismatch is an answer, not an error. Without a manifest
+        configured: FAILED_PRECONDITION, reason SOFTWARE_MANIFEST_NOT_CONFIGURED.
         """
 
 def add_AuditServiceServicer_to_server(servicer: AuditServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...
