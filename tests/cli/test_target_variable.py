@@ -56,8 +56,9 @@ def test_without_the_variable_only_the_audit_commands_read_a_database(
         # The audit commands and gnau key show read a database, and gnau health asks this
         # machine's own service (at GNAU_LISTEN's port: tests/deploy), unless a target is named.
         reads_a_database = command[0] in ("audit", "health") or command == ("key", "show")
-        # gnau receipt verify works offline; it asks a service only when told which.
-        offline = command == ("receipt", "verify")
+        # gnau receipt verify and gnau software verify work offline; they ask a service only
+        # when told which.
+        offline = command in (("receipt", "verify"), ("software", "verify"))
         expected = None if reads_a_database or offline else "127.0.0.1:50051"
         assert action.default == expected, command
 
