@@ -14,26 +14,35 @@ distribution and p-value:
   rounds (lag 1);
 - **runs**: the changes between "first card in the upper half of the deck order" in
   consecutive rounds, an exact ``scipy.stats.binomtest`` against Binomial(n - 1, 1/2);
-- **hand categories**: ``chisquare`` of seat 1's hand category against the exact counts over
-  all C(52, 5) hands (``gnau_service.rules.stats.hand_stats``).
+- **hand categories**: for each of the 9 seats, ``chisquare`` of its hand category against the
+  exact counts over all C(52, 5) hands (``gnau_service.rules.stats.hand_stats``, what
+  ``gnau stats`` prints);
+- **serial categories**: ``scipy.stats.chi2_contingency`` of seat 1's hand category in round
+  2k against round 2k+1 (disjoint pairs): independence of consecutive rounds' outcomes.
 
 A test passes when its p-value is at least 0.01. Round ``i`` uses the server seed
 ``SHA-256("gnau-dealer/bench/fairness-stats" || master_seed || uint64(i))``: any run can be
-repeated exactly with ``--seed``. Dealing and counting are pure Python; the statistics and
-the figures need the ``evidence`` extra (``pip install -e '.[evidence]'``: scipy, numpy,
-matplotlib).
+repeated exactly with ``--seed``, and the rounds can be dealt by any number of processes in any
+order. ``--cache DIR`` keeps the tally of each block of ``CACHE_ROUNDS`` rounds, so an
+interrupted run resumes, and a report on the first N rounds of a longer run costs nothing.
+Dealing and counting are pure Python; the statistics and the figures need the ``evidence``
+extra (``pip install -e '.[evidence]'``: scipy, numpy, matplotlib).
 
-    .venv/bin/python bench/fairness_stats.py                       # 1,000,000 rounds, 2 cores
+    .venv/bin/python bench/fairness_stats.py --seed 00 --out-dir docs/evidence  # 10M rounds
     .venv/bin/python bench/fairness_stats.py --shuffles 20000 --seed 00
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import importlib.metadata
 import math
 import multiprocessing
+import os
+import pickle
+import platform
 import secrets
 import sys
 import time
@@ -49,6 +58,7 @@ from matplotlib import pyplot as plt
 from scipy import stats
 
 from gnau_service.fairness import CommittedRound, LockedSeat
+from gnau_service.fairness.encoding import CURRENT_VERSION
 from gnau_service.rules.cards import CARDS_PER_DECK, card_from_index
 from gnau_service.rules.evaluation import Evaluator
 from gnau_service.rules.house_rules import HouseRules
@@ -62,7 +72,13 @@ CARDS: Final = CARDS_PER_DECK
 RULES: Final = HouseRules()
 # v2 rounds: each seat names its player by a reference (fixed ones here; the service's are keyed).
 SEATS: Final = tuple(LockedSeat(number, f"p-{number:032x}", 100) for number in range(1, 10))
+SEAT_COUNT: Final = len(SEATS)
 MIN_EXPECTED_PER_CELL: Final = 5.0
+DEFAULT_SHUFFLES: Final = 10_000_000
+CACHE_ROUNDS: Final = 50_000
+"""Rounds per cached block (``--cache``): fixed, so that runs of any length share blocks."""
+CATEGORIES: Final = tuple(hand_stats(RULES).categories)
+"""The hand categories in ``hand_stats``'s order; a round records seat 1's by its index."""
 ROUND_SEED_TAG: Final = b"gnau-dealer/bench/fairness-stats"
 DEFAULT_OUT_DIR: Final = Path(__file__).resolve().parent / "results"
 HEATMAP_NAME: Final = "fairness_position_by_card.png"
@@ -84,16 +100,24 @@ class Tally:
     """``position_counts[position * 52 + card_index]``: times the card was at the position."""
     first_cards: bytearray = field(default_factory=bytearray)
     """The card index at position 0 of each round, in round order."""
-    categories: Counter[str] = field(default_factory=Counter)
-    """Seat 1's hand category, per round."""
+    seat_categories: list[Counter[str]] = field(
+        default_factory=lambda: [Counter() for _ in range(SEAT_COUNT)]
+    )
+    """``seat_categories[s]``: how often seat ``s + 1`` was dealt each hand category."""
+    first_categories: bytearray = field(default_factory=bytearray)
+    """Seat 1's hand category (its index in ``CATEGORIES``) in each round, in round order."""
+    cached_rounds: int = 0
+    """Rounds whose counts were read from ``--cache`` (dealt by an earlier run), not dealt now."""
 
-    def add_round(self, deck: Sequence[int], seat_one_category: str | None = None) -> None:
+    def add_round(self, deck: Sequence[int], seat_categories: Sequence[str] = ()) -> None:
         counts = self.position_counts
         for position, card_index in enumerate(deck):
             counts[position * CARDS + card_index] += 1
         self.first_cards.append(deck[0])
-        if seat_one_category is not None:
-            self.categories[seat_one_category] += 1
+        for seat, category in enumerate(seat_categories):
+            self.seat_categories[seat][category] += 1
+        if seat_categories:
+            self.first_categories.append(CATEGORIES.index(seat_categories[0]))
         self.rounds += 1
 
     def merge(self, later: Tally) -> None:
@@ -103,7 +127,10 @@ class Tally:
             a + b for a, b in zip(self.position_counts, later.position_counts, strict=True)
         ]
         self.first_cards += later.first_cards
-        self.categories.update(later.categories)
+        for mine, theirs in zip(self.seat_categories, later.seat_categories, strict=True):
+            mine.update(theirs)
+        self.first_categories += later.first_categories
+        self.cached_rounds += later.cached_rounds
 
 
 def round_seed(master_seed: bytes, index: int) -> bytes:
@@ -117,23 +144,42 @@ def tally_rounds(master_seed: bytes, start: int, stop: int) -> Tally:
     for index in range(start, stop):
         committed = CommittedRound(f"stats/{index}", RULES, round_seed(master_seed, index))
         dealt = committed.lock(SEATS).deal()
-        category = evaluator.rank(dealt.deal.seat_hands[0].cards).category
-        tally.add_round([card.index for card in dealt.deck], str(category))
+        categories = [str(evaluator.rank(hand.cards).category) for hand in dealt.deal.seat_hands]
+        tally.add_round([card.index for card in dealt.deck], categories)
     return tally
 
 
-def _tally_chunk(arguments: tuple[bytes, int, int]) -> Tally:
-    return tally_rounds(*arguments)
+def _tally_chunk(arguments: tuple[bytes, int, int, Path | None]) -> Tally:
+    master_seed, start, stop, cache = arguments
+    if cache is None:
+        return tally_rounds(master_seed, start, stop)
+    path = cache / master_seed.hex() / f"{start:012d}-{stop:012d}.pickle"
+    if path.exists():
+        loaded: Tally = pickle.loads(path.read_bytes())
+        loaded.cached_rounds = loaded.rounds
+        return loaded
+    tally = tally_rounds(master_seed, start, stop)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_bytes(pickle.dumps(tally))  # read back only from the cache it wrote
+    partial.replace(path)  # whole or absent, even if the run is killed
+    return tally
 
 
-def tally_in_parallel(master_seed: bytes, rounds: int, workers: int) -> Tally:
-    """The same tally as ``tally_rounds(master_seed, 0, rounds)``, spread over processes."""
-    if workers <= 1:
+def tally_in_parallel(
+    master_seed: bytes, rounds: int, workers: int, cache: Path | None = None
+) -> Tally:
+    """The same tally as ``tally_rounds(master_seed, 0, rounds)``, spread over processes;
+    with ``cache``, blocks of ``CACHE_ROUNDS`` rounds are read from and written to it."""
+    if cache is None and workers <= 1:
         return tally_rounds(master_seed, 0, rounds)
-    chunk = max(1, -(-rounds // (workers * 8)))  # several chunks per worker evens out the load
-    chunks = [(master_seed, start, min(start + chunk, rounds)) for start in range(0, rounds, chunk)]
+    # Several chunks per worker even out the load; cached blocks keep their fixed size.
+    chunk = CACHE_ROUNDS if cache else max(1, min(CACHE_ROUNDS, -(-rounds // (workers * 8))))
+    chunks = [
+        (master_seed, start, min(start + chunk, rounds), cache) for start in range(0, rounds, chunk)
+    ]
     total = Tally()
-    with multiprocessing.Pool(workers) as pool:
+    with multiprocessing.Pool(max(1, workers)) as pool:
         for part in pool.imap(_tally_chunk, chunks):  # in order: the serial tests need it
             total.merge(part)
     return total
@@ -258,15 +304,17 @@ def runs_test(tally: Tally) -> TestResult:
     )
 
 
-def hand_category_test(tally: Tally, exact: dict[str, int]) -> TestResult:
-    """Chi-square of seat 1's hand categories against the exact counts over all hands.
+def hand_category_test(
+    observed: Counter[str] | dict[str, int], exact: dict[str, int], seat: int = 1
+) -> TestResult:
+    """Chi-square of one seat's hand categories against the exact counts over all hands.
 
     Categories expected fewer than five times are pooled, rarest first, into the next rarest.
     """
     total_hands = sum(exact.values())
-    hands = sum(tally.categories.values())
+    hands = sum(observed.values())
     cells = sorted(
-        ([exact[name] * hands / total_hands, tally.categories.get(name, 0)] for name in exact),
+        ([exact[name] * hands / total_hands, observed.get(name, 0)] for name in exact),
         key=lambda cell: cell[0],
     )
     while len(cells) > 2 and cells[0][0] < MIN_EXPECTED_PER_CELL:
@@ -276,12 +324,43 @@ def hand_category_test(tally: Tally, exact: dict[str, int]) -> TestResult:
     observed = [cell[1] for cell in cells]
     result = stats.chisquare(observed, expected)
     return TestResult(
-        "hand categories, seat 1",
+        f"hand categories, seat {seat}",
         float(result.statistic),
         len(cells) - 1,
         float(result.pvalue),
         f"{hands:,} hands in {len(cells)} cells",
         "chisquare",
+    )
+
+
+def serial_category_test(tally: Tally, exact: dict[str, int]) -> TestResult:
+    """Independence of seat 1's hand category in round 2k and in round 2k+1 (disjoint pairs):
+    ``scipy.stats.chi2_contingency`` of the table of pairs.
+
+    Categories are merged, rarest first, until each row's expected share of the pairs gives
+    every cell at least five expected.
+    """
+    pairs = len(tally.first_categories) // 2
+    total = sum(exact.values())
+    order = sorted(range(len(CATEGORIES)), key=lambda index: exact[CATEGORIES[index]])
+    groups = [[index] for index in order]
+    share = [exact[CATEGORIES[index]] / total for index in order]
+    while len(groups) > 2 and pairs * share[0] ** 2 < MIN_EXPECTED_PER_CELL:
+        groups[1] += groups.pop(0)
+        share[1] += share.pop(0)
+    group_of = np.zeros(len(CATEGORIES), dtype=int)
+    for group, members in enumerate(groups):
+        group_of[members] = group
+    cells = group_of[np.frombuffer(bytes(tally.first_categories[: 2 * pairs]), dtype=np.uint8)]
+    table = np.bincount(cells[0::2] * len(groups) + cells[1::2], minlength=len(groups) ** 2)
+    result = stats.chi2_contingency(table.reshape(len(groups), len(groups)), correction=False)
+    return TestResult(
+        "serial hand categories, seat 1, consecutive rounds",
+        float(result.statistic),
+        int(result.dof),
+        float(result.pvalue),
+        f"{pairs:,} disjoint pairs, {len(groups)}x{len(groups)} table of category groups",
+        "chi2_contingency",
     )
 
 
@@ -299,12 +378,14 @@ class Battery:
         return all(result.passed for result in self.results)
 
 
-def run_battery(shuffles: int, master_seed: bytes, workers: int = 1) -> Battery:
+def run_battery(
+    shuffles: int, master_seed: bytes, workers: int = 1, cache: Path | None = None
+) -> Battery:
     """Deal ``shuffles`` rounds and run every test on them."""
     if shuffles < 2:
         raise ValueError(f"need at least 2 shuffles, got {shuffles}")
     started = time.perf_counter()
-    tally = tally_in_parallel(master_seed, shuffles, workers)
+    tally = tally_in_parallel(master_seed, shuffles, workers, cache)
     elapsed = time.perf_counter() - started
     exact = hand_stats(RULES).categories
     results = (
@@ -313,7 +394,11 @@ def run_battery(shuffles: int, master_seed: bytes, workers: int = 1) -> Battery:
         serial_pair_test(tally),
         serial_correlation_test(tally),
         runs_test(tally),
-        hand_category_test(tally, exact),
+        *(
+            hand_category_test(observed, exact, seat)
+            for seat, observed in enumerate(tally.seat_categories, start=1)
+        ),
+        serial_category_test(tally, exact),
     )
     return Battery(master_seed, workers, elapsed, tally, exact, results)
 
@@ -422,11 +507,22 @@ def render_report(battery: Battery) -> str:
         "# Shuffle fairness statistics",
         "",
         f"- Rounds dealt: {tally.rounds:,} (1 deck, 9 seats, default house rules), through "
-        "commit, lock, HMAC_DRBG shuffle and deal.",
+        "commit, lock, HMAC_DRBG shuffle and deal, fairness construction "
+        f"{CURRENT_VERSION.name.lower()} (the default of this checkout).",
         f"- Master seed: `{battery.master_seed.hex()}` (repeat with "
-        f"`bench/fairness_stats.py --shuffles {tally.rounds} --seed {battery.master_seed.hex()}`).",
-        f"- Dealt in {seconds:,.1f} s on {battery.workers} worker process(es): "
-        f"{tally.rounds / seconds:,.0f} rounds/s.",
+        f"`bench/fairness_stats.py --shuffles {tally.rounds} --seed {battery.master_seed.hex()}`; "
+        "each round's server seed is derived from it, so any process may deal any round).",
+        (
+            f"- Dealt in {seconds:,.1f} s on {battery.workers} worker process(es): "
+            f"{tally.rounds / seconds:,.0f} rounds/s."
+            if not tally.cached_rounds
+            else f"- {tally.cached_rounds:,} of the rounds were dealt by an earlier run of the "
+            "same command and read from its `--cache`; this run took "
+            f"{seconds:,.1f} s on {battery.workers} worker process(es)."
+        ),
+        f"- Machine: {platform.machine()}, {os.cpu_count()} cores shared with other work; "
+        f"Python {platform.python_version()}; "
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d}.",
         f"- Statistics: scipy {_version('scipy')} (`scipy.stats`), figures: matplotlib "
         f"{_version('matplotlib')}.",
         f"- Each test at 99% confidence: it passes when p >= {ALPHA}. A fair shuffle fails any "
@@ -444,23 +540,28 @@ def render_report(battery: Battery) -> str:
             f"| {result.name} | {_format_statistic(result)} | {df} | {result.p_value:.4f} "
             f"| {verdict} | `{result.method}` | {result.detail} |"
         )
-    hands = sum(tally.categories.values())
+    all_seats: Counter[str] = sum(tally.seat_categories, Counter())
+    hands = sum(all_seats.values())
     total = sum(battery.exact_categories.values())
     lines += [
         "",
-        "## Hand categories of seat 1",
+        "## Hand categories, all seats",
         "",
-        f"Exact counts are over all {total:,} five-card hands (`hand_stats`).",
+        f"Exact counts are over all {total:,} five-card hands (`hand_stats`, as `gnau stats` "
+        f"prints them); observed: the {SEAT_COUNT} seats' hands together (each seat is tested "
+        "on its own above: hands of one round share a deck, so the pooled counts are not a "
+        "multinomial sample).",
         "",
         "| category | exact count | exact share | expected | observed | observed share |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for name, count in battery.exact_categories.items():
-        observed = tally.categories.get(name, 0)
+        observed = all_seats.get(name, 0)
         lines.append(
             f"| {name} | {count:,} | {count / total:.6f} | {count * hands / total:,.1f} "
             f"| {observed:,} | {observed / hands:.6f} |"
         )
+    tests = len(battery.results)
     residuals = position_residuals(tally)
     worst = max(range(len(residuals)), key=lambda cell: abs(residuals[cell]))
     position, card = divmod(worst, CARDS)
@@ -497,8 +598,8 @@ def render_report(battery: Battery) -> str:
             else "**a test sees a departure from a uniformly random deck**"
         )
         + ": each card equally likely at each position (the matrix and each position), "
-        "consecutive rounds independent (serial pairs, correlation, runs), dealt hands as "
-        "frequent as their exact counts.",
+        "consecutive rounds independent (serial pairs, correlation, runs, hand categories), "
+        "each seat's hands as frequent as their exact counts.",
         f"- Resolution: a cell's count has a standard deviation of {cell_sd:,.0f}, "
         f"{cell_sd / expected_per_cell:.2%} of its expected {expected_per_cell:,.0f}. A bias "
         "confined to one cell, of z standard deviations, adds about z squared to the "
@@ -506,12 +607,13 @@ def render_report(battery: Battery) -> str:
         f"its mean) from about {matrix_bias:.1%} of the cell's count, and its position's "
         f"chi-square ({row_margin:.0f} above the mean on 51 df) from about {row_bias:.1%}. "
         "A bias spread over many cells is seen at a far smaller size per cell.",
-        "- The six tests read the same rounds (the first card of each feeds three of them), "
-        "so their p-values are not independent. At 99% each, a fair shuffle fails at least "
-        "one of six independent tests in about one run in 17.",
+        f"- The {tests} tests read the same rounds (the first card of each "
+        "feeds three of them; the seats share each deck), so their p-values are not "
+        f"independent. At 99% each, a fair shuffle fails at least one of {tests} "
+        f"independent tests in about one run in {1 / (1 - (1 - ALPHA) ** tests):.0f}.",
         "- Nothing here shows that the deck is unpredictable, which rests on the secret seed "
-        "and on HMAC_DRBG (`docs/fairness.md`, section 3); `dieharder.md` tests the DRBG's "
-        "words themselves.",
+        "and on HMAC_DRBG (`docs/fairness.md`, section 3); `nist_sp800_22.md` and `dieharder.md` "
+        "test the DRBG's bits themselves.",
         "",
     ]
     return "\n".join(lines)
@@ -534,14 +636,19 @@ def write_report(battery: Battery, out_dir: Path) -> tuple[Path, Path, Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Statistical tests of the fair shuffle.")
-    parser.add_argument("--shuffles", type=int, default=1_000_000, help="rounds to deal")
+    parser.add_argument(
+        "--shuffles", type=int, default=DEFAULT_SHUFFLES, help="rounds to deal (default 10M)"
+    )
     parser.add_argument("--workers", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--seed", help="master seed, hex (default: fresh from secrets)")
     parser.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR, help="report folder")
+    parser.add_argument(
+        "--cache", type=Path, help="keep each block's tally here; a rerun resumes from it"
+    )
     args = parser.parse_args(argv)
     master_seed = bytes.fromhex(args.seed) if args.seed else secrets.token_bytes(16)
     print(f"dealing {args.shuffles:,} rounds on {args.workers} worker(s), seed {master_seed.hex()}")
-    battery = run_battery(args.shuffles, master_seed, args.workers)
+    battery = run_battery(args.shuffles, master_seed, args.workers, args.cache)
     for result in battery.results:
         verdict = "pass" if result.passed else "FAIL"
         print(f"  {verdict}  p={result.p_value:.4f}  {result.name}: {result.detail}")

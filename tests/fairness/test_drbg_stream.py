@@ -149,3 +149,34 @@ def test_a_failure_is_not_called_a_pass() -> None:
     text = _render([_run(0, "00", "FAILED")], [])
     assert "**A test FAILED" in text
     assert "## Rechecks" not in text
+
+
+def test_the_fast_loop_is_the_shuffles_drbg_byte_for_byte() -> None:
+    """shuffle_drbg_output against the service's HmacDrbg (itself checked against NIST's CAVP
+    vectors), over many Generate calls, so the long streams are the DRBG's."""
+    from gnau_service.fairness.shuffle import shuffle_drbg
+
+    for index in range(4):
+        seed = hashlib.sha256(b"seed" + bytes([index])).digest()
+        transcript = hashlib.sha256(b"transcript" + bytes([index])).digest()
+        drbg = shuffle_drbg(seed, transcript)
+        expected = b"".join(drbg.generate(64) for _ in range(300))
+        assert drbg_stream.shuffle_drbg_output(seed, transcript, 300) == expected
+
+
+def test_a_partial_whole_battery_says_so() -> None:
+    lines = drbg_stream.parse_dieharder(DIEHARDER_OUTPUT)
+    run = drbg_stream.WholeRun(lines, 2_000_000_000, 600.0, complete=False)
+    text = drbg_stream.render_whole(run, seed_hex="00", generates=4, version="3.31.1")
+    assert "**Partial run: stopped by its time limit after 3 tests (3 p-values).**" in text
+    assert "**3 p-values: 1 PASSED, 1 WEAK, 1 FAILED**" in text
+    assert "| sts_serial | 3 | 100,000 | 100 | 0.99879950 | WEAK |" in text
+    whole = drbg_stream.render_whole(
+        drbg_stream.WholeRun(lines, 1, 1.0, complete=True), seed_hex="00", generates=4, version="x"
+    )
+    assert "Partial" not in whole
+
+
+def test_a_slice_asks_dieharder_for_fewer_samples() -> None:
+    test = drbg_stream.DieharderTest(100, psamples=10)
+    assert test.arguments() == ["-g", "200", "-d", "100", "-p", "10"]

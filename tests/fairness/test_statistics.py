@@ -36,7 +36,8 @@ def test_the_real_shuffle_passes_every_test_at_99_percent(battery: Any) -> None:
         "serial pairs, first card of consecutive rounds",
         "serial correlation, lag 1, first card",
         "runs above/below the middle, first card",
-        "hand categories, seat 1",
+        *(f"hand categories, seat {seat}" for seat in range(1, 10)),
+        "serial hand categories, seat 1, consecutive rounds",
     ]
     for result in results:
         assert 0.01 <= result.p_value <= 1.0, result
@@ -52,7 +53,7 @@ def test_the_report_and_figures_are_written(battery: Any, tmp_path: Path) -> Non
     assert "**Overall: PASS**" in text
     assert f"({heatmap.name})" in text
     assert f"({residuals.name})" in text
-    assert text.count("| pass |") == 6
+    assert text.count("| pass |") == 15
     assert "`chi2.sf, statistic x 51/52`" in text
     assert "## What this shows, and what it does not" in text
     # 20,000 rounds: 384.6 per cell, sd sqrt(20000 / 52 * 51 / 52) = 19.42, i.e. 5.05%.
@@ -125,8 +126,7 @@ def test_hand_category_chi_square_of_a_small_table() -> None:
     """Observed 10, 20, 30 against 20 each: (100 + 0 + 100) / 20 = 10 on 2 degrees of freedom,
     whose survival function is exp(-x/2): p = exp(-5)."""
     exact = {"A": 1, "B": 1, "C": 1}
-    tally = fairness_stats.Tally(categories={"A": 10, "B": 20, "C": 30})
-    result = fairness_stats.hand_category_test(tally, exact)
+    result = fairness_stats.hand_category_test({"A": 10, "B": 20, "C": 30}, exact)
     assert result.degrees_of_freedom == 2
     assert result.statistic == pytest.approx(10.0, rel=1e-12)
     assert result.p_value == pytest.approx(math.exp(-5), rel=1e-9)
@@ -134,16 +134,14 @@ def test_hand_category_chi_square_of_a_small_table() -> None:
 
 def test_hand_category_chi_square_on_one_degree_of_freedom() -> None:
     """Observed 60, 40 against 50 each: (100 + 100) / 50 = 4 on 1 df: p = erfc(sqrt(2))."""
-    tally = fairness_stats.Tally(categories={"A": 60, "B": 40})
-    result = fairness_stats.hand_category_test(tally, {"A": 1, "B": 1})
+    result = fairness_stats.hand_category_test({"A": 60, "B": 40}, {"A": 1, "B": 1})
     assert result.statistic == pytest.approx(4.0, rel=1e-12)
     assert result.p_value == pytest.approx(math.erfc(math.sqrt(2)), rel=1e-9)
 
 
 def test_hand_categories_pool_rare_cells_and_score_a_perfect_fit_as_one() -> None:
     exact = {"COMMON": 900, "RARE": 99, "RAREST": 1}
-    tally = fairness_stats.Tally(categories={"COMMON": 90, "RARE": 10})
-    result = fairness_stats.hand_category_test(tally, exact)
+    result = fairness_stats.hand_category_test({"COMMON": 90, "RARE": 10}, exact)
     # 100 hands: RAREST (0.1 expected) and RARE (9.9) pool into 10.0, against COMMON's 90.
     assert result.degrees_of_freedom == 1
     assert result.statistic == pytest.approx(0.0)
@@ -211,3 +209,24 @@ def test_serial_correlation_of_a_small_sequence() -> None:
     result = fairness_stats.serial_correlation_test(tally)
     assert result.statistic == pytest.approx(1.0, rel=1e-12)
     assert result.p_value == pytest.approx(0.0, abs=1e-12)
+
+
+def test_consecutive_rounds_with_the_same_hand_category_are_caught() -> None:
+    """Each odd round repeats the previous round's category for seat 1: the contingency table
+    of pairs is diagonal, and the serial category test must see it."""
+    exact = fairness_stats.hand_stats(fairness_stats.RULES).categories
+    names = list(exact)
+    generator = random.Random(11)
+    weights = list(exact.values())
+    tally = fairness_stats.Tally()
+    for _ in range(SMOKE_SHUFFLES // 2):
+        category = generator.choices(names, weights)[0]
+        for _ in range(2):
+            tally.add_round(list(range(CARDS_PER_DECK)), [category] * 9)
+    result = fairness_stats.serial_category_test(tally, exact)
+    assert result.p_value < 1e-6
+    assert f"{SMOKE_SHUFFLES // 2:,} disjoint pairs" in result.detail
+    independent = fairness_stats.Tally()
+    for _ in range(SMOKE_SHUFFLES):
+        independent.add_round(list(range(CARDS_PER_DECK)), generator.choices(names, weights) * 9)
+    assert fairness_stats.serial_category_test(independent, exact).passed
