@@ -450,19 +450,27 @@ def _log_event_failure(entry: LogEntry) -> str | None:
         problem = _tokens_changed_failure(payload)
         if problem is not None:
             return f"TOKENS_CHANGED {problem}"
-    members = _CATALOGUE_MEMBERS.get(kind)
+    members = _EXACT_MEMBERS.get(kind)
     if members is not None and set(payload) != members:
-        # A catalogue change names tables, operators and limits; a member beyond its own could
-        # carry what the log must not hold.
+        # A catalogue change names tables, operators and limits, and a software check files and
+        # distributions; a member beyond its own could carry what the log must not hold.
         return f"{kind}'s payload must hold exactly {', '.join(sorted(members))}"
     return _who_failure(entry)
 
 
-#: The members of the catalogue's entries (docs/audit.md, *Events of the log*).
-_CATALOGUE_MEMBERS: Final = {
+#: The events whose payload holds exactly these members (docs/audit.md, *Events of the log*).
+_EXACT_MEMBERS: Final = {
     EntryKind.TABLE_CHANGED: {_ACTOR, OPERATOR_FIELD, "table_id", "version", "config"},
     EntryKind.OPERATOR_CHANGED: {_ACTOR, OPERATOR_FIELD, "config"},
     EntryKind.GAMING_CHANGED: {_ACTOR, "enabled"},
+    EntryKind.SOFTWARE_VERIFIED: {
+        _ACTOR,
+        "result",
+        "manifest_sha256",
+        "mismatches",
+        "mismatch_count",
+        "detail",
+    },
 }
 
 

@@ -55,12 +55,16 @@ class _StopError(Exception):
         self.status, self.reason, self.line = status, reason, line
 
 
-#: The members of the catalogue's entries (docs/audit.md, TABLE_CHANGED and the two after it).
-CATALOGUE_MEMBERS = {
+#: The events that hold exactly these members (docs/audit.md, TABLE_CHANGED and the three after
+#: it).
+EXACT_MEMBERS = {
     "TABLE_CHANGED": {"actor", "operator", "table_id", "version", "config"},
     "OPERATOR_CHANGED": {"actor", "operator", "config"},
     "GAMING_CHANGED": {"actor", "enabled"},
-}
+    "SOFTWARE_VERIFIED": {
+        "actor", "result", "manifest_sha256", "mismatches", "mismatch_count", "detail",
+    },
+}  # fmt: skip
 
 
 def _line_object(raw: bytes, number: int, status: str) -> dict[str, Any]:
@@ -184,10 +188,11 @@ def _verify(data: bytes, key: str | None, pinned: str | None) -> Verdict:
             )
             if entry.kind == "TOKENS_CHANGED":
                 check_token_change(entry.payload)
-            if entry.kind in CATALOGUE_MEMBERS:
-                # docs/audit.md: a catalogue change holds exactly its own members.
+            if entry.kind in EXACT_MEMBERS:
+                # docs/audit.md: a catalogue change or a software check holds exactly its own
+                # members.
                 check(
-                    set(entry.payload) == CATALOGUE_MEMBERS[entry.kind],
+                    set(entry.payload) == EXACT_MEMBERS[entry.kind],
                     f"entry {index}: a {entry.kind}'s members",
                 )
             replay.feed(entry)
