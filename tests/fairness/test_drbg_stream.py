@@ -151,19 +151,6 @@ def test_a_failure_is_not_called_a_pass() -> None:
     assert "## Rechecks" not in text
 
 
-def test_the_fast_loop_is_the_shuffles_drbg_byte_for_byte() -> None:
-    """shuffle_drbg_output against the service's HmacDrbg (itself checked against NIST's CAVP
-    vectors), over many Generate calls, so the long streams are the DRBG's."""
-    from gnau_service.fairness.shuffle import shuffle_drbg
-
-    for index in range(4):
-        seed = hashlib.sha256(b"seed" + bytes([index])).digest()
-        transcript = hashlib.sha256(b"transcript" + bytes([index])).digest()
-        drbg = shuffle_drbg(seed, transcript)
-        expected = b"".join(drbg.generate(64) for _ in range(300))
-        assert drbg_stream.shuffle_drbg_output(seed, transcript, 300) == expected
-
-
 def test_a_partial_whole_battery_says_so() -> None:
     lines = drbg_stream.parse_dieharder(DIEHARDER_OUTPUT)
     run = drbg_stream.WholeRun(lines, 2_000_000_000, 600.0, complete=False)
