@@ -401,10 +401,11 @@ def run_sequences(
     bits: int = SEQUENCE_BITS,
     workers: int = 2,
     cache: Path | None = None,
-) -> np.ndarray:
-    """A (sequences x rows) array of p-values, NaN where a test does not apply. With
-    ``cache``, each sequence's row is appended to a file there as it is done, and rows already
-    there are not computed again: an interrupted run resumes."""
+) -> tuple[np.ndarray, int]:
+    """A (sequences x rows) array of p-values, NaN where a test does not apply, and how many
+    of its rows were read from ``cache``. With ``cache``, each sequence's row is appended to a
+    file there as it is done, and rows already there are not computed again: an interrupted
+    run resumes."""
     results: list[list[float]] = []
     kept = None
     if cache is not None:
@@ -413,6 +414,7 @@ def run_sequences(
         if kept.exists():
             lines = kept.read_text(encoding="ascii").splitlines()
             results = [[float(v) for v in line.split("\t")] for line in lines[:sequences]]
+    cached = len(results)
     tasks = [(master_seed, index, bits) for index in range(len(results), sequences)]
     with tempfile.TemporaryDirectory() as directory:
         write_template_file(Path(directory))
@@ -430,7 +432,7 @@ def run_sequences(
                     print(
                         f"  {len(results):,}/{sequences:,} sequences", file=sys.stderr, flush=True
                     )
-    return np.array(results, dtype=float).reshape(sequences, len(ROWS))
+    return np.array(results, dtype=float).reshape(sequences, len(ROWS)), cached
 
 
 # --- section 4.2 ----------------------------------------------------------------------------
@@ -631,13 +633,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cache", type=Path, help="keep each sequence's p-values here; a rerun resumes from it"
     )
     args = parser.parse_args(argv)
-    seed_hex = bytes.fromhex(args.seed).hex()
-    kept = None if args.cache is None else args.cache / f"nist-{seed_hex}-{args.bits}.tsv"
-    cached = 0
-    if kept is not None and kept.exists():
-        cached = min(args.sequences, len(kept.read_text(encoding="ascii").splitlines()))
     started = time.perf_counter()
-    p_values = run_sequences(
+    p_values, cached = run_sequences(
         bytes.fromhex(args.seed), args.sequences, args.bits, args.workers, args.cache
     )
     seconds = time.perf_counter() - started
