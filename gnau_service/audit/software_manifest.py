@@ -281,6 +281,14 @@ class Mismatch:
     def describe(self) -> str:
         return f"{self.problem} {self.part} {printable_name(self.name)}"
 
+    def listed(self) -> dict[str, str]:
+        """The mismatch as an entry, an answer and ``--json`` list it, its name printable."""
+        return {
+            "part": str(self.part),
+            "name": printable_name(self.name),
+            "problem": str(self.problem),
+        }
+
 
 def compare(manifest: Manifest, installation: Installation) -> tuple[Mismatch, ...]:
     """Every difference between ``manifest`` and ``installation``, sorted; empty when they
@@ -369,10 +377,7 @@ class SoftwareCheck:
     def listed(self) -> list[dict[str, str]]:
         """The mismatches an entry lists: the first :data:`MAX_LISTED_MISMATCHES`, each's name
         as an entry can hold it."""
-        return [
-            {"part": str(m.part), "name": printable_name(m.name), "problem": str(m.problem)}
-            for m in self.mismatches[:MAX_LISTED_MISMATCHES]
-        ]
+        return [mismatch.listed() for mismatch in self.mismatches[:MAX_LISTED_MISMATCHES]]
 
     def lines(self) -> list[str]:
         """The check as ``gnau software verify`` prints it: the result, then each mismatch."""

@@ -44,7 +44,6 @@ from gnau_service.audit.software_manifest import (
     Problem,
     SoftwareCheck,
     check_software,
-    printable_name,
     read_release_key,
     sign_manifest,
 )
@@ -210,14 +209,7 @@ def _report(found: SoftwareCheck, *, json_output: bool, count: int | None = None
                 {
                     "result": str(found.outcome),
                     "manifest_sha256": found.manifest_sha256,
-                    "mismatches": [
-                        {
-                            "part": str(m.part),
-                            "name": printable_name(m.name),
-                            "problem": str(m.problem),
-                        }
-                        for m in found.mismatches
-                    ],
+                    "mismatches": [mismatch.listed() for mismatch in found.mismatches],
                     "mismatch_count": count,
                     "detail": found.detail,
                 },
